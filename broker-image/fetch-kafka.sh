@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Resolves the pinned Kafka distribution (kafka.env) from Maven Central with
+# Maven's own configuration, into $KRAFTY_CACHE/kafka/<version>:
+#   libs/   the broker, the tools and their runtime dependencies
+#   agent/  the Prometheus JMX exporter java agent
+#   bin/    kafka-*.sh launchers (the names users know)
+#   config/ log4j2 configuration
+# Prints the distribution directory. Idempotent: Maven runs only when the pin
+# or the pom changes.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+source "$here/../scripts/lib.sh"
+source "$here/kafka.env"
+
+dist="$KRAFTY_CACHE/kafka/$KAFKA_VERSION"
+key="$(files_hash "$here/kafka.env" "$here/kafka-dist/pom.xml")"
+if [[ "$(cat "$dist/.resolved" 2>/dev/null)" != "$key" ]]; then
+  log "resolving Apache Kafka $KAFKA_VERSION and JMX exporter $JMX_EXPORTER_VERSION from Maven Central"
+  rm -rf "$dist/libs" "$dist/agent"
+  mvn -B -q -Dstyle.color=never -f "$here/kafka-dist/pom.xml" package \
+    -Dkafka.version="$KAFKA_VERSION" -Dscala.binary.version="$SCALA_BINARY_VERSION" \
+    -Dlog4j.version="$LOG4J_VERSION" -Djmx.exporter.version="$JMX_EXPORTER_VERSION" \
+    -Ddist.dir="$dist" >&2
+  rm -rf "$here/kafka-dist/target"
+  echo "$key" > "$dist/.resolved"
+fi
+mkdir -p "$dist/bin" "$dist/config"
+cp "$here"/bin/* "$dist/bin/"
+cp "$here"/config/* "$dist/config/"
+"$dist/bin/kafka-cli.sh" --link "$dist/bin"
+echo "$dist"

@@ -1,0 +1,1 @@
+"""krafty: run Apache Kafka (KRaft) on Kubernetes."""

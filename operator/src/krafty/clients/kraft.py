@@ -1,0 +1,96 @@
+"""KRaft admin requests over a plain TCP connection (see krafty.kraft_wire).
+
+Each call tries the given servers in turn (brokers forward these requests to
+the active controller; controllers answer them directly) and returns the
+first answer that is not "ask someone else".
+"""
+
+from __future__ import annotations
+
+import itertools
+import socket
+import struct
+from collections.abc import Callable
+from typing import TypeVar
+
+from krafty import kraft_wire as wire
+
+T = TypeVar("T")
+
+_RETRIABLE = {6, 7, 8, 41}  # NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT, BROKER_NOT_AVAILABLE, NOT_CONTROLLER
+_correlation = itertools.count(1)
+CLIENT_ID = "krafty-operator"
+
+
+def _addresses(servers: str) -> list[tuple[str, int]]:
+    out = []
+    for item in servers.split(","):
+        host, _, port = item.strip().rpartition(":")
+        if not host or not port.isdigit():
+            raise ValueError(f"bad server address {item!r}: want host:port")
+        out.append((host, int(port)))
+    return out
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    chunks, remaining = [], n
+    while remaining:
+        chunk = sock.recv(remaining)
+        if not chunk:
+            raise ConnectionError("connection closed by the server")
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
+
+
+def _exchange(address: tuple[str, int], api_key: int, version: int, body: bytes, timeout: float) -> wire.Reader:
+    correlation_id = next(_correlation)
+    header = wire.request_header(api_key, version, correlation_id, CLIENT_ID).bytes()
+    with socket.create_connection(address, timeout=timeout) as sock:
+        sock.sendall(wire.frame(header + body))
+        (size,) = struct.unpack(">i", _recv_exact(sock, 4))
+        reader = wire.Reader(_recv_exact(sock, size))
+    if wire.read_response_header(reader) != correlation_id:
+        raise ConnectionError(f"{address}: response does not match the request")
+    return reader
+
+
+def call(servers: str, api_key: int, version: int, body: wire.Writer,
+         decode: Callable[[wire.Reader], T], timeout: float = 10.0) -> T:
+    errors: list[str] = []
+    for address in _addresses(servers):
+        try:
+            return decode(_exchange(address, api_key, version, body.bytes(), timeout))
+        except wire.KafkaProtocolError as error:
+            if error.code not in _RETRIABLE:
+                raise
+            errors.append(f"{address[0]}:{address[1]}: {error}")
+        except OSError as error:
+            errors.append(f"{address[0]}:{address[1]}: {error}")
+    raise ConnectionError("no server answered: " + "; ".join(errors))
+
+
+def describe_quorum(servers: str, timeout: float = 10.0) -> wire.Quorum:
+    return call(servers, wire.DESCRIBE_QUORUM, 2, wire.encode_describe_quorum(), wire.decode_describe_quorum, timeout)
+
+
+def remove_voter(servers: str, cluster_id: str | None, voter_id: int, directory_id: str,
+                 timeout: float = 30.0) -> None:
+    call(servers, wire.REMOVE_RAFT_VOTER, 0, wire.encode_remove_raft_voter(cluster_id, voter_id, directory_id),
+         wire.decode_simple("RemoveRaftVoter"), timeout)
+
+
+def unregister_broker(servers: str, broker_id: int, timeout: float = 30.0) -> None:
+    call(servers, wire.UNREGISTER_BROKER, 0, wire.encode_unregister_broker(broker_id),
+         wire.decode_simple("UnregisterBroker"), timeout)
+
+
+def alter_reassignments(servers: str, targets: dict[wire.TopicPartition, list[int] | None],
+                        timeout: float = 30.0) -> dict[wire.TopicPartition, str]:
+    body = wire.encode_alter_reassignments(targets, int(timeout * 1000))
+    return call(servers, wire.ALTER_PARTITION_REASSIGNMENTS, 0, body, wire.decode_alter_reassignments, timeout + 5)
+
+
+def list_reassignments(servers: str, timeout: float = 30.0) -> dict[wire.TopicPartition, wire.OngoingReassignment]:
+    body = wire.encode_list_reassignments(int(timeout * 1000))
+    return call(servers, wire.LIST_PARTITION_REASSIGNMENTS, 0, body, wire.decode_list_reassignments, timeout + 5)

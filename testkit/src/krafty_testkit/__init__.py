@@ -1,0 +1,1 @@
+"""Test fixtures for krafty: real Kafka, real Kubernetes, no fakes."""

@@ -1,0 +1,442 @@
+"""Real KRaft clusters as local processes on loopback.
+
+A cluster is combined (every node is broker and controller, every node votes)
+or dedicated (C controllers and B brokers). Node ids follow the operator's
+scheme: brokers and combined nodes are 0..N-1, dedicated controllers are
+CONTROLLER_ID_OFFSET + i. The quorum is dynamic (KIP-853): nodes find it
+through controller.quorum.bootstrap.servers and the controllers are
+formatted with --initial-controllers.
+
+Readiness is decided by asking the cluster, never by sleeping: every running
+broker registered and unfenced (DescribeCluster) and the metadata quorum led,
+with every running voter caught up (DescribeQuorum).
+
+Every process is started in its own session with PR_SET_PDEATHSIG, so it dies
+with the test process even when that is killed; close() stops what is left.
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import contextlib
+import ctypes
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from krafty import kraft_wire
+from krafty.clients import kraft
+from krafty_testkit import kafka_dist
+from krafty_testkit.traffic import client_config
+
+CONTROLLER_ID_OFFSET = 1000
+BROKER = "broker"
+CONTROLLER = "controller"
+
+_live_processes: set[subprocess.Popen[bytes]] = set()
+
+
+class LayoutError(ValueError):
+    """A cluster layout that cannot work, reported before anything starts."""
+
+
+class ClusterStartError(RuntimeError):
+    """A node exited or the cluster did not become ready in time."""
+
+
+def kafka_uuid() -> str:
+    """A random Kafka Uuid in its base64 string form (cluster and directory ids)."""
+    while True:
+        text = base64.urlsafe_b64encode(secrets.token_bytes(16)).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
+
+
+@dataclass(frozen=True)
+class Layout:
+    mode: Literal["combined", "dedicated"]
+    brokers: int
+    controllers: int = 0
+
+    @classmethod
+    def combined(cls, nodes: int) -> Layout:
+        return cls("combined", nodes)
+
+    @classmethod
+    def dedicated(cls, controllers: int, brokers: int) -> Layout:
+        return cls("dedicated", brokers, controllers)
+
+    def __post_init__(self) -> None:
+        if self.brokers < 1:
+            raise LayoutError(f"a {self.mode} cluster needs at least 1 broker, got {self.brokers}")
+        if self.mode == "dedicated":
+            if self.controllers < 1 or self.controllers % 2 == 0:
+                raise LayoutError(
+                    f"dedicated mode needs an odd number of controllers (1, 3, 5...) so that a majority "
+                    f"survives a failure; got {self.controllers}")
+        elif self.mode == "combined":
+            if self.controllers:
+                raise LayoutError("combined mode has no separate controllers: every node votes; "
+                                  f"got controllers={self.controllers}")
+        else:
+            raise LayoutError(f"mode must be 'combined' or 'dedicated', got {self.mode!r}")
+
+    def node_roles(self) -> list[tuple[int, frozenset[str]]]:
+        if self.mode == "combined":
+            return [(i, frozenset({BROKER, CONTROLLER})) for i in range(self.brokers)]
+        controllers = [(CONTROLLER_ID_OFFSET + i, frozenset({CONTROLLER})) for i in range(self.controllers)]
+        return controllers + [(i, frozenset({BROKER})) for i in range(self.brokers)]
+
+    def describe(self) -> str:
+        if self.mode == "combined":
+            return f"combined x{self.brokers}"
+        return f"dedicated {self.controllers}c+{self.brokers}b"
+
+
+@dataclass
+class Node:
+    node_id: int
+    roles: frozenset[str]
+    directory: Path
+    broker_port: int | None
+    controller_port: int | None
+    directory_id: str = field(default_factory=kafka_uuid)
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def is_broker(self) -> bool:
+        return BROKER in self.roles
+
+    @property
+    def is_controller(self) -> bool:
+        return CONTROLLER in self.roles
+
+    @property
+    def config_path(self) -> Path:
+        return self.directory / "server.properties"
+
+    @property
+    def log_path(self) -> Path:
+        return self.directory / "server.log"
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def log_tail(self, lines: int = 30) -> str:
+        if not self.log_path.exists():
+            return "(no log yet)"
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def _set_parent_death_signal() -> None:
+    """Runs in the child before exec: die with SIGKILL when the parent dies."""
+    pr_set_pdeathsig = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _reserve_ports(purposes: list[str], base_port: int | None) -> list[int]:
+    """One loopback port per purpose: consecutive from base_port, or free ones."""
+    if base_port is not None:
+        ports = list(range(base_port, base_port + len(purposes)))
+        for port, purpose in zip(ports, purposes, strict=True):
+            if not _port_free(port):
+                raise LayoutError(f"port {port} ({purpose}) is already in use on 127.0.0.1")
+        return ports
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) for _ in purposes]
+        for sock in socks:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in socks]
+
+
+class LocalKafkaCluster:
+    """A KRaft cluster of real Kafka processes under one work directory."""
+
+    def __init__(self, layout: Layout, workdir: Path, *, base_port: int | None = None,
+                 config: Mapping[str, str] | None = None, heap: str = "384m") -> None:
+        self.layout = layout
+        self.workdir = workdir
+        self.heap = heap
+        self.cluster_id = kafka_uuid()
+        self.extra_config = dict(config or {})
+        roles = layout.node_roles()
+        purposes = []
+        for node_id, node_roles in roles:
+            purposes += [f"node {node_id} {role} listener" for role in (BROKER, CONTROLLER) if role in node_roles]
+        ports = iter(_reserve_ports(purposes, base_port))
+        self.nodes: dict[int, Node] = {}
+        for node_id, node_roles in roles:
+            self.nodes[node_id] = Node(
+                node_id, node_roles, workdir / f"node-{node_id}",
+                broker_port=next(ports) if BROKER in node_roles else None,
+                controller_port=next(ports) if CONTROLLER in node_roles else None)
+        self.ready_seconds: float | None = None
+        self._admin: Any = None
+
+    # -- addresses -------------------------------------------------------
+    @property
+    def brokers(self) -> list[Node]:
+        return [n for n in self.nodes.values() if n.is_broker]
+
+    @property
+    def controllers(self) -> list[Node]:
+        return [n for n in self.nodes.values() if n.is_controller]
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(f"127.0.0.1:{n.broker_port}" for n in self.brokers)
+
+    @property
+    def running_bootstrap_servers(self) -> str:
+        return ",".join(f"127.0.0.1:{n.broker_port}" for n in self.brokers if n.running)
+
+    @property
+    def controller_bootstrap_servers(self) -> str:
+        return ",".join(f"127.0.0.1:{n.controller_port}" for n in self.controllers)
+
+    # -- configuration and storage ---------------------------------------
+    def server_properties(self, node: Node) -> dict[str, str]:
+        replication = str(min(3, len(self.brokers)))
+        min_isr = str(min(2, len(self.brokers)))
+        listeners, advertised, protocols = [], [], []
+        if node.is_broker:
+            listeners.append(f"PLAINTEXT://127.0.0.1:{node.broker_port}")
+            advertised.append(f"PLAINTEXT://127.0.0.1:{node.broker_port}")
+            protocols.append("PLAINTEXT:PLAINTEXT")
+        if node.is_controller:
+            listeners.append(f"CONTROLLER://127.0.0.1:{node.controller_port}")
+            advertised.append(f"CONTROLLER://127.0.0.1:{node.controller_port}")
+        protocols.append("CONTROLLER:PLAINTEXT")
+        props = {
+            "node.id": str(node.node_id),
+            "process.roles": ",".join(sorted(node.roles)),
+            "controller.quorum.bootstrap.servers": self.controller_bootstrap_servers,
+            "controller.listener.names": "CONTROLLER",
+            "listeners": ",".join(listeners),
+            "advertised.listeners": ",".join(advertised),
+            "listener.security.protocol.map": ",".join(protocols),
+            "log.dirs": str(node.directory / "data"),
+            "offsets.topic.replication.factor": replication,
+            "transaction.state.log.replication.factor": replication,
+            "transaction.state.log.min.isr": min_isr,
+            "share.coordinator.state.topic.replication.factor": replication,
+            "share.coordinator.state.topic.min.isr": min_isr,
+            "group.initial.rebalance.delay.ms": "0",
+        }
+        if node.is_broker:
+            props["inter.broker.listener.name"] = "PLAINTEXT"
+        props.update(self.extra_config)
+        return props
+
+    def _write_config(self, node: Node) -> None:
+        node.directory.mkdir(parents=True, exist_ok=True)
+        text = "".join(f"{k}={v}\n" for k, v in self.server_properties(node).items())
+        node.config_path.write_text(text)
+
+    def _format(self, node: Node) -> None:
+        args = ["format", "--cluster-id", self.cluster_id, "--config", str(node.config_path)]
+        if node.is_controller:
+            voters = ",".join(f"{c.node_id}@127.0.0.1:{c.controller_port}:{c.directory_id}"
+                              for c in self.controllers)
+            args += ["--initial-controllers", voters]
+        else:
+            args += ["--no-initial-controllers"]
+        kafka_dist.run_tool("kafka-storage.sh", *args)
+        meta = node.directory / "data" / "meta.properties"
+        if node.is_controller and node.directory_id not in meta.read_text():
+            raise ClusterStartError(f"node {node.node_id}: {meta} does not hold directory id {node.directory_id}")
+
+    # -- processes ---------------------------------------------------------
+    def start(self, timeout: float = 180) -> float:
+        """Writes configs, formats storage, starts every node, waits until ready.
+
+        Returns the seconds from the first process start to readiness.
+        """
+        for node in self.nodes.values():
+            self._write_config(node)
+        with ThreadPoolExecutor(max_workers=3) as pool:
+            list(pool.map(self._format, self.nodes.values()))
+        started = time.monotonic()
+        for node in self.nodes.values():
+            self.start_node(node.node_id)
+        self.wait_ready(timeout)
+        self.ready_seconds = time.monotonic() - started
+        return self.ready_seconds
+
+    def start_node(self, node_id: int) -> None:
+        node = self.nodes[node_id]
+        if node.running:
+            raise ClusterStartError(f"node {node_id} is already running (pid {node.process.pid})")  # type: ignore[union-attr]
+        env = dict(os.environ)
+        env["KAFKA_HEAP_OPTS"] = f"-Xmx{self.heap} -Xms{self.heap}"
+        env.setdefault("KAFKA_JVM_PERFORMANCE_OPTS",
+                       "-XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:TieredStopAtLevel=1 -Djava.awt.headless=true")
+        with node.log_path.open("ab") as log:
+            node.process = subprocess.Popen(
+                [str(kafka_dist.tool_path("kafka-server-start.sh")), str(node.config_path)],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                start_new_session=True,
+                preexec_fn=_set_parent_death_signal)  # noqa: PLW1509 - only calls prctl, which is async-signal-safe
+        _live_processes.add(node.process)
+
+    def stop_node(self, node_id: int, timeout: float = 60) -> int:
+        """SIGTERM (controlled shutdown); returns the exit status (0 or 143)."""
+        return self._signal_and_wait(self.nodes[node_id], signal.SIGTERM, timeout)
+
+    def kill_node(self, node_id: int) -> int:
+        """SIGKILL: an unclean crash."""
+        return self._signal_and_wait(self.nodes[node_id], signal.SIGKILL, 30)
+
+    def restart_node(self, node_id: int, timeout: float = 120) -> float:
+        """Clean stop, start, and wait until the node is back; returns seconds to ready."""
+        if self.nodes[node_id].running:
+            self.stop_node(node_id)
+        self.start_node(node_id)
+        started = time.monotonic()
+        self.wait_ready(timeout)
+        return time.monotonic() - started
+
+    def _signal_and_wait(self, node: Node, sig: signal.Signals, timeout: float) -> int:
+        proc = node.process
+        if proc is None or proc.poll() is not None:
+            raise ClusterStartError(f"node {node.node_id} is not running")
+        proc.send_signal(sig)
+        try:
+            code = proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            code = proc.wait(10)
+            raise ClusterStartError(
+                f"node {node.node_id} ignored {sig.name} for {timeout}s and was killed; log:\n{node.log_tail()}"
+            ) from None
+        finally:
+            _live_processes.discard(proc)
+        return code
+
+    def pids(self) -> list[int]:
+        return [n.process.pid for n in self.nodes.values() if n.process is not None and n.running]
+
+    def close(self) -> None:
+        """Stops every node: brokers, then controllers; SIGKILL after a short grace."""
+        for group, grace in ((self.brokers, 20.0), (self.controllers, 10.0)):
+            running = [n for n in group if n.running]
+            for node in running:
+                node.process.terminate()  # type: ignore[union-attr]
+            deadline = time.monotonic() + grace
+            for node in running:
+                proc = node.process
+                assert proc is not None
+                try:
+                    proc.wait(max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait(10)
+                _live_processes.discard(proc)
+
+    def __enter__(self) -> LocalKafkaCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- readiness ---------------------------------------------------------
+    def registered_brokers(self) -> set[int]:
+        """Ids of the brokers the cluster reports as registered and unfenced."""
+        if not any(n.running for n in self.brokers):
+            return set()
+        description = self.admin().describe_cluster(request_timeout=5).result(timeout=10)
+        return {node.id for node in description.nodes}
+
+    def quorum(self) -> kraft_wire.Quorum:
+        """The metadata quorum as the running controllers report it."""
+        return kraft.describe_quorum(self.running_controller_bootstrap())
+
+    def running_controller_bootstrap(self) -> str:
+        return ",".join(f"127.0.0.1:{n.controller_port}" for n in self.controllers if n.running)
+
+    def _readiness_problem(self) -> str | None:
+        """What still keeps the cluster from ready, or None when it is ready."""
+        for node in self.nodes.values():
+            if node.process is not None and node.process.poll() is not None and node.process in _live_processes:
+                _live_processes.discard(node.process)
+                raise ClusterStartError(
+                    f"node {node.node_id} exited with {node.process.returncode}; log:\n{node.log_tail()}")
+        want_brokers = {n.node_id for n in self.brokers if n.running}
+        try:
+            have = self.registered_brokers()
+        except Exception as error:  # noqa: BLE001 - any client error means "not yet"
+            return f"cannot describe cluster yet: {error}"
+        if want_brokers - have:
+            return f"brokers not registered yet: {sorted(want_brokers - have)} (registered: {sorted(have)})"
+        try:
+            quorum = self.quorum()
+        except Exception as error:  # noqa: BLE001
+            return f"cannot describe the metadata quorum yet: {error}"
+        running_voters = {n.node_id for n in self.controllers if n.running}
+        if quorum.leader_id not in running_voters:
+            return f"no quorum leader among running controllers (leader {quorum.leader_id})"
+        lagging = [v for v in quorum.voters if v.node_id in running_voters and quorum.lag(v) > 0]
+        if lagging:
+            return "voters not caught up: " + ", ".join(f"{v.node_id} lag {quorum.lag(v)}" for v in lagging)
+        return None
+
+    def wait_ready(self, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        problem: str | None = "not checked yet"
+        while time.monotonic() < deadline:
+            problem = self._readiness_problem()
+            if problem is None:
+                return
+            time.sleep(0.25)
+        raise ClusterStartError(f"{self.layout.describe()} not ready after {timeout}s: {problem}")
+
+    # -- convenience ---------------------------------------------------------
+    def admin(self) -> Any:
+        """A confluent-kafka AdminClient for this cluster (one per cluster, reused)."""
+        if self._admin is None:
+            from confluent_kafka.admin import AdminClient
+
+            self._admin = AdminClient(client_config(self.bootstrap_servers))
+        return self._admin
+
+    def tool(self, name: str, *args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
+        return kafka_dist.run_tool(name, *args, **kwargs)  # type: ignore[arg-type]
+
+
+def _kill_leftovers() -> None:
+    for proc in list(_live_processes):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+atexit.register(_kill_leftovers)
+
+
+@contextlib.contextmanager
+def running_cluster(layout: Layout, workdir: Path, **kwargs: object) -> Iterator[LocalKafkaCluster]:
+    cluster = LocalKafkaCluster(layout, workdir, **kwargs)  # type: ignore[arg-type]
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.close()

@@ -1,0 +1,66 @@
+"""pytest plugin: fixtures for real Kafka clusters, and a summary of their start-up times.
+
+Fixtures
+- kafka_home: the pinned Kafka distribution (resolved once, cached).
+- local_kafka: a factory `local_kafka(Layout.combined(3), **options)` that
+  starts a cluster, waits until the cluster itself reports ready, and stops it
+  when the test ends (pass scope="module" fixtures for sharing, see
+  local_kafka_module).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from krafty_testkit import kafka_dist
+from krafty_testkit.local_kafka import Layout, LocalKafkaCluster
+
+ClusterFactory = Callable[..., LocalKafkaCluster]
+
+_ready_times: list[tuple[str, str, float]] = []
+
+
+@pytest.fixture(scope="session")
+def kafka_home() -> Path:
+    return kafka_dist.kafka_home()
+
+
+def _factory(workdir_factory: Callable[[], Path], owner: str) -> Iterator[ClusterFactory]:
+    clusters: list[LocalKafkaCluster] = []
+
+    def start(layout: Layout, **options: object) -> LocalKafkaCluster:
+        cluster = LocalKafkaCluster(layout, workdir_factory(), **options)  # type: ignore[arg-type]
+        clusters.append(cluster)
+        seconds = cluster.start()
+        _ready_times.append((owner, layout.describe(), seconds))
+        return cluster
+
+    try:
+        yield start
+    finally:
+        for cluster in clusters:
+            cluster.close()
+
+
+@pytest.fixture
+def local_kafka(kafka_home: Path, tmp_path_factory: pytest.TempPathFactory,
+                request: pytest.FixtureRequest) -> Iterator[ClusterFactory]:
+    yield from _factory(lambda: tmp_path_factory.mktemp("kafka"), request.node.nodeid)
+
+
+@pytest.fixture(scope="module")
+def local_kafka_module(kafka_home: Path, tmp_path_factory: pytest.TempPathFactory,
+                       request: pytest.FixtureRequest) -> Iterator[ClusterFactory]:
+    yield from _factory(lambda: tmp_path_factory.mktemp("kafka"), request.node.nodeid)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if not _ready_times:
+        return
+    terminalreporter.section("Kafka clusters: time from process start to ready")
+    terminalreporter.write_line(f"{'layout':<22} {'ready (s)':>9}  started by")
+    for owner, layout, seconds in _ready_times:
+        terminalreporter.write_line(f"{layout:<22} {seconds:>9.1f}  {owner}")
