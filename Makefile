@@ -20,6 +20,6 @@ unit:  ## pure logic: models, rendering, decisions, wire format
 	@$(ENV) $(PYTEST) -q operator/tests/unit
 
 integration:  ## against real Kafka processes and a real API server
-	@$(ENV) $(PYTEST) -q testkit/tests
+	@$(ENV) $(PYTEST) -q testkit/tests operator/tests/integration
 
 test: unit integration  ## what CI runs (.ci/run)

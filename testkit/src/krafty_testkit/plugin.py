@@ -2,6 +2,7 @@
 
 Fixtures
 - kafka_home: the pinned Kafka distribution (resolved once, cached).
+- apiserver: a real kube-apiserver with etcd, no node (CRD validation, dry runs).
 - local_kafka: a factory `local_kafka(Layout.combined(3), **options)` that
   starts a cluster, waits until the cluster itself reports ready, and stops it
   when the test ends (pass scope="module" fixtures for sharing, see
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from krafty_testkit import kafka_dist
+from krafty_testkit.apiserver import LocalApiServer, running_apiserver
 from krafty_testkit.local_kafka import Layout, LocalKafkaCluster
 
 ClusterFactory = Callable[..., LocalKafkaCluster]
@@ -26,6 +28,13 @@ _ready_times: list[tuple[str, str, float]] = []
 @pytest.fixture(scope="session")
 def kafka_home() -> Path:
     return kafka_dist.kafka_home()
+
+
+@pytest.fixture(scope="session")
+def apiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalApiServer]:
+    """A real kube-apiserver + etcd (no node) for API validation and dry-run tests."""
+    with running_apiserver(tmp_path_factory.mktemp("apiserver")) as server:
+        yield server
 
 
 def _factory(workdir_factory: Callable[[], Path], owner: str) -> Iterator[ClusterFactory]:

@@ -1,0 +1,150 @@
+"""The KafkaCluster spec (crds/kafkaclusters.kafka.krafty.io.yaml)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, Literal, get_args
+
+from pydantic import Field, model_validator
+
+from krafty.model.common import ConfigValue, Quantity, Spec
+
+# broker-image/kafka.env pins the Kafka the images carry; a test keeps these equal to it.
+KafkaVersion = Literal["4.3.1"]
+DEFAULT_KAFKA_VERSION: KafkaVersion = "4.3.1"
+SUPPORTED_KAFKA_VERSIONS: tuple[str, ...] = get_args(KafkaVersion)
+RESERVED_PORTS = {9090: "reserved", 9091: "replication", 9093: "controller", 9404: "metrics"}
+
+
+class ControllerMode(StrEnum):
+    COMBINED = "combined"
+    DEDICATED = "dedicated"
+
+
+class LeaderBalanceMode(StrEnum):
+    OPERATOR = "Operator"
+    KAFKA = "Kafka"
+    DISABLED = "Disabled"
+
+
+class Resources(Spec):
+    requests: dict[str, Quantity] = Field(default_factory=dict)
+    limits: dict[str, Quantity] = Field(default_factory=dict)
+
+
+class Jvm(Spec):
+    heap: Quantity | None = None
+    options: tuple[str, ...] = ()
+
+
+class Storage(Spec):
+    size: Quantity
+    storage_class_name: str = ""
+    delete_claim: bool = False
+
+
+class PodTemplate(Spec):
+    annotations: dict[str, str] = Field(default_factory=dict)
+    labels: dict[str, str] = Field(default_factory=dict)
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    affinity: dict[str, Any] | None = None
+    tolerations: tuple[dict[str, Any], ...] = ()
+    topology_spread_constraints: tuple[dict[str, Any], ...] = ()
+    priority_class_name: str | None = None
+
+
+class NodePool(Spec):
+    """Settings shared by the broker pool and the dedicated controller pool."""
+
+    resources: Resources = Field(default_factory=Resources)
+    jvm: Jvm = Field(default_factory=Jvm)
+    storage: Storage | None = None
+    template: PodTemplate = Field(default_factory=PodTemplate)
+
+
+class Brokers(NodePool):
+    replicas: int = Field(ge=1, le=100)
+    config: dict[str, ConfigValue] = Field(default_factory=dict, max_length=200)
+
+
+class Controllers(NodePool):
+    mode: ControllerMode = ControllerMode.COMBINED
+    replicas: Literal[1, 3, 5] = 3
+
+
+class Listener(Spec):
+    name: str = Field(pattern=r"^[a-z][a-z0-9]{0,14}$")
+    port: int = Field(ge=1024, le=65535)
+    tls: Literal[False] = False
+    authentication: Literal["none"] = "none"
+
+    @property
+    def kafka_name(self) -> str:
+        return self.name.upper()
+
+
+class TopicDefaults(Spec):
+    replication_factor: int = Field(default=3, ge=1, le=10)
+    min_insync_replicas: int = Field(default=2, ge=1, le=10)
+    partitions: int = Field(default=3, ge=1, le=10000)
+
+
+class Restarts(Spec):
+    grace_period_seconds: int = Field(default=300, ge=30, le=86400)
+    node_ready_timeout_seconds: int = Field(default=900, ge=60, le=86400)
+
+
+class LeaderBalance(Spec):
+    mode: LeaderBalanceMode = LeaderBalanceMode.OPERATOR
+    imbalance_threshold_percent: int = Field(default=10, ge=0, le=100)
+    check_interval_seconds: int = Field(default=30, ge=5, le=3600)
+    replication_throttle_bytes_per_second: int = Field(default=52428800, ge=1048576)
+
+
+class Metrics(Spec):
+    enabled: bool = True
+
+
+class Rack(Spec):
+    topology_key: str = Field(min_length=1)
+
+
+def _default_listeners() -> tuple[Listener, ...]:
+    return (Listener(name="plain", port=9092),)
+
+
+class KafkaClusterSpec(Spec):
+    version: KafkaVersion = DEFAULT_KAFKA_VERSION
+    image: str | None = Field(default=None, min_length=1)
+    brokers: Brokers
+    controllers: Controllers = Field(default_factory=Controllers)
+    listeners: tuple[Listener, ...] = Field(default_factory=_default_listeners, min_length=1, max_length=4)
+    topic_defaults: TopicDefaults = Field(default_factory=TopicDefaults)
+    restarts: Restarts = Field(default_factory=Restarts)
+    leader_balance: LeaderBalance = Field(default_factory=LeaderBalance)
+    metrics: Metrics = Field(default_factory=Metrics)
+    rack: Rack | None = None
+
+    @model_validator(mode="after")
+    def _mirror_crd_rules(self) -> KafkaClusterSpec:
+        """The CRD's CEL rules that do not compare with the old object, so that
+        models built in code hold the same invariants as objects from the API server."""
+        problems = []
+        if self.controllers.mode == ControllerMode.COMBINED:
+            if self.brokers.replicas < self.controllers.replicas:
+                problems.append("in combined mode brokers.replicas must be at least controllers.replicas")
+            pool = self.controllers
+            if pool.storage or pool.resources != Resources() or pool.jvm != Jvm() or pool.template != PodTemplate():
+                problems.append("storage, resources, jvm and template apply to dedicated controllers only")
+        if self.topic_defaults.min_insync_replicas > self.topic_defaults.replication_factor:
+            problems.append("topicDefaults.minInsyncReplicas cannot exceed replicationFactor")
+        if self.topic_defaults.replication_factor > self.brokers.replicas:
+            problems.append("topicDefaults.replicationFactor cannot exceed brokers.replicas")
+        ports = [listener.port for listener in self.listeners]
+        if len(set(ports)) != len(ports) or len({lst.name for lst in self.listeners}) != len(self.listeners):
+            problems.append("listener names and ports must be unique")
+        if any(port in RESERVED_PORTS for port in ports):
+            problems.append("listener ports 9090, 9091, 9093 and 9404 are reserved")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self

@@ -1,0 +1,52 @@
+"""Model base and the Kubernetes quantity type shared by the specs."""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict
+from pydantic.alias_generators import to_camel
+
+
+class Spec(BaseModel):
+    """camelCase on the wire, snake_case in Python, unknown fields refused, immutable."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
+
+
+_QUANTITY = re.compile(r"^([+-]?(?:\d+(?:\.\d*)?|\.\d+))(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E|[eE][+-]?\d+)?$")
+_SUFFIX = {
+    "": Decimal(1), "m": Decimal("0.001"), "k": Decimal(10**3), "M": Decimal(10**6), "G": Decimal(10**9),
+    "T": Decimal(10**12), "P": Decimal(10**15), "E": Decimal(10**18), "Ki": Decimal(2**10), "Mi": Decimal(2**20),
+    "Gi": Decimal(2**30), "Ti": Decimal(2**40), "Pi": Decimal(2**50), "Ei": Decimal(2**60),
+}
+
+
+def parse_quantity(value: str | int) -> Decimal:
+    """A Kubernetes resource quantity ("512Mi", "0.5", "100m", 3) as a number."""
+    match = _QUANTITY.match(str(value).strip())
+    if not match:
+        raise ValueError(f"{value!r} is not a Kubernetes quantity (for example 512Mi, 2Gi, 500m)")
+    number, suffix = Decimal(match.group(1)), match.group(2) or ""
+    if suffix[:1] in ("e", "E"):
+        return number * Decimal(10) ** int(suffix[1:])
+    return number * _SUFFIX[suffix]
+
+
+def _quantity(value: Any) -> str:
+    parse_quantity(value)
+    return str(value)
+
+
+Quantity = Annotated[str, BeforeValidator(_quantity)]
+
+
+def _config_value(value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise ValueError(f"config values are strings or integers, got {value!r}")
+    return str(value)
+
+
+ConfigValue = Annotated[str, BeforeValidator(_config_value)]

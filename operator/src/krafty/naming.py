@@ -1,0 +1,131 @@
+"""Every name, label, annotation, port and path the operator uses, in one place."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+GROUP = "kafka.krafty.io"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+CLUSTER_KIND = "KafkaCluster"
+CLUSTER_PLURAL = "kafkaclusters"
+TOPIC_KIND = "Topic"
+TOPIC_PLURAL = "topics"
+FIELD_MANAGER = "krafty-operator"
+
+# Annotations users set
+PAUSED_ANNOTATION = f"{GROUP}/paused"
+CONFIRM_DELETION_ANNOTATION = f"{GROUP}/confirm-deletion"
+# Annotations and labels the operator sets
+CONFIG_HASH_ANNOTATION = f"{GROUP}/config-hash"
+CLUSTER_LABEL = f"{GROUP}/cluster"
+ROLE_LABEL = f"{GROUP}/pool"
+TOPIC_FINALIZER = f"{GROUP}/topic-deletion"
+
+# Ports: the client listeners come from the spec; these are fixed.
+REPLICATION_PORT = 9091
+CONTROLLER_PORT = 9093
+METRICS_PORT = 9404
+REPLICATION_LISTENER = "REPLICATION"
+CONTROLLER_LISTENER = "CONTROLLER"
+
+# Node ids: brokers (and combined nodes) use their ordinal, dedicated controllers this offset plus theirs.
+CONTROLLER_ID_OFFSET = 1000
+
+# Paths inside Kafka pods (broker-image/entrypoint.sh reads the same ones).
+DATA_DIR = "/var/lib/kafka/data"
+LOG_DIR = f"{DATA_DIR}/kafka-logs"
+CONFIG_DIR = "/etc/kafka/krafty"
+KAFKA_HOME = "/opt/kafka"
+CLUSTER_ID_KEY = "cluster.id"
+INITIAL_CONTROLLERS_KEY = "initial-controllers"
+
+
+class Pool(StrEnum):
+    """The two kinds of StatefulSet: brokers (possibly also voting) and dedicated controllers."""
+
+    BROKER = "broker"
+    CONTROLLER = "controller"
+
+
+def statefulset(cluster: str, pool: Pool) -> str:
+    return f"{cluster}-{pool.value}"
+
+
+def headless_service(cluster: str, pool: Pool) -> str:
+    return f"{cluster}-{pool.value}s"
+
+
+def bootstrap_service(cluster: str) -> str:
+    return f"{cluster}-kafka-bootstrap"
+
+
+def metrics_service(cluster: str) -> str:
+    return f"{cluster}-kafka-metrics"
+
+
+def config_map(cluster: str) -> str:
+    """Per-node server.properties, the cluster id and the initial voters."""
+    return f"{cluster}-kafka-config"
+
+
+def connection_config_map(cluster: str) -> str:
+    """Where applications (Spark jobs) read the bootstrap address."""
+    return f"{cluster}-kafka-connection"
+
+
+def service_account(cluster: str) -> str:
+    return f"{cluster}-kafka"
+
+
+def pod_disruption_budget(cluster: str, pool: Pool) -> str:
+    return f"{cluster}-{pool.value}"
+
+
+def pod(cluster: str, pool: Pool, ordinal: int) -> str:
+    return f"{statefulset(cluster, pool)}-{ordinal}"
+
+
+def node_id(pool: Pool, ordinal: int) -> int:
+    return ordinal + (CONTROLLER_ID_OFFSET if pool is Pool.CONTROLLER else 0)
+
+
+def pool_and_ordinal(node: int) -> tuple[Pool, int]:
+    if node >= CONTROLLER_ID_OFFSET:
+        return Pool.CONTROLLER, node - CONTROLLER_ID_OFFSET
+    return Pool.BROKER, node
+
+
+def pod_of_node(cluster: str, node: int) -> str:
+    pool, ordinal = pool_and_ordinal(node)
+    return pod(cluster, pool, ordinal)
+
+
+def pod_host(cluster: str, namespace: str, pool: Pool, ordinal: int, domain: str) -> str:
+    """The stable DNS name of a Kafka pod behind its headless Service."""
+    return f"{pod(cluster, pool, ordinal)}.{headless_service(cluster, pool)}.{namespace}.svc.{domain}"
+
+
+def node_config_key(pool: Pool, ordinal: int) -> str:
+    """The ConfigMap key of one node's server.properties."""
+    return f"{pool.value}-{ordinal}.properties"
+
+
+def kafka_topic_name(resource_name: str, override: str | None) -> str:
+    """A Topic's Kafka name: spec.topicName when set (names Kubernetes cannot hold), else metadata.name."""
+    return override or resource_name
+
+
+def selector_labels(cluster: str, pool: Pool | None = None) -> dict[str, str]:
+    labels = {"app.kubernetes.io/name": "kafka", "app.kubernetes.io/instance": cluster, CLUSTER_LABEL: cluster}
+    if pool is not None:
+        labels[ROLE_LABEL] = pool.value
+    return labels
+
+
+def labels(cluster: str, pool: Pool | None = None) -> dict[str, str]:
+    out = {**selector_labels(cluster, pool),
+           "app.kubernetes.io/managed-by": "krafty", "app.kubernetes.io/part-of": "krafty"}
+    if pool is not None:
+        out["app.kubernetes.io/component"] = pool.value
+    return out

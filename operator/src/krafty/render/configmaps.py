@@ -1,0 +1,27 @@
+"""The per-node configuration ConfigMap and the connection ConfigMap for applications."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from krafty import naming
+from krafty.render.context import ClusterContext
+from krafty.render.kafka_config import node_properties, render_properties
+
+
+def node_config_map(ctx: ClusterContext, quorum_formed: bool) -> dict[str, Any]:
+    """server.properties of every node, the cluster id and, until the quorum has
+    formed, the initial voters that `kafka-storage format` needs."""
+    data = {naming.CLUSTER_ID_KEY: ctx.cluster_id,
+            naming.INITIAL_CONTROLLERS_KEY: "" if quorum_formed else ctx.initial_controllers_arg()}
+    for pool in ctx.pools():
+        for ordinal in range(ctx.replicas(pool)):
+            data[naming.node_config_key(pool, ordinal)] = render_properties(node_properties(ctx, pool, ordinal))
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": ctx.metadata(naming.config_map(ctx.name)),
+            "data": data}
+
+
+def connection_config_map(ctx: ClusterContext) -> dict[str, Any]:
+    """What a client needs to connect (Spark jobs mount it): bootstrap address and protocol."""
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": ctx.metadata(naming.connection_config_map(ctx.name)),
+            "data": {"bootstrap.servers": ctx.bootstrap_servers(), "security.protocol": "PLAINTEXT"}}

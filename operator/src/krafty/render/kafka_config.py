@@ -1,0 +1,130 @@
+"""server.properties of each node, and which of it Kafka can change at runtime."""
+
+from __future__ import annotations
+
+import hashlib
+
+from krafty import naming
+from krafty.kafka_configs import catalog
+from krafty.model import LeaderBalanceMode
+from krafty.naming import Pool
+from krafty.render.context import ClusterContext
+
+# Keys that identify a node rather than configure it: equal in shape on every node,
+# so they are left out of the restart hash (scaling must not roll the others).
+_NODE_IDENTITY = ("node.id", "advertised.listeners")
+# Only a discovery list: existing entries stay valid when voters are added, so a
+# change to it does not need a restart (restarted nodes get the new list).
+_DISCOVERY_ONLY = ("controller.quorum.bootstrap.servers",)
+
+
+def _listeners(ctx: ClusterContext, pool: Pool, ordinal: int) -> dict[str, str]:
+    roles = ctx.roles(pool, ordinal)
+    host = ctx.host(pool, ordinal)
+    bind, advertised, protocols = [], [], []
+    if "broker" in roles:
+        for listener in ctx.spec.listeners:
+            bind.append(f"{listener.kafka_name}://:{listener.port}")
+            advertised.append(f"{listener.kafka_name}://{host}:{listener.port}")
+            protocols.append(f"{listener.kafka_name}:PLAINTEXT")
+        bind.append(f"{naming.REPLICATION_LISTENER}://:{naming.REPLICATION_PORT}")
+        advertised.append(f"{naming.REPLICATION_LISTENER}://{host}:{naming.REPLICATION_PORT}")
+        protocols.append(f"{naming.REPLICATION_LISTENER}:PLAINTEXT")
+    if "controller" in roles:
+        bind.append(f"{naming.CONTROLLER_LISTENER}://:{naming.CONTROLLER_PORT}")
+        advertised.append(f"{naming.CONTROLLER_LISTENER}://{host}:{naming.CONTROLLER_PORT}")
+    protocols.append(f"{naming.CONTROLLER_LISTENER}:PLAINTEXT")
+    out = {
+        "listeners": ",".join(bind),
+        "advertised.listeners": ",".join(advertised),
+        "listener.security.protocol.map": ",".join(protocols),
+        "controller.listener.names": naming.CONTROLLER_LISTENER,
+    }
+    if "broker" in roles:
+        out["inter.broker.listener.name"] = naming.REPLICATION_LISTENER
+    return out
+
+
+def _replication_defaults(ctx: ClusterContext) -> dict[str, str]:
+    defaults = ctx.spec.topic_defaults
+    rf, min_isr = defaults.replication_factor, defaults.min_insync_replicas
+    return {
+        "default.replication.factor": str(rf),
+        "min.insync.replicas": str(min_isr),
+        "num.partitions": str(defaults.partitions),
+        "offsets.topic.replication.factor": str(rf),
+        "transaction.state.log.replication.factor": str(rf),
+        "transaction.state.log.min.isr": str(min_isr),
+        "share.coordinator.state.topic.replication.factor": str(rf),
+        "share.coordinator.state.topic.min.isr": str(min_isr),
+    }
+
+
+def _leader_balance(ctx: ClusterContext) -> dict[str, str]:
+    balance = ctx.spec.leader_balance
+    if balance.mode is LeaderBalanceMode.KAFKA:
+        # Kafka 4's controller elects preferred leaders for any imbalance; it has no threshold setting.
+        return {"auto.leader.rebalance.enable": "true",
+                "leader.imbalance.check.interval.seconds": str(balance.check_interval_seconds)}
+    # Operator mode: the operator elects preferred leaders itself, right after each restart.
+    return {"auto.leader.rebalance.enable": "false"}
+
+
+def node_properties(ctx: ClusterContext, pool: Pool, ordinal: int) -> dict[str, str]:
+    """The full server.properties of one node, operator keys first, user overrides after."""
+    roles = ctx.roles(pool, ordinal)
+    props = {
+        "node.id": str(naming.node_id(pool, ordinal)),
+        "process.roles": ",".join(roles),
+        "controller.quorum.bootstrap.servers": ctx.controller_bootstrap_servers(),
+        **_listeners(ctx, pool, ordinal),
+        "log.dirs": naming.LOG_DIR,
+    }
+    if "controller" in roles:
+        # KIP-853: a controller started on an empty disk joins the quorum by itself,
+        # which is how dedicated quorums grow.
+        props["controller.quorum.auto.join.enable"] = "true"
+    if "broker" in roles:
+        props.update({
+            "controlled.shutdown.enable": "true",
+            "auto.create.topics.enable": "false",
+            "group.initial.rebalance.delay.ms": "3000",
+            **_replication_defaults(ctx),
+            **_leader_balance(ctx),
+            **ctx.spec.brokers.config,
+        })
+    return props
+
+
+def render_properties(props: dict[str, str]) -> str:
+    return "".join(f"{key}={value}\n" for key, value in props.items())
+
+
+def dynamic_keys(props: dict[str, str]) -> set[str]:
+    """Keys Kafka applies cluster-wide at runtime (no restart needed)."""
+    brokers = catalog().broker
+    return {key for key in props if key in brokers and brokers[key].dynamic_cluster_wide}
+
+
+def dynamic_broker_config(ctx: ClusterContext) -> dict[str, str]:
+    """The cluster-wide dynamic settings the operator keeps applied through the Admin API."""
+    if not ctx.spec.brokers.replicas:
+        return {}
+    props = node_properties(ctx, Pool.BROKER, ctx.spec.brokers.replicas - 1)
+    return {key: props[key] for key in sorted(dynamic_keys(props))}
+
+
+def restart_hash(ctx: ClusterContext, pool: Pool) -> str:
+    """A hash of everything in the pool's server.properties that needs a restart to change.
+
+    Node identity, the quorum discovery list and runtime-changeable keys are left
+    out: scaling and dynamic changes must not roll the cluster.
+    """
+    shapes = {ctx.roles(pool, ordinal): ordinal for ordinal in range(ctx.replicas(pool))}
+    digest = hashlib.sha256()
+    for roles, ordinal in sorted(shapes.items()):
+        props = node_properties(ctx, pool, ordinal)
+        ignored = set(_NODE_IDENTITY) | set(_DISCOVERY_ONLY) | dynamic_keys(props)
+        static = {k: v for k, v in props.items() if k not in ignored}
+        digest.update(repr((roles, sorted(static.items()))).encode())
+    return digest.hexdigest()[:16]

@@ -1,0 +1,166 @@
+"""StatefulSets of the broker and controller pools."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from krafty import naming
+from krafty.model import NodePool, parse_quantity
+from krafty.naming import Pool
+from krafty.render.context import ClusterContext
+from krafty.render.kafka_config import restart_hash
+
+RUN_AS = 1001
+DEFAULT_HEAP_MIB = 1024
+
+
+def pool_spec(ctx: ClusterContext, pool: Pool) -> NodePool:
+    return ctx.spec.controllers if pool is Pool.CONTROLLER else ctx.spec.brokers
+
+
+def heap_mib(spec: NodePool) -> int:
+    """-Xmx in MiB: the spec's heap, else half the memory limit (or request), else 1 GiB."""
+    if spec.jvm.heap:
+        return max(64, int(parse_quantity(spec.jvm.heap) / Decimal(2**20)))
+    memory = spec.resources.limits.get("memory") or spec.resources.requests.get("memory")
+    if memory:
+        return max(64, int(parse_quantity(memory) / Decimal(2**21)))
+    return DEFAULT_HEAP_MIB
+
+
+def _ports(ctx: ClusterContext, pool: Pool) -> list[dict[str, Any]]:
+    ports: list[dict[str, Any]] = []
+    if pool is Pool.BROKER:
+        ports += [{"name": lst.name, "containerPort": lst.port} for lst in ctx.spec.listeners]
+        ports.append({"name": "replication", "containerPort": naming.REPLICATION_PORT})
+    if pool is Pool.CONTROLLER or not ctx.dedicated:
+        ports.append({"name": "controller", "containerPort": naming.CONTROLLER_PORT})
+    if ctx.spec.metrics.enabled:
+        ports.append({"name": "metrics", "containerPort": naming.METRICS_PORT})
+    return ports
+
+
+def _env(ctx: ClusterContext, pool: Pool, spec: NodePool) -> list[dict[str, Any]]:
+    heap = heap_mib(spec)
+    env: list[dict[str, Any]] = [
+        {"name": "KRAFTY_POOL", "value": pool.value},
+        {"name": "KRAFTY_NODE_ID_OFFSET", "value": str(naming.node_id(pool, 0))},
+        {"name": "KRAFTY_METRICS", "value": "true" if ctx.spec.metrics.enabled else "false"},
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+        {"name": "KAFKA_HEAP_OPTS", "value": f"-Xms{heap}m -Xmx{heap}m"},
+    ]
+    if spec.jvm.options:
+        env.append({"name": "KAFKA_OPTS", "value": " ".join(spec.jvm.options)})
+    if ctx.spec.rack is not None and pool is Pool.BROKER:
+        env.append({"name": "KRAFTY_RACK_TOPOLOGY_KEY", "value": ctx.spec.rack.topology_key})
+    return env
+
+
+def _probes(ctx: ClusterContext, pool: Pool) -> dict[str, Any]:
+    port = naming.REPLICATION_PORT if pool is Pool.BROKER else naming.CONTROLLER_PORT
+    return {
+        # Ready means: running and caught up (broker-image/bin/krafty-ready.sh), so the
+        # PodDisruptionBudget never lets a drain stop a second node while one catches up.
+        "readinessProbe": {"exec": {"command": [f"{naming.KAFKA_HOME}/bin/krafty-ready.sh"]},
+                           "periodSeconds": 5, "timeoutSeconds": 5, "failureThreshold": 3},
+        # Log recovery after an unclean stop can take long: give start-up an hour.
+        "startupProbe": {"tcpSocket": {"port": port}, "periodSeconds": 5, "failureThreshold": 720},
+        "livenessProbe": {"tcpSocket": {"port": port}, "periodSeconds": 15, "timeoutSeconds": 5,
+                          "failureThreshold": 8},
+    }
+
+
+def _container(ctx: ClusterContext, pool: Pool, spec: NodePool) -> dict[str, Any]:
+    resources = {k: v for k, v in (("requests", dict(spec.resources.requests)),
+                                   ("limits", dict(spec.resources.limits))) if v}
+    return {
+        "name": "kafka",
+        "image": ctx.image,
+        "imagePullPolicy": "IfNotPresent",
+        "env": _env(ctx, pool, spec),
+        "ports": _ports(ctx, pool),
+        "resources": resources,
+        "volumeMounts": [
+            {"name": "data", "mountPath": naming.DATA_DIR},
+            {"name": "config", "mountPath": naming.CONFIG_DIR, "readOnly": True},
+            {"name": "tmp", "mountPath": "/tmp"},
+        ],
+        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                            "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]}},
+        **_probes(ctx, pool),
+    }
+
+
+def _pod_annotations(ctx: ClusterContext, pool: Pool, spec: NodePool) -> dict[str, str]:
+    annotations = dict(spec.template.annotations)
+    if ctx.spec.metrics.enabled:
+        annotations.update({"prometheus.io/scrape": "true", "prometheus.io/port": str(naming.METRICS_PORT),
+                            "prometheus.io/path": "/metrics"})
+    annotations[naming.CONFIG_HASH_ANNOTATION] = restart_hash(ctx, pool)
+    return annotations
+
+
+def _pod_spec(ctx: ClusterContext, pool: Pool, spec: NodePool) -> dict[str, Any]:
+    template = spec.template
+    volumes: list[dict[str, Any]] = [
+        {"name": "config", "configMap": {"name": naming.config_map(ctx.name)}},
+        {"name": "tmp", "emptyDir": {}},
+    ]
+    if spec.storage is None:
+        volumes.append({"name": "data", "emptyDir": {}})
+    pod: dict[str, Any] = {
+        "serviceAccountName": naming.service_account(ctx.name),
+        "automountServiceAccountToken": ctx.spec.rack is not None,
+        "enableServiceLinks": False,
+        "terminationGracePeriodSeconds": ctx.spec.restarts.grace_period_seconds,
+        "securityContext": {"runAsUser": RUN_AS, "runAsGroup": RUN_AS, "fsGroup": RUN_AS, "runAsNonRoot": True,
+                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [_container(ctx, pool, spec)],
+        "volumes": volumes,
+    }
+    optional = {"nodeSelector": template.node_selector, "affinity": template.affinity,
+                "tolerations": list(template.tolerations),
+                "topologySpreadConstraints": list(template.topology_spread_constraints),
+                "priorityClassName": template.priority_class_name}
+    pod.update({key: value for key, value in optional.items() if value})
+    return pod
+
+
+def statefulset(ctx: ClusterContext, pool: Pool) -> dict[str, Any]:
+    spec = pool_spec(ctx, pool)
+    # In combined mode the controller settings live on the brokers.
+    storage = spec.storage
+    selector = naming.selector_labels(ctx.name, pool)
+    body: dict[str, Any] = {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": ctx.metadata(naming.statefulset(ctx.name, pool), pool),
+        "spec": {
+            "replicas": ctx.replicas(pool),
+            "serviceName": naming.headless_service(ctx.name, pool),
+            # All nodes start together (a quorum needs a majority to form); the operator,
+            # not the StatefulSet controller, decides when each pod restarts.
+            "podManagementPolicy": "Parallel",
+            "updateStrategy": {"type": "OnDelete"},
+            "selector": {"matchLabels": selector},
+            "template": {
+                "metadata": {"labels": {**spec.template.labels, **naming.labels(ctx.name, pool)},
+                             "annotations": _pod_annotations(ctx, pool, spec)},
+                "spec": _pod_spec(ctx, pool, spec),
+            },
+        },
+    }
+    if storage is not None:
+        claim: dict[str, Any] = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": storage.size}}}
+        if storage.storage_class_name:
+            claim["storageClassName"] = storage.storage_class_name
+        body["spec"]["volumeClaimTemplates"] = [{"metadata": {"name": "data", "labels": naming.labels(ctx.name, pool)},
+                                                 "spec": claim}]
+        body["spec"]["persistentVolumeClaimRetentionPolicy"] = {
+            "whenDeleted": "Delete" if storage.delete_claim else "Retain",
+            # Scaling down happens only after every replica moved off: the data is not needed.
+            "whenScaled": "Delete",
+        }
+    return body

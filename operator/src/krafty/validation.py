@@ -1,0 +1,173 @@
+"""Semantic validation: what the API server cannot know.
+
+The CRDs reject malformed input (types, enums, ranges, CEL rules). What needs
+knowledge of Kafka or of another resource is checked here, purely, before
+anything changes: config keys and values the pinned Kafka would reject,
+replication factors the brokers cannot hold, min.insync.replicas settings
+that would make acks=all writes (and every rolling restart) impossible.
+The operator turns each Problem into a status condition and an Event.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+
+from krafty import naming
+from krafty.kafka_configs import ConfigKey, catalog
+from krafty.model import KafkaClusterSpec, TopicSpec, parse_quantity
+from krafty.model.cluster import NodePool
+
+MAX_TOPIC_NAME = 249
+_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
+_RANGE = re.compile(r"^\[(-?[\d.]+)?,\.\.\.(?:,(-?[\d.]+))?\]( or (-?\d+))?$")
+_CHOICES = re.compile(r"^(\(case insensitive\) )?\[([A-Za-z0-9_, ]+)\]$")
+_INTEGER_TYPES = {"INT": (-(2**31), 2**31 - 1), "SHORT": (-(2**15), 2**15 - 1), "LONG": (-(2**63), 2**63 - 1)}
+
+
+@dataclass(frozen=True)
+class Problem:
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}"
+
+
+def _number(key: ConfigKey, value: str) -> Decimal | str:
+    """The value as a number of the key's type, or a message saying why it is not one."""
+    try:
+        number = Decimal(value.strip())
+    except ArithmeticError:
+        return f"{value!r} is not a number"
+    if key.type in _INTEGER_TYPES:
+        low, high = _INTEGER_TYPES[key.type]
+        if number != number.to_integral_value() or not low <= number <= high:
+            return f"{value!r} is not a valid {key.type.lower()}"
+    return number
+
+
+def _check_range(key: ConfigKey, value: str) -> str | None:
+    number = _number(key, value)
+    if isinstance(number, str):
+        return number
+    match = _RANGE.match(key.validator or "")
+    if not match:
+        return None
+    low, high, _, alternative = match.groups()
+    if alternative is not None and number == Decimal(alternative):
+        return None
+    if (low is not None and number < Decimal(low)) or (high is not None and number > Decimal(high)):
+        return f"{value} is outside the allowed range {key.validator}"
+    return None
+
+
+def _check_choices(key: ConfigKey, value: str) -> str | None:
+    match = _CHOICES.match(key.validator or "")
+    if not match:
+        return None
+    insensitive, choices = bool(match.group(1)), [c.strip() for c in match.group(2).split(",")]
+    items = [v.strip() for v in value.split(",")] if key.type == "LIST" else [value.strip()]
+    allowed = {c.lower() for c in choices} if insensitive or key.type == "STRING" else set(choices)
+    wrong = [item for item in items if (item.lower() if insensitive or key.type == "STRING" else item) not in allowed]
+    if wrong:
+        return f"{', '.join(wrong)} is not one of {', '.join(choices)}"
+    return None
+
+
+def check_value(key: ConfigKey, value: str) -> str | None:
+    """Why Kafka would reject this value for this key, or None if it would accept it."""
+    if key.type == "BOOLEAN":
+        return None if value.strip().lower() in ("true", "false") else f"{value!r} is not true or false"
+    if key.type in _INTEGER_TYPES or key.type == "DOUBLE":
+        return _check_range(key, value)
+    if key.type in ("STRING", "LIST"):
+        if key.validator in ("non-empty string", "non-empty list") and not value.strip():
+            return "must not be empty"
+        return _check_choices(key, value)
+    return None
+
+
+def check_config(section: str, config: Mapping[str, str], field: str) -> list[Problem]:
+    """Unknown keys and invalid values of a broker ("broker") or topic ("topic") config."""
+    cat = catalog()
+    keys = cat.broker if section == "broker" else cat.topic
+    problems = []
+    for name, value in sorted(config.items()):
+        key = keys.get(name)
+        if key is None:
+            problems.append(Problem(f"{field}.{name}", f"not a {section} configuration of Kafka {cat.kafka_version}"))
+            continue
+        reason = check_value(key, value)
+        if reason:
+            problems.append(Problem(f"{field}.{name}", reason))
+    return problems
+
+
+def _min_isr_problem(field: str, min_isr: int, replicas: int) -> Problem | None:
+    if min_isr > replicas:
+        return Problem(field, f"min.insync.replicas ({min_isr}) exceeds the replication factor ({replicas}): "
+                              "no acks=all write could ever be acknowledged")
+    if replicas > 1 and min_isr == replicas:
+        return Problem(field, f"min.insync.replicas ({min_isr}) equals the replication factor ({replicas}): "
+                              "any broker restart would stop acks=all writes and block rolling restarts; "
+                              f"use at most {replicas - 1}")
+    return None
+
+
+def _heap_problems(field: str, pool: NodePool) -> list[Problem]:
+    limit = pool.resources.limits.get("memory")
+    if pool.jvm.heap and limit and parse_quantity(pool.jvm.heap) >= parse_quantity(limit):
+        return [Problem(f"{field}.jvm.heap", f"heap {pool.jvm.heap} leaves no room under the memory limit {limit} "
+                                             "(page cache and off-heap memory need some): lower it")]
+    return []
+
+
+def validate_cluster(spec: KafkaClusterSpec) -> list[Problem]:
+    problems = check_config("broker", spec.brokers.config, "spec.brokers.config")
+    defaults = spec.topic_defaults
+    min_isr = _min_isr_problem("spec.topicDefaults.minInsyncReplicas", defaults.min_insync_replicas,
+                               defaults.replication_factor)
+    if min_isr:
+        problems.append(min_isr)
+    if defaults.replication_factor > spec.brokers.replicas:
+        problems.append(Problem("spec.topicDefaults.replicationFactor",
+                                f"{defaults.replication_factor} exceeds the {spec.brokers.replicas} brokers"))
+    problems += _heap_problems("spec.brokers", spec.brokers)
+    problems += _heap_problems("spec.controllers", spec.controllers)
+    return problems
+
+
+def _name_problems(name: str) -> list[Problem]:
+    if len(name) > MAX_TOPIC_NAME:
+        return [Problem("spec.topicName", f"Kafka topic names are at most {MAX_TOPIC_NAME} characters "
+                                          f"({len(name)} given); set spec.topicName to a shorter name")]
+    if not _TOPIC_NAME.match(name) or name in (".", ".."):
+        return [Problem("spec.topicName", f"{name!r} is not a valid Kafka topic name "
+                                          "(letters, digits, '.', '_' and '-' only)")]
+    return []
+
+
+def validate_topic(resource_name: str, spec: TopicSpec, cluster: KafkaClusterSpec | None) -> list[Problem]:
+    """Problems of a Topic against the cluster it names (None: that cluster does not exist)."""
+    if cluster is None:
+        return [Problem("spec.clusterRef.name", f"KafkaCluster {spec.cluster_ref.name!r} does not exist "
+                                                "in this namespace")]
+    problems = _name_problems(naming.kafka_topic_name(resource_name, spec.topic_name))
+    problems += check_config("topic", spec.config, "spec.config")
+    replicas = spec.replicas or cluster.topic_defaults.replication_factor
+    brokers = cluster.brokers.replicas
+    if replicas > brokers:
+        problems.append(Problem("spec.replicas", f"{replicas} replicas cannot be placed on {brokers} brokers"))
+    min_isr_value = spec.config.get("min.insync.replicas")
+    if min_isr_value is not None and not check_value(catalog().topic["min.insync.replicas"], min_isr_value):
+        problem = _min_isr_problem("spec.config.min.insync.replicas", int(min_isr_value), replicas)
+        if problem:
+            problems.append(problem)
+    elif cluster.topic_defaults.min_insync_replicas > replicas:
+        problems.append(Problem("spec.replicas", f"{replicas} replicas is below the cluster's min.insync.replicas "
+                                f"({cluster.topic_defaults.min_insync_replicas}): set config min.insync.replicas "
+                                "or raise replicas"))
+    return problems

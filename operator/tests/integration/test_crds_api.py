@@ -1,0 +1,170 @@
+"""The CRDs in a real kube-apiserver: examples accepted, bad input refused naming the field,
+defaults identical to the models', rendered manifests accepted by a server-side dry run."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+import yaml
+
+from krafty.model import KafkaClusterSpec, TopicSpec
+from krafty.render.cluster import children
+from krafty_testkit.apiserver import LocalApiServer
+
+from ..conftest import CRDS, EXAMPLES, context, example
+
+NAMESPACE = "crd-tests"
+MODELS = {"KafkaCluster": KafkaClusterSpec, "Topic": TopicSpec}
+
+
+@pytest.fixture(scope="module")
+def api(apiserver: LocalApiServer) -> LocalApiServer:
+    apiserver.kubectl("apply", "--server-side", "-f", str(CRDS))
+    apiserver.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+    apiserver.kubectl("create", "namespace", NAMESPACE, check=False)
+    return apiserver
+
+
+def create(api: LocalApiServer, doc: dict[str, Any], dry_run: bool = True) -> tuple[int, str, dict[str, Any] | None]:
+    args = ["create", "-n", NAMESPACE, "-o", "json", "-f", "-"] + (["--dry-run=server"] if dry_run else [])
+    proc = api.kubectl(*args, check=False, input=json.dumps(doc))
+    return proc.returncode, proc.stderr, json.loads(proc.stdout) if proc.returncode == 0 else None
+
+
+@pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.yaml")), ids=lambda p: p.name)
+def test_every_example_is_accepted_with_the_models_defaults(api: LocalApiServer, path):
+    # Given an example, When the API server creates it (dry run), Then it is accepted
+    raw = yaml.safe_load(path.read_text())
+    code, error, created = create(api, raw)
+    assert code == 0, error
+    assert created is not None
+    # And the spec the server defaulted means exactly what the model makes of the raw example
+    model = MODELS[raw["kind"]]
+    assert model.model_validate(created["spec"]) == model.model_validate(raw["spec"])
+
+
+def cluster(**spec_changes: Any) -> dict[str, Any]:
+    doc = example("kafkacluster-dedicated.yaml")
+    doc["metadata"]["name"] = "bad"
+    doc["spec"].update(spec_changes)
+    return doc
+
+
+def topic(**spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "kafka.krafty.io/v1alpha1", "kind": "Topic", "metadata": {"name": "bad-topic"},
+            "spec": {"clusterRef": {"name": "prod"}, **spec}}
+
+
+def _brokers(**changes: Any) -> dict[str, Any]:
+    return example("kafkacluster-dedicated.yaml")["spec"]["brokers"] | changes
+
+
+BAD_INPUTS = {
+    "brokers.replicas zero": (cluster(brokers=_brokers(replicas=0)), "spec.brokers.replicas"),
+    "brokers missing": (cluster(brokers=None), "spec.brokers"),
+    "unknown version": (cluster(version="3.9.0"), "spec.version"),
+    "even dedicated voters": (cluster(controllers={"mode": "dedicated", "replicas": 4}), "spec.controllers.replicas"),
+    "unknown quorum mode": (cluster(controllers={"mode": "zookeeper"}), "spec.controllers.mode"),
+    "combined quorum larger than brokers": (
+        cluster(brokers=_brokers(replicas=1), controllers={"mode": "combined", "replicas": 3},
+                topicDefaults={"replicationFactor": 1, "minInsyncReplicas": 1}), "spec.brokers.replicas"),
+    "operator-owned override": (cluster(brokers=_brokers(config={"node.id": 7})), "spec.brokers.config"),
+    "quorum override": (cluster(brokers=_brokers(config={"controller.quorum.voters": "x"})), "spec.brokers.config"),
+    "malformed memory quantity": (cluster(brokers=_brokers(resources={"limits": {"memory": "2 GB"}})),
+                                  "spec.brokers.resources.limits.memory"),
+    "malformed heap": (cluster(brokers=_brokers(jvm={"heap": "lots"})), "spec.brokers.jvm.heap"),
+    "min ISR above RF": (cluster(topicDefaults={"replicationFactor": 2, "minInsyncReplicas": 3}),
+                         "spec.topicDefaults"),
+    "RF above brokers": (cluster(topicDefaults={"replicationFactor": 5, "minInsyncReplicas": 2}),
+                         "spec.topicDefaults.replicationFactor"),
+    "reserved listener port": (cluster(listeners=[{"name": "plain", "port": 9093}]), "spec.listeners"),
+    "duplicate listener ports": (cluster(listeners=[{"name": "a", "port": 9092}, {"name": "b", "port": 9092}]),
+                                 "spec.listeners"),
+    "TLS not yet supported": (cluster(listeners=[{"name": "tls", "port": 9094, "tls": True}]), "spec.listeners[0].tls"),
+    "grace period too short": (cluster(restarts={"gracePeriodSeconds": 5}), "spec.restarts.gracePeriodSeconds"),
+    "unknown field": (cluster(brokres={"replicas": 3}), "brokres"),
+    "topic without cluster": ({**topic(), "spec": {"partitions": 3}}, "spec.clusterRef"),
+    "topic zero partitions": (topic(partitions=0), "spec.partitions"),
+    "topic bad name": (topic(topicName="bad name!"), "spec.topicName"),
+    "topic reserved name": (topic(topicName="__consumer_offsets"), "spec.topicName"),
+    "topic min ISR above replicas": (topic(replicas=2, config={"min.insync.replicas": 3}), "spec.config"),
+    "topic bad cleanup policy": (topic(config={"cleanup.policy": "forever"}), "spec.config"),
+    "topic unknown deletion policy": (topic(deletionPolicy="Archive"), "spec.deletionPolicy"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_INPUTS, ids=list(BAD_INPUTS))
+def test_bad_input_is_refused_naming_the_field(api: LocalApiServer, case: str):
+    doc, field = BAD_INPUTS[case]
+    code, error, _ = create(api, doc)
+    assert code != 0, f"{case} was accepted"
+    assert field in error, f"{case}: the error does not name {field}: {error}"
+
+
+def _update(api: LocalApiServer, doc: dict[str, Any]) -> tuple[int, str]:
+    proc = api.kubectl("replace", "-n", NAMESPACE, "-f", "-", check=False, input=json.dumps(doc))
+    return proc.returncode, proc.stderr
+
+
+TRANSITIONS = {
+    "partitions decrease": (topic(partitions=6), lambda d: d["spec"].update(partitions=3), "partitions cannot decrease"),
+    "cluster reference change": (topic(partitions=1), lambda d: d["spec"].update(clusterRef={"name": "other"}),
+                                 "clusterRef is immutable"),
+    "topic name change": (topic(topicName="Orders_V1"), lambda d: d["spec"].update(topicName="Orders_V2"),
+                          "topicName is immutable"),
+    "quorum mode change": (cluster(), lambda d: d["spec"].update(controllers={"mode": "combined", "replicas": 3}),
+                           "controllers.mode is immutable"),
+    "storage change": (cluster(), lambda d: d["spec"]["brokers"]["storage"].update(size="5Gi"),
+                       "storage size and class cannot change"),
+}
+
+
+@pytest.mark.parametrize("case", TRANSITIONS, ids=list(TRANSITIONS))
+def test_changes_that_would_lose_data_are_refused(api: LocalApiServer, case: str):
+    # Given a stored resource
+    original, change, message = TRANSITIONS[case]
+    doc = copy.deepcopy(original)
+    doc["metadata"]["name"] = f"transition-{abs(hash(case)) % 10**8}"
+    code, error, created = create(api, doc, dry_run=False)
+    assert code == 0, error
+    assert created is not None
+    try:
+        # When it is changed in a way that would lose data, Then the API server refuses, saying why
+        change(created)
+        code, error = _update(api, created)
+        assert code != 0, f"{case} was accepted"
+        assert message in error
+    finally:
+        api.kubectl("delete", "-n", NAMESPACE, created["kind"].lower(), doc["metadata"]["name"], "--wait=false")
+
+
+def test_growing_partitions_is_accepted(api: LocalApiServer):
+    doc = topic(partitions=3)
+    doc["metadata"]["name"] = "grows"
+    code, error, created = create(api, doc, dry_run=False)
+    assert code == 0, error
+    assert created is not None
+    created["spec"]["partitions"] = 12
+    assert _update(api, created) == (0, "")
+
+
+@pytest.mark.parametrize("example_name", ["kafkacluster-combined.yaml", "kafkacluster-dedicated.yaml"])
+def test_rendered_manifests_pass_a_server_side_dry_run(api: LocalApiServer, example_name: str):
+    ctx = context(example(example_name)["spec"], name="render", namespace=NAMESPACE)
+    for child in children(ctx, quorum_formed=False):
+        if child.desired is None:
+            continue
+        proc = api.apply(child.desired, "--dry-run=server", check=False)
+        assert proc.returncode == 0, f"{child.kind} {child.name}: {proc.stderr}"
+
+
+def test_kubectl_explain_teaches_the_api(api: LocalApiServer):
+    from krafty_testkit.waiting import wait_for
+
+    explained = wait_for(lambda: api.kubectl("explain", "kafkacluster.spec.controllers.mode", check=False),
+                         lambda p: p.returncode == 0, 30, "kubectl explain").stdout
+    assert "combined" in explained
+    assert "dedicated" in explained

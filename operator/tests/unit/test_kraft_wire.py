@@ -1,0 +1,73 @@
+"""The KRaft admin wire format, byte for byte (the integration tests check it against real Kafka)."""
+
+from __future__ import annotations
+
+import pytest
+
+from krafty import kraft_wire as wire
+
+
+def test_uvarint_round_trip():
+    for value in (0, 1, 127, 128, 300, 16383, 16384, 2**31):
+        assert wire.Reader(wire.Writer().uvarint(value).bytes()).uvarint() == value
+
+
+def test_request_header_v2_keeps_the_two_byte_client_id():
+    assert wire.request_header(55, 2, 7, "ab").bytes() == bytes([0, 55, 0, 2, 0, 0, 0, 7, 0, 2]) + b"ab" + b"\x00"
+
+
+def test_kafka_uuid_round_trip():
+    text = "lFpjFhR_q_VxmZwGvhJXew"
+    assert wire.uuid_to_kafka(wire.uuid_from_kafka(text)) == text
+
+
+def test_describe_quorum_request_names_the_metadata_partition():
+    body = wire.encode_describe_quorum().bytes()
+    assert body == bytes([2, 19]) + b"__cluster_metadata" + bytes([2, 0, 0, 0, 0, 0, 0, 0])
+
+
+def _replica(w: wire.Writer, node: int, leo: int) -> None:
+    w.int32(node).uuid("lFpjFhR_q_VxmZwGvhJXew").parts.append((leo).to_bytes(8, "big", signed=True))
+    w.parts.append((-1).to_bytes(8, "big", signed=True))
+    w.parts.append((-1).to_bytes(8, "big", signed=True))
+    w.tags()
+
+
+def test_describe_quorum_response_decodes_leader_voters_and_lag():
+    w = wire.Writer().int16(0).compact_string(None)
+    w.uvarint(2).compact_string("__cluster_metadata").uvarint(2)
+    w.int32(0).int16(0).compact_string(None).int32(1001).int32(4)
+    w.parts.append((120).to_bytes(8, "big"))
+    w.uvarint(3)
+    _replica(w, 1000, 100)
+    _replica(w, 1001, 120)
+    w.uvarint(1)  # no observers
+    w.tags().tags()  # partition, topic
+    w.uvarint(2).int32(1000).uvarint(2).compact_string("CONTROLLER").compact_string("c0").parts.append(b"\x23\x85")
+    w.tags().tags()  # listener, node
+    w.tags()
+    quorum = wire.decode_describe_quorum(wire.Reader(w.bytes()))
+    assert quorum.leader_id == 1001
+    assert quorum.voter_ids() == {1000, 1001}
+    assert [quorum.lag(v) for v in quorum.voters] == [20, 0]
+    assert quorum.endpoints == {1000: ("c0", 9093)}
+
+
+def test_error_codes_become_named_errors():
+    w = wire.Writer().int32(0).int16(127).compact_string("no such voter").tags()
+    with pytest.raises(wire.KafkaProtocolError, match="RemoveRaftVoter: VOTER_NOT_FOUND: no such voter"):
+        wire.decode_simple("RemoveRaftVoter")(wire.Reader(w.bytes()))
+
+
+def test_alter_reassignments_groups_partitions_by_topic():
+    body = wire.encode_alter_reassignments({("t", 1): [1, 2], ("t", 0): None}, 30000).bytes()
+    reader = wire.Reader(body)
+    assert reader.int32() == 30000
+    assert reader.uvarint() == 2
+    assert reader.compact_string() == "t"
+    assert reader.uvarint() == 3
+    assert reader.int32() == 0
+    assert reader.uvarint() == 0
+    reader.skip_tags()
+    assert reader.int32() == 1
+    assert reader.compact_array(lambda r: r.int32()) == [1, 2]

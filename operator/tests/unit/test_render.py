@@ -1,0 +1,106 @@
+"""Whole-manifest rendering (golden files) and the properties that matter most."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+from krafty.naming import Pool
+from krafty.render.cluster import children
+from krafty.render.context import ClusterContext
+from krafty.render.workloads import heap_mib, statefulset
+
+from ..conftest import context, example
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+class _Dumper(yaml.SafeDumper):
+    """Multi-line strings (server.properties) as readable literal blocks."""
+
+
+_Dumper.add_representer(
+    str, lambda d, s: d.represent_scalar("tag:yaml.org,2002:str", s, style="|" if "\n" in s else None))
+
+
+def _render(ctx: ClusterContext, quorum_formed: bool) -> str:
+    docs = [{"kind": c.kind, "name": c.name, "desired": c.desired} for c in children(ctx, quorum_formed)]
+    return yaml.dump_all(docs, Dumper=_Dumper, sort_keys=False, width=120)
+
+
+@pytest.mark.parametrize("name", ["combined", "dedicated"])
+def test_whole_cluster_matches_golden_file(name: str, request):
+    ctx = request.getfixturevalue(f"{name}_ctx")
+    rendered = _render(ctx, quorum_formed=False)
+    golden = GOLDEN / f"{name}.yaml"
+    if os.environ.get("KRAFTY_UPDATE_GOLDEN") == "1":
+        golden.write_text(rendered)
+    assert rendered == golden.read_text(), f"regenerate with KRAFTY_UPDATE_GOLDEN=1 after checking the diff of {golden}"
+
+
+def test_combined_cluster_has_no_controller_pool(combined_ctx: ClusterContext):
+    by_name = {c.name: c for c in children(combined_ctx, quorum_formed=True)}
+    assert by_name["small-controller"].desired is None
+    assert by_name["small-controllers"].desired is None
+    assert by_name["small-broker"].desired is not None
+
+
+def test_initial_voters_are_published_until_the_quorum_forms(dedicated_ctx: ClusterContext):
+    def initial(formed: bool) -> str:
+        config = next(c for c in children(dedicated_ctx, formed) if c.name == "prod-kafka-config")
+        assert config.desired is not None
+        return str(config.desired["data"]["initial-controllers"])
+
+    assert initial(False).split(",")[0] == (
+        "1000@prod-controller-0.prod-controllers.kafka.svc.cluster.local:9093:dir0000000000000001000")
+    assert initial(True) == ""
+
+
+def test_statefulset_is_rolled_by_the_operator_only(dedicated_ctx: ClusterContext):
+    sts = statefulset(dedicated_ctx, Pool.BROKER)
+    assert sts["spec"]["updateStrategy"] == {"type": "OnDelete"}
+    assert sts["spec"]["podManagementPolicy"] == "Parallel"
+    pod = sts["spec"]["template"]["spec"]
+    assert pod["terminationGracePeriodSeconds"] == 300
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    container = pod["containers"][0]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert {"name": "KAFKA_HEAP_OPTS", "value": "-Xms512m -Xmx512m"} in container["env"]
+    assert sts["spec"]["persistentVolumeClaimRetentionPolicy"]["whenDeleted"] == "Retain"
+
+
+def test_delete_claim_deletes_volumes_with_the_cluster():
+    spec = example("kafkacluster-combined.yaml")["spec"]
+    spec["brokers"]["storage"]["deleteClaim"] = True
+    sts = statefulset(context(spec), Pool.BROKER)
+    assert sts["spec"]["persistentVolumeClaimRetentionPolicy"]["whenDeleted"] == "Delete"
+
+
+def test_metrics_off_removes_port_annotations_and_service():
+    spec = example("kafkacluster-combined.yaml")["spec"] | {"metrics": {"enabled": False}}
+    ctx = context(spec)
+    container = statefulset(ctx, Pool.BROKER)["spec"]["template"]["spec"]["containers"][0]
+    assert "metrics" not in [p["name"] for p in container["ports"]]
+    assert next(c for c in children(ctx, True) if c.name == "demo-kafka-metrics").desired is None
+
+
+def test_rack_awareness_reads_the_node_label():
+    spec = example("kafkacluster-combined.yaml")["spec"] | {"rack": {"topologyKey": "topology.kubernetes.io/zone"}}
+    pod = statefulset(context(spec), Pool.BROKER)["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is True
+    assert {"name": "KRAFTY_RACK_TOPOLOGY_KEY", "value": "topology.kubernetes.io/zone"} in pod["containers"][0]["env"]
+
+
+@pytest.mark.parametrize(("pool", "mib"), [
+    ({"jvm": {"heap": "768Mi"}}, 768),
+    ({"resources": {"limits": {"memory": "2Gi"}}}, 1024),
+    ({"resources": {"requests": {"memory": "1Gi"}}}, 512),
+    ({}, 1024),
+])
+def test_heap_defaults_to_half_the_memory(pool, mib):
+    spec = context({"brokers": {"replicas": 1, **pool}, "controllers": {"replicas": 1},
+                    "topicDefaults": {"replicationFactor": 1, "minInsyncReplicas": 1}}).spec
+    assert heap_mib(spec.brokers) == mib

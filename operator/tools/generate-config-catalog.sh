@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Writes src/krafty/data/kafka-configs.json: every broker and topic config key of
+# the pinned Kafka (type, default, validator, and for brokers whether Kafka can
+# change it at runtime), read from Kafka's own ConfigDefs. The semantic
+# validator and the roll decision use it; a test regenerates it and compares.
+#   generate-config-catalog.sh [output]   (default: the committed file)
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+kafka_home="$("$here/../../broker-image/fetch-kafka.sh")"
+out="${1:-$here/../src/krafty/data/kafka-configs.json}"
+version="$(basename "$kafka_home")"
+classpath="$(printf '%s:' "$kafka_home"/libs/*.jar)"
+jshell --class-path "$classpath" -R-Dlog4j2.configurationFile="$kafka_home/config/tools-log4j2.yaml" \
+    "$here/config-catalog.jsh" 2>/dev/null \
+  | python3 -c '
+import json, sys
+version, out = sys.argv[1], sys.argv[2]
+catalog = {"kafkaVersion": version, "broker": {}, "topic": {}}
+for line in sys.stdin:
+    parts = line.rstrip("\n").split("\t")
+    if len(parts) != 6:
+        continue
+    section, name, kind, mode, default, validator = parts
+    catalog[section][name] = {"type": kind, "mode": mode, "default": None if default == "<none>" else default,
+                              "validator": validator or None}
+assert len(catalog["broker"]) > 100 and len(catalog["topic"]) > 20, "catalog looks incomplete"
+for section in ("broker", "topic"):
+    catalog[section] = dict(sorted(catalog[section].items()))
+with open(out, "w") as f:
+    json.dump(catalog, f, indent=1, sort_keys=False)
+    f.write("\n")
+' "$version" "$out"
