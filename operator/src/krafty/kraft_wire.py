@@ -24,6 +24,9 @@ UNREGISTER_BROKER = 64
 REMOVE_RAFT_VOTER = 81
 ALTER_PARTITION_REASSIGNMENTS = 45
 LIST_PARTITION_REASSIGNMENTS = 46
+INCREMENTAL_ALTER_CONFIGS = 44
+BROKER_RESOURCE = 4
+SET, DELETE = 0, 1
 
 METADATA_TOPIC = "__cluster_metadata"
 
@@ -31,7 +34,7 @@ METADATA_TOPIC = "__cluster_metadata"
 ERROR_NAMES = {
     0: "NONE", 3: "UNKNOWN_TOPIC_OR_PARTITION", 7: "REQUEST_TIMED_OUT", 8: "BROKER_NOT_AVAILABLE",
     38: "INVALID_REPLICATION_FACTOR", 39: "INVALID_REPLICA_ASSIGNMENT", 41: "NOT_CONTROLLER",
-    42: "INVALID_REQUEST", 60: "REASSIGNMENT_IN_PROGRESS", 85: "NO_REASSIGNMENT_IN_PROGRESS",
+    40: "INVALID_CONFIG", 42: "INVALID_REQUEST", 60: "REASSIGNMENT_IN_PROGRESS", 85: "NO_REASSIGNMENT_IN_PROGRESS",
     94: "INCONSISTENT_VOTER_SET", 102: "BROKER_ID_NOT_REGISTERED", 104: "INCONSISTENT_CLUSTER_ID",
     125: "INVALID_VOTER_KEY", 126: "DUPLICATE_VOTER", 127: "VOTER_NOT_FOUND",
 }
@@ -369,6 +372,33 @@ def decode_list_reassignments(r: Reader) -> dict[TopicPartition, OngoingReassign
     r.compact_array(topic)
     r.skip_tags()
     return ongoing
+
+
+# -- IncrementalAlterConfigs v1 (the cluster-wide broker default, resource name "") ----
+
+def encode_alter_cluster_defaults(changes: dict[str, str | None], validate_only: bool = False) -> Writer:
+    """changes: value per key; None deletes the key (back to the static or built-in default)."""
+    def config(w: Writer, item: tuple[str, str | None]) -> None:
+        w.compact_string(item[0]).int8(DELETE if item[1] is None else SET).compact_string(item[1]).tags()
+
+    def resource(w: Writer, items: list[tuple[str, str | None]]) -> None:
+        w.int8(BROKER_RESOURCE).compact_string("").compact_array(items, config).tags()
+
+    return Writer().compact_array([sorted(changes.items())], resource).int8(1 if validate_only else 0).tags()
+
+
+def decode_alter_configs(r: Reader) -> None:
+    r.int32()
+
+    def response(x: Reader) -> None:
+        code, message = x.int16(), x.compact_string()
+        x._take(1)
+        x.compact_string()
+        x.skip_tags()
+        _check("IncrementalAlterConfigs", code, message)
+
+    r.compact_array(response)
+    r.skip_tags()
 
 
 def random_directory_id() -> str:

@@ -18,6 +18,7 @@ PAUSED_ANNOTATION = f"{GROUP}/paused"
 CONFIRM_DELETION_ANNOTATION = f"{GROUP}/confirm-deletion"
 # Annotations and labels the operator sets
 CONFIG_HASH_ANNOTATION = f"{GROUP}/config-hash"
+STATIC_CONFIG_ANNOTATION = f"{GROUP}/static-config"  # what a restart would change, for readable reasons
 CLUSTER_LABEL = f"{GROUP}/cluster"
 ROLE_LABEL = f"{GROUP}/pool"
 TOPIC_FINALIZER = f"{GROUP}/topic-deletion"

@@ -110,7 +110,8 @@ def _update(api: LocalApiServer, doc: dict[str, Any]) -> tuple[int, str]:
 
 
 TRANSITIONS = {
-    "partitions decrease": (topic(partitions=6), lambda d: d["spec"].update(partitions=3), "partitions cannot decrease"),
+    "partitions decrease": (topic(partitions=6), lambda d: d["spec"].update(partitions=3),
+                            "partitions cannot decrease"),
     "cluster reference change": (topic(partitions=1), lambda d: d["spec"].update(clusterRef={"name": "other"}),
                                  "clusterRef is immutable"),
     "topic name change": (topic(topicName="Orders_V1"), lambda d: d["spec"].update(topicName="Orders_V2"),
@@ -154,7 +155,7 @@ def test_growing_partitions_is_accepted(api: LocalApiServer):
 @pytest.mark.parametrize("example_name", ["kafkacluster-combined.yaml", "kafkacluster-dedicated.yaml"])
 def test_rendered_manifests_pass_a_server_side_dry_run(api: LocalApiServer, example_name: str):
     ctx = context(example(example_name)["spec"], name="render", namespace=NAMESPACE)
-    for child in children(ctx, quorum_formed=False):
+    for child in children(ctx):
         if child.desired is None:
             continue
         proc = api.apply(child.desired, "--dry-run=server", check=False)

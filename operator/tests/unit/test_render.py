@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -26,15 +27,15 @@ _Dumper.add_representer(
     str, lambda d, s: d.represent_scalar("tag:yaml.org,2002:str", s, style="|" if "\n" in s else None))
 
 
-def _render(ctx: ClusterContext, quorum_formed: bool) -> str:
-    docs = [{"kind": c.kind, "name": c.name, "desired": c.desired} for c in children(ctx, quorum_formed)]
+def _render(ctx: ClusterContext) -> str:
+    docs = [{"kind": c.kind, "name": c.name, "desired": c.desired} for c in children(ctx)]
     return yaml.dump_all(docs, Dumper=_Dumper, sort_keys=False, width=120)
 
 
 @pytest.mark.parametrize("name", ["combined", "dedicated"])
 def test_whole_cluster_matches_golden_file(name: str, request):
     ctx = request.getfixturevalue(f"{name}_ctx")
-    rendered = _render(ctx, quorum_formed=False)
+    rendered = _render(ctx)
     golden = GOLDEN / f"{name}.yaml"
     if os.environ.get("KRAFTY_UPDATE_GOLDEN") == "1":
         golden.write_text(rendered)
@@ -42,21 +43,21 @@ def test_whole_cluster_matches_golden_file(name: str, request):
 
 
 def test_combined_cluster_has_no_controller_pool(combined_ctx: ClusterContext):
-    by_name = {c.name: c for c in children(combined_ctx, quorum_formed=True)}
+    by_name = {c.name: c for c in children(combined_ctx)}
     assert by_name["small-controller"].desired is None
     assert by_name["small-controllers"].desired is None
     assert by_name["small-broker"].desired is not None
 
 
 def test_initial_voters_are_published_until_the_quorum_forms(dedicated_ctx: ClusterContext):
-    def initial(formed: bool) -> str:
-        config = next(c for c in children(dedicated_ctx, formed) if c.name == "prod-kafka-config")
+    def initial(ctx: ClusterContext) -> str:
+        config = next(c for c in children(ctx) if c.name == "prod-kafka-config")
         assert config.desired is not None
         return str(config.desired["data"]["initial-controllers"])
 
-    assert initial(False).split(",")[0] == (
+    assert initial(dedicated_ctx).split(",")[0] == (
         "1000@prod-controller-0.prod-controllers.kafka.svc.cluster.local:9093:dir0000000000000001000")
-    assert initial(True) == ""
+    assert initial(replace(dedicated_ctx, initial_voters=())) == ""
 
 
 def test_statefulset_is_rolled_by_the_operator_only(dedicated_ctx: ClusterContext):
@@ -84,7 +85,7 @@ def test_metrics_off_removes_port_annotations_and_service():
     ctx = context(spec)
     container = statefulset(ctx, Pool.BROKER)["spec"]["template"]["spec"]["containers"][0]
     assert "metrics" not in [p["name"] for p in container["ports"]]
-    assert next(c for c in children(ctx, True) if c.name == "demo-kafka-metrics").desired is None
+    assert next(c for c in children(ctx) if c.name == "demo-kafka-metrics").desired is None
 
 
 def test_rack_awareness_reads_the_node_label():

@@ -111,6 +111,7 @@ class Node:
     controller_port: int | None
     directory_id: str = field(default_factory=kafka_uuid)
     process: subprocess.Popen[bytes] | None = None
+    metrics_port: int | None = None
 
     @property
     def is_broker(self) -> bool:
@@ -172,7 +173,7 @@ class LocalKafkaCluster:
     """A KRaft cluster of real Kafka processes under one work directory."""
 
     def __init__(self, layout: Layout, workdir: Path, *, base_port: int | None = None,
-                 config: Mapping[str, str] | None = None, heap: str = "384m") -> None:
+                 config: Mapping[str, str] | None = None, heap: str = "384m", jmx_exporter: bool = False) -> None:
         self.layout = layout
         self.workdir = workdir
         self.heap = heap
@@ -182,13 +183,16 @@ class LocalKafkaCluster:
         purposes = []
         for node_id, node_roles in roles:
             purposes += [f"node {node_id} {role} listener" for role in (BROKER, CONTROLLER) if role in node_roles]
+            if jmx_exporter:
+                purposes.append(f"node {node_id} metrics")
         ports = iter(_reserve_ports(purposes, base_port))
         self.nodes: dict[int, Node] = {}
         for node_id, node_roles in roles:
             self.nodes[node_id] = Node(
                 node_id, node_roles, workdir / f"node-{node_id}",
                 broker_port=next(ports) if BROKER in node_roles else None,
-                controller_port=next(ports) if CONTROLLER in node_roles else None)
+                controller_port=next(ports) if CONTROLLER in node_roles else None,
+                metrics_port=next(ports) if jmx_exporter else None)
         self.ready_seconds: float | None = None
         self._admin: Any = None
 
@@ -290,6 +294,12 @@ class LocalKafkaCluster:
         env["KAFKA_HEAP_OPTS"] = f"-Xmx{self.heap} -Xms{self.heap}"
         env.setdefault("KAFKA_JVM_PERFORMANCE_OPTS",
                        "-XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:TieredStopAtLevel=1 -Djava.awt.headless=true")
+        if node.metrics_port is not None:
+            # The broker image's exporter agent and rules, as in the pods.
+            home = kafka_dist.kafka_home()
+            agent = next((home / "agent").glob("jmx_prometheus_javaagent-*.jar"))
+            env["KAFKA_OPTS"] = (f"-javaagent:{agent}=127.0.0.1:{node.metrics_port}:{home}/config/jmx-exporter.yaml "
+                                 + env.get("KAFKA_OPTS", ""))
         with node.log_path.open("ab") as log:
             node.process = subprocess.Popen(
                 [str(kafka_dist.tool_path("kafka-server-start.sh")), str(node.config_path)],

@@ -94,3 +94,10 @@ def alter_reassignments(servers: str, targets: dict[wire.TopicPartition, list[in
 def list_reassignments(servers: str, timeout: float = 30.0) -> dict[wire.TopicPartition, wire.OngoingReassignment]:
     body = wire.encode_list_reassignments(int(timeout * 1000))
     return call(servers, wire.LIST_PARTITION_REASSIGNMENTS, 0, body, wire.decode_list_reassignments, timeout + 5)
+
+
+def alter_cluster_defaults(servers: str, changes: dict[str, str | None], timeout: float = 30.0) -> None:
+    """Sets (or with None deletes) cluster-wide dynamic broker settings: the default broker resource ""."""
+    if changes:
+        call(servers, wire.INCREMENTAL_ALTER_CONFIGS, 1, wire.encode_alter_cluster_defaults(changes),
+             wire.decode_alter_configs, timeout)

@@ -23,12 +23,12 @@ class Child:
     desired: dict[str, Any] | None
 
 
-def children(ctx: ClusterContext, quorum_formed: bool) -> list[Child]:
+def children(ctx: ClusterContext) -> list[Child]:
     """In apply order: identity and config first, then Services, then workloads."""
     name = ctx.name
     out = [
         Child("ServiceAccount", naming.service_account(name), policy.service_account(ctx)),
-        Child("ConfigMap", naming.config_map(name), configmaps.node_config_map(ctx, quorum_formed)),
+        Child("ConfigMap", naming.config_map(name), configmaps.node_config_map(ctx)),
         Child("ConfigMap", naming.connection_config_map(name), configmaps.connection_config_map(ctx)),
         Child("Service", naming.bootstrap_service(name), services.bootstrap_service(ctx)),
         Child("Service", naming.metrics_service(name), services.metrics_service(ctx)),

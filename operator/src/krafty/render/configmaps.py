@@ -9,11 +9,10 @@ from krafty.render.context import ClusterContext
 from krafty.render.kafka_config import node_properties, render_properties
 
 
-def node_config_map(ctx: ClusterContext, quorum_formed: bool) -> dict[str, Any]:
+def node_config_map(ctx: ClusterContext) -> dict[str, Any]:
     """server.properties of every node, the cluster id and, until the quorum has
-    formed, the initial voters that `kafka-storage format` needs."""
-    data = {naming.CLUSTER_ID_KEY: ctx.cluster_id,
-            naming.INITIAL_CONTROLLERS_KEY: "" if quorum_formed else ctx.initial_controllers_arg()}
+    formed, the initial voters that `kafka-storage format` needs (empty after)."""
+    data = {naming.CLUSTER_ID_KEY: ctx.cluster_id, naming.INITIAL_CONTROLLERS_KEY: ctx.initial_controllers_arg()}
     for pool in ctx.pools():
         for ordinal in range(ctx.replicas(pool)):
             data[naming.node_config_key(pool, ordinal)] = render_properties(node_properties(ctx, pool, ordinal))

@@ -114,6 +114,21 @@ def dynamic_broker_config(ctx: ClusterContext) -> dict[str, str]:
     return {key: props[key] for key in sorted(dynamic_keys(props))}
 
 
+def _static(props: dict[str, str]) -> dict[str, str]:
+    ignored = set(_NODE_IDENTITY) | set(_DISCOVERY_ONLY) | dynamic_keys(props)
+    return {k: v for k, v in props.items() if k not in ignored}
+
+
+def static_config(ctx: ClusterContext, pool: Pool) -> dict[str, str]:
+    """The restart-only settings of the pool's first node, secrets replaced by a digest."""
+    brokers = catalog().broker
+    out = {}
+    for key, value in sorted(_static(node_properties(ctx, pool, 0)).items()):
+        secret = key in brokers and brokers[key].type == "PASSWORD"
+        out[key] = "sha256:" + hashlib.sha256(value.encode()).hexdigest()[:12] if secret else value
+    return out
+
+
 def restart_hash(ctx: ClusterContext, pool: Pool) -> str:
     """A hash of everything in the pool's server.properties that needs a restart to change.
 
@@ -123,8 +138,5 @@ def restart_hash(ctx: ClusterContext, pool: Pool) -> str:
     shapes = {ctx.roles(pool, ordinal): ordinal for ordinal in range(ctx.replicas(pool))}
     digest = hashlib.sha256()
     for roles, ordinal in sorted(shapes.items()):
-        props = node_properties(ctx, pool, ordinal)
-        ignored = set(_NODE_IDENTITY) | set(_DISCOVERY_ONLY) | dynamic_keys(props)
-        static = {k: v for k, v in props.items() if k not in ignored}
-        digest.update(repr((roles, sorted(static.items()))).encode())
+        digest.update(repr((roles, sorted(_static(node_properties(ctx, pool, ordinal)).items()))).encode())
     return digest.hexdigest()[:16]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 from typing import Any
 
@@ -9,7 +10,7 @@ from krafty import naming
 from krafty.model import NodePool, parse_quantity
 from krafty.naming import Pool
 from krafty.render.context import ClusterContext
-from krafty.render.kafka_config import restart_hash
+from krafty.render.kafka_config import restart_hash, static_config
 
 RUN_AS = 1001
 DEFAULT_HEAP_MIB = 1024
@@ -99,6 +100,7 @@ def _pod_annotations(ctx: ClusterContext, pool: Pool, spec: NodePool) -> dict[st
         annotations.update({"prometheus.io/scrape": "true", "prometheus.io/port": str(naming.METRICS_PORT),
                             "prometheus.io/path": "/metrics"})
     annotations[naming.CONFIG_HASH_ANNOTATION] = restart_hash(ctx, pool)
+    annotations[naming.STATIC_CONFIG_ANNOTATION] = json.dumps(static_config(ctx, pool), separators=(",", ":"))
     return annotations
 
 

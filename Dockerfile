@@ -1,0 +1,26 @@
+# The krafty operator image: Python, the pinned dependencies, the operator.
+# Build from the repository root:  docker build -t krafty/operator:dev .
+FROM debian:bookworm-slim AS build
+ARG PIP_INDEX_URL=""
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends python3 python3-venv ca-certificates \
+ && rm -rf /var/lib/apt/lists/*
+COPY operator/requirements.txt /build/requirements.txt
+RUN python3 -m venv /opt/krafty \
+ && /opt/krafty/bin/pip install --no-cache-dir ${PIP_INDEX_URL:+--index-url "$PIP_INDEX_URL"} -r /build/requirements.txt
+COPY operator/pyproject.toml /build/operator/pyproject.toml
+COPY operator/src /build/operator/src
+# The venv's own setuptools builds the package: nothing beyond the pinned requirements is fetched.
+RUN /opt/krafty/bin/pip install --no-cache-dir --no-deps --no-build-isolation /build/operator
+
+FROM debian:bookworm-slim
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends python3 ca-certificates \
+ && rm -rf /var/lib/apt/lists/* \
+ && groupadd --gid 1001 krafty \
+ && useradd --uid 1001 --gid 1001 --no-create-home --shell /usr/sbin/nologin krafty
+COPY --from=build /opt/krafty /opt/krafty
+ENV PATH=/opt/krafty/bin:$PATH PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+USER 1001:1001
+EXPOSE 8080 8081
+ENTRYPOINT ["krafty-operator"]

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Starts one Kafka node of a krafty cluster (the broker image's entrypoint).
+#
+# The operator's ConfigMap, mounted at /etc/kafka/krafty, holds every node's
+# server.properties (<pool>-<ordinal>.properties), the cluster id and, until
+# the quorum has formed, the first voters. This script picks this pod's file,
+# adds broker.rack when rack awareness is on, formats the storage on first
+# start, and execs Kafka, so SIGTERM reaches the JVM directly and Kafka shuts
+# down in a controlled way (leadership moved away, logs closed cleanly).
+set -euo pipefail
+
+config_dir="${KRAFTY_CONFIG_DIR:-/etc/kafka/krafty}"
+kafka_home="${KAFKA_HOME:-/opt/kafka}"
+: "${POD_NAME:?POD_NAME must be set (downward API)}" "${KRAFTY_POOL:?KRAFTY_POOL must be broker or controller}"
+ordinal="${POD_NAME##*-}"
+node_id=$(( ${KRAFTY_NODE_ID_OFFSET:-0} + ordinal ))
+source_props="$config_dir/${KRAFTY_POOL}-${ordinal}.properties"
+props=/tmp/server.properties
+
+log() { echo "[entrypoint] $*" >&2; }
+
+for _ in $(seq 60); do [[ -f "$source_props" ]] && break; sleep 1; done
+[[ -f "$source_props" ]] || { log "no configuration for $POD_NAME in $config_dir"; exit 1; }
+cp "$source_props" "$props"
+
+if [[ -n "${KRAFTY_RACK_TOPOLOGY_KEY:-}" ]]; then
+  token="$(cat /var/run/secrets/kubernetes.io/serviceaccount/token)"
+  node_json="$(curl -sf --cacert /var/run/secrets/kubernetes.io/serviceaccount/ca.crt \
+    -H "Authorization: Bearer $token" "https://kubernetes.default.svc/api/v1/nodes/${NODE_NAME:?}")" \
+    || { log "cannot read node $NODE_NAME for its rack label"; exit 1; }
+  # Label values hold only [A-Za-z0-9._-]: a plain match is exact.
+  rack="$(grep -o "\"${KRAFTY_RACK_TOPOLOGY_KEY}\": *\"[A-Za-z0-9._-]*\"" <<<"$node_json" | head -1 | sed 's/.*"\([^"]*\)"$/\1/')"
+  [[ -n "$rack" ]] || { log "node $NODE_NAME has no label $KRAFTY_RACK_TOPOLOGY_KEY"; exit 1; }
+  echo "broker.rack=$rack" >> "$props"
+  log "broker.rack=$rack (from node $NODE_NAME)"
+fi
+
+log_dir="$(sed -n 's/^log\.dirs=//p' "$props")"
+if [[ ! -f "$log_dir/meta.properties" ]]; then
+  cluster_id="$(cat "$config_dir/cluster.id")"
+  initial="$(cat "$config_dir/initial-controllers" 2>/dev/null || true)"
+  if grep -q '^process\.roles=.*controller' "$props" && [[ ",$initial" == *",$node_id@"* ]]; then
+    # One of the first voters, before the quorum formed: bootstrap it.
+    mode=(--initial-controllers "$initial")
+  else
+    # A broker, or a controller joining a formed quorum (it joins by itself: controller.quorum.auto.join.enable).
+    mode=(--no-initial-controllers)
+  fi
+  log "formatting $log_dir for cluster $cluster_id as node $node_id (${mode[0]})"
+  KAFKA_HEAP_OPTS="-Xmx256m" "$kafka_home/bin/kafka-storage.sh" format --cluster-id "$cluster_id" \
+    --config "$props" "${mode[@]}"
+fi
+
+# The JMX exporter serves Prometheus on 9404; without metrics it still runs, on
+# loopback only, because the readiness probe reads it.
+bind=127.0.0.1
+[[ "${KRAFTY_METRICS:-true}" == true ]] && bind=0.0.0.0
+export KAFKA_OPTS="-javaagent:$kafka_home/agent/jmx_prometheus_javaagent.jar=$bind:9404:$kafka_home/config/jmx-exporter.yaml ${KAFKA_OPTS:-}"
+export KAFKA_LOG4J_OPTS="-Dlog4j2.configurationFile=$kafka_home/config/log4j2.yaml"
+log "starting node $node_id ($(sed -n 's/^process\.roles=//p' "$props"))"
+exec "$kafka_home/bin/kafka-server-start.sh" "$props"

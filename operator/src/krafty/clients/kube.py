@@ -1,0 +1,108 @@
+"""The Kubernetes API as the operator uses it: server-side apply with one field
+manager, reads, deletes, status patches and Events."""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import threading
+from typing import Any
+
+import kubernetes
+from kubernetes.client.exceptions import ApiException
+from kubernetes.dynamic import DynamicClient
+
+from krafty import naming
+
+_API_VERSIONS = {
+    "ServiceAccount": "v1", "ConfigMap": "v1", "Service": "v1", "Pod": "v1", "Event": "v1", "Node": "v1",
+    "PersistentVolumeClaim": "v1", "StatefulSet": "apps/v1", "PodDisruptionBudget": "policy/v1",
+    naming.CLUSTER_KIND: naming.API_VERSION, naming.TOPIC_KIND: naming.API_VERSION,
+}
+
+
+def load_config() -> None:
+    """In a pod: its ServiceAccount; elsewhere: the current kubeconfig context."""
+    try:
+        kubernetes.config.load_incluster_config()
+    except kubernetes.config.ConfigException:
+        kubernetes.config.load_kube_config()
+
+
+class Kube:
+    def __init__(self, api_client: kubernetes.client.ApiClient | None = None) -> None:
+        self.api_client = api_client or kubernetes.client.ApiClient()
+        self._dynamic: DynamicClient | None = None
+        self._resources: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def _resource(self, kind: str) -> Any:
+        with self._lock:
+            if self._dynamic is None:
+                self._dynamic = DynamicClient(self.api_client)
+            if kind not in self._resources:
+                self._resources[kind] = self._dynamic.resources.get(api_version=_API_VERSIONS[kind], kind=kind)
+            return self._resources[kind]
+
+    def apply(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Server-side apply as the operator's field manager (taking over conflicting fields)."""
+        meta = body["metadata"]
+        result = self._resource(body["kind"]).server_side_apply(
+            body=body, name=meta["name"], namespace=meta.get("namespace"),
+            field_manager=naming.FIELD_MANAGER, force_conflicts=True)
+        return dict(result.to_dict())
+
+    def get(self, kind: str, name: str, namespace: str | None) -> dict[str, Any] | None:
+        try:
+            return dict(self._resource(kind).get(name=name, namespace=namespace).to_dict())
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+
+    def list(self, kind: str, namespace: str | None, selector: dict[str, str] | None = None) -> list[dict[str, Any]]:
+        label_selector = ",".join(f"{k}={v}" for k, v in (selector or {}).items()) or None
+        items = self._resource(kind).get(namespace=namespace, label_selector=label_selector).to_dict()["items"]
+        return [dict(item) for item in items]
+
+    def delete(self, kind: str, name: str, namespace: str | None, grace_seconds: int | None = None) -> bool:
+        """Deletes if present; returns whether something was deleted."""
+        body = {"gracePeriodSeconds": grace_seconds} if grace_seconds is not None else None
+        try:
+            self._resource(kind).delete(name=name, namespace=namespace, body=body)
+        except ApiException as error:
+            if error.status == 404:
+                return False
+            raise
+        return True
+
+    def patch_status(self, kind: str, name: str, namespace: str, status: dict[str, Any]) -> None:
+        resource = self._resource(kind)
+        resource.status.patch(body={"status": status}, name=name, namespace=namespace,
+                              content_type="application/merge-patch+json")
+
+    def patch_metadata(self, kind: str, name: str, namespace: str, metadata: dict[str, Any]) -> None:
+        self._resource(kind).patch(body={"metadata": metadata}, name=name, namespace=namespace,
+                                   content_type="application/merge-patch+json")
+
+    def event(self, involved: dict[str, Any], kind: str, reason: str, message: str, warning: bool = False) -> None:
+        """Records a Kubernetes Event on the object (same reason and message: counted, not repeated)."""
+        meta = involved["metadata"]
+        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        digest = hashlib.sha256(f"{meta['uid']}{reason}{message}".encode()).hexdigest()[:12]
+        name = f"{meta['name']}.{digest}"
+        existing = self.get("Event", name, meta["namespace"])
+        if existing is not None:
+            self._resource("Event").patch(
+                body={"count": int(existing.get("count") or 1) + 1, "lastTimestamp": now},
+                name=name, namespace=meta["namespace"], content_type="application/merge-patch+json")
+            return
+        self._resource("Event").create(namespace=meta["namespace"], body={
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": name, "namespace": meta["namespace"]},
+            "involvedObject": {"apiVersion": involved.get("apiVersion", naming.API_VERSION), "kind": kind,
+                               "name": meta["name"], "namespace": meta["namespace"], "uid": meta["uid"]},
+            "reason": reason, "message": message[:1024], "type": "Warning" if warning else "Normal",
+            "source": {"component": naming.FIELD_MANAGER}, "count": 1,
+            "firstTimestamp": now, "lastTimestamp": now,
+        })

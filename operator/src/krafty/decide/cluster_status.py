@@ -1,0 +1,138 @@
+"""The KafkaCluster status: per-node state, partition health, quorum, roll and conditions."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from krafty.decide import roll
+from krafty.decide.leaders import cluster_imbalance
+from krafty.decide.status import DEGRADED, PROGRESSING, READY, Condition
+from krafty.observed import ClusterObservation, NodeState
+
+
+def _in_sync(node: NodeState, obs: ClusterObservation) -> bool | None:
+    if obs.partitions is None or not node.is_broker:
+        return None
+    return all(node.node_id in p.isr for p in obs.partitions if node.node_id in p.replicas)
+
+
+def _node_message(node: NodeState) -> str:
+    if not node.pod_exists:
+        return "pod not created yet"
+    if not node.pod_running:
+        return "pod not running"
+    if not node.pod_ready:
+        return "starting or catching up"
+    if node.is_broker and not node.registered:
+        return "not registered with the controller"
+    if node.needs_restart:
+        return "waiting to be restarted with the new configuration"
+    return ""
+
+
+def node_entries(obs: ClusterObservation) -> list[dict[str, Any]]:
+    leaders = Counter(p.leader for p in obs.partitions or ())
+    voters = obs.quorum.voter_ids() if obs.quorum else set()
+    entries = []
+    for node in obs.nodes:
+        entry: dict[str, Any] = {
+            "nodeId": node.node_id, "pod": node.pod, "roles": list(node.roles),
+            "ready": node.pod_ready and (node.registered or not node.is_broker),
+            "voter": node.node_id in voters, "revisionCurrent": node.revision_current,
+        }
+        in_sync = _in_sync(node, obs)
+        if in_sync is not None:
+            entry["inSync"] = in_sync
+            entry["leaderCount"] = leaders.get(node.node_id, 0)
+        message = _node_message(node)
+        if message:
+            entry["message"] = message
+        entries.append(entry)
+    return entries
+
+
+def partition_summary(obs: ClusterObservation) -> dict[str, int] | None:
+    if obs.partitions is None:
+        return None
+    parts = obs.partitions
+    return {"total": len(parts), "underReplicated": sum(p.under_replicated for p in parts),
+            "underMinIsr": sum(p.under_min_isr and not p.offline for p in parts),
+            "offline": sum(p.offline for p in parts),
+            "notPreferredLeader": round(cluster_imbalance(parts) * len(parts))}
+
+
+def quorum_summary(obs: ClusterObservation) -> dict[str, Any] | None:
+    if obs.quorum is None:
+        return None
+    lags = [v.lag for v in obs.quorum.voters if v.lag >= 0]
+    return {"leaderId": obs.quorum.leader_id, "leaderEpoch": obs.quorum.leader_epoch,
+            "voters": sorted(obs.quorum.voter_ids()), "maxFollowerLag": max(lags, default=0)}
+
+
+def _ready(obs: ClusterObservation, desired_brokers: set[int]) -> Condition:
+    if obs.kafka_error and obs.partitions is None:
+        return Condition(READY, False, "KafkaUnreachable", f"Kafka cannot be asked: {obs.kafka_error}")
+    if obs.quorum is None or obs.quorum.leader_id < 0:
+        return Condition(READY, False, "NoQuorumLeader", obs.quorum_error or "the controller quorum has no leader")
+    missing = sorted(n.node_id for n in obs.nodes if n.node_id in desired_brokers and
+                     not (n.pod_ready and n.registered))
+    if missing:
+        return Condition(READY, False, "BrokersNotReady", f"brokers not ready: {missing}")
+    summary = partition_summary(obs) or {}
+    if summary.get("offline"):
+        return Condition(READY, False, "PartitionsOffline", f"{summary['offline']} partitions have no leader")
+    if summary.get("underMinIsr"):
+        return Condition(READY, False, "UnderMinIsr",
+                         f"{summary['underMinIsr']} partitions are below min.insync.replicas: acks=all writes fail")
+    return Condition(READY, True, "ClusterReady", f"{len(desired_brokers)} brokers serving, every node in sync")
+
+
+def _progressing(obs: ClusterObservation, step: roll.Step) -> Condition:
+    pending = [n.pod for n in obs.nodes if n.needs_restart]
+    if pending:
+        return Condition(PROGRESSING, True, "RollingRestart",
+                         f"{len(pending)} nodes to restart: {', '.join(pending)}")
+    if isinstance(step, roll.ElectLeaders):
+        return Condition(PROGRESSING, True, "RestoringLeaders", step.message)
+    starting = [n.pod for n in obs.nodes if not n.pod_ready]
+    if starting:
+        return Condition(PROGRESSING, True, "NodesStarting", f"waiting for {', '.join(starting)}")
+    return Condition(PROGRESSING, False, "Reconciled", "every node runs the current configuration")
+
+
+def _degraded(obs: ClusterObservation, step: roll.Step) -> Condition:
+    if isinstance(step, roll.Blocked):
+        return Condition(DEGRADED, True, "RollBlocked", step.message)
+    down = [n.pod for n in obs.nodes if n.pod_exists and not n.pod_running]
+    if down:
+        return Condition(DEGRADED, True, "NodeDown", f"not running: {', '.join(down)}")
+    summary = partition_summary(obs) or {}
+    if summary.get("underReplicated"):
+        return Condition(DEGRADED, True, "UnderReplicated", f"{summary['underReplicated']} partitions are "
+                                                            "under-replicated")
+    return Condition(DEGRADED, False, "AsExpected", "nothing needs attention")
+
+
+def conditions(obs: ClusterObservation, step: roll.Step, desired_brokers: set[int]) -> list[Condition]:
+    return [_ready(obs, desired_brokers), _progressing(obs, step), _degraded(obs, step)]
+
+
+def roll_summary(obs: ClusterObservation, step: roll.Step) -> dict[str, Any] | None:
+    order = roll.restart_order(obs.nodes, obs.quorum)
+    if not order:
+        return None
+    out: dict[str, Any] = {"pending": [n.pod for n in order], "reason": roll.restart_reason(order[0])[1]}
+    if isinstance(step, roll.Restart):
+        out["current"] = step.node.pod
+    if isinstance(step, roll.Blocked | roll.Wait):
+        out["blockedBy"] = step.message
+    return out
+
+
+def planned_actions(obs: ClusterObservation) -> list[str]:
+    actions = []
+    for node in roll.restart_order(obs.nodes, obs.quorum):
+        reason, message = roll.restart_reason(node)
+        actions.append(f"restart {node.pod} ({reason.value}: {message})")
+    return actions

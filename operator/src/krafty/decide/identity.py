@@ -1,0 +1,55 @@
+"""The cluster's identity: its KRaft cluster id and first voters, generated once.
+
+Both live in the node ConfigMap the pods format their storage from (and the
+id also in status). They are never regenerated: a cluster whose ConfigMap was
+lost but whose status remembers the id gets the same id back, and a
+disagreement between the two stops the reconcile instead of guessing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from krafty import naming
+from krafty.render.context import Voter
+
+
+class IdentityConflict(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Identity:
+    cluster_id: str
+    initial_voters: tuple[Voter, ...]
+    quorum_formed: bool
+
+
+def parse_initial_controllers(text: str) -> tuple[Voter, ...]:
+    """Voters from a `kafka-storage format --initial-controllers` value (id@host:port:directory-id,...)."""
+    voters = []
+    for item in filter(None, text.split(",")):
+        node, _, rest = item.partition("@")
+        voters.append(Voter(int(node), rest.rsplit(":", 1)[-1]))
+    return tuple(voters)
+
+
+def resolve(status_cluster_id: str | None, config_data: Mapping[str, str] | None, voter_ids: list[int],
+            new_id: Callable[[], str]) -> Identity:
+    """The persisted identity, or a new one for a cluster that never started."""
+    stored_id = (config_data or {}).get(naming.CLUSTER_ID_KEY)
+    if stored_id and status_cluster_id and stored_id != status_cluster_id:
+        raise IdentityConflict(f"the cluster id in ConfigMap data ({stored_id}) differs from status.clusterId "
+                               f"({status_cluster_id}); fix or remove the wrong one, nothing changes until then")
+    cluster_id = stored_id or status_cluster_id or new_id()
+    if config_data is not None and naming.INITIAL_CONTROLLERS_KEY in config_data:
+        stored = config_data[naming.INITIAL_CONTROLLERS_KEY]
+        if not stored:
+            # The quorum formed; the first voters' directory ids are no longer needed.
+            return Identity(cluster_id, (), quorum_formed=True)
+        return Identity(cluster_id, parse_initial_controllers(stored), quorum_formed=False)
+    if status_cluster_id and config_data is None:
+        # Running before, ConfigMap lost: formatting must not invent a new first quorum.
+        return Identity(cluster_id, (), quorum_formed=True)
+    return Identity(cluster_id, tuple(Voter(node, new_id()) for node in voter_ids), quorum_formed=False)

@@ -1,0 +1,199 @@
+"""The rolling restart: which node to restart next, or why not yet.
+
+One node at a time, in this order: nodes whose pod is not running (they serve
+nothing), then dedicated controllers, then brokers; among voters the active
+controller goes last. A voter restarts only while a caught-up majority of the
+other voters remains; a broker only if no partition would go offline or drop
+below min.insync.replicas. Before each restart every running node must be
+back: pods ready, brokers registered and back in the ISR of all their
+partitions, voters caught up, and (when the operator balances leaders) each
+partition led by its preferred replica again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from krafty.decide.leaders import electable
+from krafty.naming import Pool
+from krafty.observed import ClusterObservation, NodeState, PartitionState, QuorumState
+
+# A voter this many offsets behind the leader still counts as caught up.
+MAX_VOTER_LAG = 1000
+
+
+class RestartReason(StrEnum):
+    """Why a node restarts; each comes with a readable message in the Event."""
+
+    CONFIG_CHANGED = "ConfigChanged"
+    POD_TEMPLATE_CHANGED = "PodTemplateChanged"
+    MANUAL = "ManualRestart"
+    NOT_RUNNING = "PodNotRunning"
+
+
+@dataclass(frozen=True)
+class Restart:
+    node: NodeState
+    reason: RestartReason
+    message: str
+
+
+@dataclass(frozen=True)
+class ElectLeaders:
+    partitions: tuple[tuple[str, int], ...]
+    message: str
+
+
+@dataclass(frozen=True)
+class Wait:
+    message: str
+
+
+@dataclass(frozen=True)
+class Blocked:
+    node_id: int
+    partition: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Done:
+    pass
+
+
+Step = Restart | ElectLeaders | Wait | Blocked | Done
+
+
+def restart_reason(node: NodeState) -> tuple[RestartReason, str]:
+    if not node.pod_running:
+        return RestartReason.NOT_RUNNING, f"{node.pod} is not running and waits for a new configuration"
+    if node.restart_requested and node.revision_current:
+        return RestartReason.MANUAL, f"{node.pod} was annotated for a restart"
+    details = "; ".join(node.pending_reasons) or "the pod template changed"
+    if any(r.startswith("config") for r in node.pending_reasons):
+        return RestartReason.CONFIG_CHANGED, f"{node.pod}: {details}"
+    return RestartReason.POD_TEMPLATE_CHANGED, f"{node.pod}: {details}"
+
+
+def restart_order(nodes: tuple[NodeState, ...], quorum: QuorumState | None) -> list[NodeState]:
+    """Nodes that need a restart, in the order they restart."""
+    leader = quorum.leader_id if quorum else -1
+
+    def key(node: NodeState) -> tuple[int, int, int, int]:
+        return (0 if not node.pod_running else 1,
+                0 if node.pool is Pool.CONTROLLER else 1,
+                1 if node.node_id == leader else 0,
+                node.node_id)
+
+    return sorted((n for n in nodes if n.needs_restart), key=key)
+
+
+def broker_blockers(broker: int, partitions: tuple[PartitionState, ...]) -> list[tuple[PartitionState, str]]:
+    """Partitions a restart of this broker would take offline or below min.insync.replicas."""
+    blockers = []
+    for p in partitions:
+        if broker not in p.isr or len(p.replicas) == 1:
+            continue  # not serving it, or no other replica could ever take over
+        rest = len(p.isr) - 1
+        if rest == 0:
+            blockers.append((p, f"{p.name} would go offline: broker {broker} is its only in-sync replica "
+                                f"(replicas {list(p.replicas)})"))
+        elif len(p.isr) >= p.min_isr > rest:
+            blockers.append((p, f"{p.name} would drop below min.insync.replicas={p.min_isr}: its in-sync replicas "
+                                f"are {list(p.isr)}"))
+    return blockers
+
+
+def controller_blocker(node_id: int, quorum: QuorumState | None) -> str | None:
+    """Why stopping this voter could cost the quorum its majority, or None when it is safe."""
+    if quorum is None:
+        return "the metadata quorum cannot be described"
+    voters = quorum.voter_ids()
+    if node_id not in voters:
+        return None
+    others_caught_up = quorum.caught_up(MAX_VOTER_LAG) - {node_id}
+    majority = len(voters) // 2 + 1
+    if len(others_caught_up) < majority:
+        return (f"stopping voter {node_id} would leave {len(others_caught_up)} caught-up voters of {len(voters)}; "
+                f"a majority of {majority} is needed")
+    return None
+
+
+def _catching_up(obs: ClusterObservation) -> str | None:
+    """A running node that is not fully back yet (the roll waits for it)."""
+    for node in obs.nodes:
+        if not node.pod_running:
+            continue
+        if not node.pod_ready:
+            return f"waiting for {node.pod} to be ready"
+        if node.is_broker and not node.registered:
+            return f"waiting for broker {node.node_id} to register with the controller"
+    if obs.quorum is not None:
+        lagging = [v for v in obs.quorum.voters if v.lag < 0 or v.lag > MAX_VOTER_LAG]
+        running = {n.node_id for n in obs.nodes if n.pod_running}
+        for voter in lagging:
+            if voter.node_id in running:
+                return f"waiting for voter {voter.node_id} to catch up with the metadata log (lag {voter.lag})"
+    running_brokers = {n.node_id for n in obs.nodes if n.is_broker and n.pod_running}
+    for p in obs.partitions or ():
+        missing = (set(p.replicas) - set(p.isr)) & running_brokers
+        if missing:
+            return f"waiting for broker {min(missing)} to rejoin the ISR of {p.name}"
+    return None
+
+
+def _check_node(node: NodeState, obs: ClusterObservation) -> Blocked | None:
+    if node.is_controller:
+        reason = controller_blocker(node.node_id, obs.quorum)
+        if reason:
+            return Blocked(node.node_id, "", reason)
+    if node.is_broker:
+        blockers = broker_blockers(node.node_id, obs.partitions or ())
+        if blockers:
+            partition, reason = blockers[0]
+            more = f" (and {len(blockers) - 1} more partitions)" if len(blockers) > 1 else ""
+            return Blocked(node.node_id, partition.name, f"{node.pod} waits: {reason}{more}")
+    return None
+
+
+def next_step(obs: ClusterObservation, restore_leaders: bool) -> Step:
+    """The one thing to do next in a rolling restart."""
+    order = restart_order(obs.nodes, obs.quorum)
+    if not order:
+        return Done()
+    if not order[0].pod_running:
+        reason, message = restart_reason(order[0])
+        return Restart(order[0], reason, message)
+    return _not_yet(obs, order, restore_leaders) or _first_safe(obs, order)
+
+
+def _not_yet(obs: ClusterObservation, order: list[NodeState], restore_leaders: bool) -> Step | None:
+    """What must happen before any running node may restart, if anything."""
+    if obs.partitions is None and any(n.is_broker for n in order):
+        return Wait(f"Kafka cannot be asked about partitions ({obs.kafka_error}); no broker restarts until it can")
+    waiting = _catching_up(obs)
+    if waiting:
+        return Wait(waiting)
+    if restore_leaders:
+        alive = {n.node_id for n in obs.nodes if n.is_broker and n.registered}
+        leaders = electable(obs.partitions or (), alive)
+        if leaders:
+            return ElectLeaders(tuple((p.topic, p.partition) for p in leaders),
+                                f"restoring the preferred leader of {len(leaders)} partitions before the next restart")
+    return None
+
+
+def _first_safe(obs: ClusterObservation, order: list[NodeState]) -> Step:
+    # A blocked node lets the next one of its pool go first; a later pool waits.
+    first_blocked: Blocked | None = None
+    for node in order:
+        if first_blocked is not None and node.pool is not order[0].pool:
+            break
+        blocked = _check_node(node, obs)
+        if blocked is None:
+            reason, message = restart_reason(node)
+            return Restart(node, reason, message)
+        first_blocked = first_blocked or blocked
+    assert first_blocked is not None
+    return first_blocked

@@ -1,0 +1,1 @@
+"""Reconcile passes: observe through the clients, decide with the pure modules, act."""

@@ -1,0 +1,85 @@
+"""Runs each object's reconcile pass on its own timer, never two at once for one object.
+
+kopf's timers and daemons put a finalizer on every object, which would make a
+KafkaCluster undeletable once the operator is gone. This scheduler needs none:
+kopf's create/update/resume handlers poke it, and each pass says when the
+next one is due (soon while a roll is under way, seldom when all is calm).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Hashable
+from concurrent.futures import ThreadPoolExecutor
+
+log = logging.getLogger(__name__)
+
+Key = Hashable
+Pass = Callable[[Key], float | None]  # returns seconds until the next pass, or None to forget the key
+
+
+class Scheduler:
+    def __init__(self, run: Pass, workers: int = 4, tick: float = 0.5) -> None:
+        self._run = run
+        self._due: dict[Key, float] = {}
+        self._running: set[Key] = set()
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="reconcile")
+        self._tick = tick
+        self._thread = threading.Thread(target=self._loop, name="scheduler", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(10)
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def poke(self, key: Key) -> None:
+        """Run a pass for this key as soon as it is not running."""
+        with self._lock:
+            self._due[key] = 0.0
+        self._wake.set()
+
+    def forget(self, key: Key) -> None:
+        with self._lock:
+            self._due.pop(key, None)
+
+    def keys(self) -> list[Key]:
+        with self._lock:
+            return list(self._due)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            now = time.monotonic()
+            with self._lock:
+                ready = [k for k, at in self._due.items() if at <= now and k not in self._running]
+                self._running.update(ready)
+                for key in ready:
+                    self._due[key] = float("inf")  # a poke while it runs resets this to 0
+            for key in ready:
+                self._pool.submit(self._one, key)
+            self._wake.wait(self._tick)
+            self._wake.clear()
+
+    def _one(self, key: Key) -> None:
+        delay: float | None = 15.0
+        try:
+            delay = self._run(key)
+        except Exception:
+            log.exception("reconcile of %s failed; retrying in %ss", key, delay)
+        finally:
+            with self._lock:
+                self._running.discard(key)
+                if delay is None:
+                    self._due.pop(key, None)
+                elif key in self._due:
+                    poked = self._due[key] == 0.0
+                    self._due[key] = time.monotonic() + (min(delay, 1.0) if poked else delay)
+            self._wake.set()

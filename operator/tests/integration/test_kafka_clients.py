@@ -1,0 +1,102 @@
+"""The operator's Kafka clients against real brokers, checked against Kafka's own tools."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from krafty.clients import kraft
+from krafty.clients.kafka_admin import KafkaAdmin
+from krafty_testkit import kafka_admin
+from krafty_testkit.local_kafka import Layout, LocalKafkaCluster
+from krafty_testkit.waiting import wait_for
+
+
+@pytest.fixture(scope="module")
+def cluster(local_kafka_module) -> LocalKafkaCluster:
+    return local_kafka_module(Layout.dedicated(3, 3))
+
+
+def test_describe_quorum_agrees_with_kafka_metadata_quorum(cluster: LocalKafkaCluster):
+    # Given the quorum as our wire client reads it from the controllers
+    ours = kraft.describe_quorum(cluster.controller_bootstrap_servers)
+    # When Kafka's own tool describes it through the brokers
+    tool = cluster.tool("kafka-metadata-quorum.sh", "--bootstrap-server", cluster.bootstrap_servers,
+                        "describe", "--status").stdout
+    # Then both name the same leader and the same voters
+    assert f"LeaderId:               {ours.leader_id}" in tool
+    voters = re.search(r"CurrentVoters:\s+\[(.*)\]", tool)
+    assert voters is not None
+    assert {int(v) for v in re.findall(r'"id":\s*(\d+)', voters.group(1))} == ours.voter_ids() == {1000, 1001, 1002}
+    # And the brokers answer it too (they forward it to the controller)
+    assert kraft.describe_quorum(cluster.bootstrap_servers).leader_id == ours.leader_id
+
+
+def test_partitions_carry_their_topics_min_isr(cluster: LocalKafkaCluster):
+    admin = KafkaAdmin(cluster.bootstrap_servers)
+    kafka_admin.create_topic(cluster.admin(), "clients-a", 3, 3, **{"min.insync.replicas": "2"})
+    kafka_admin.create_topic(cluster.admin(), "clients-b", 2, 1)
+    kafka_admin.wait_fully_in_sync(cluster.admin(), "clients-a")
+    kafka_admin.wait_fully_in_sync(cluster.admin(), "clients-b")
+    # (a fresh client may see a new topic's metadata a moment later than the one that created it)
+    partitions = wait_for(lambda: {p.name: p for p in admin.partitions()},
+                          lambda found: {"clients-a-2", "clients-b-1"} <= set(found), 30, "both topics")
+    assert partitions["clients-a-0"].min_isr == 2
+    assert partitions["clients-b-1"].min_isr == 1
+    assert len(partitions["clients-a-2"].isr) == 3
+    assert admin.registered_brokers() == {0, 1, 2}
+
+
+def test_dynamic_cluster_defaults_round_trip(cluster: LocalKafkaCluster):
+    admin = KafkaAdmin(cluster.bootstrap_servers)
+    # (Kafka 4 itself records min.insync.replicas as a cluster-wide dynamic default when it formats)
+    before = admin.dynamic_cluster_defaults()
+    admin.alter_dynamic_cluster_defaults({"log.retention.ms": "3600000", "num.io.threads": "6"}, [])
+    assert admin.dynamic_cluster_defaults() == before | {"log.retention.ms": "3600000", "num.io.threads": "6"}
+    configs = cluster.tool("kafka-configs.sh", "--bootstrap-server", cluster.bootstrap_servers,
+                           "--entity-type", "brokers", "--entity-default", "--describe").stdout
+    assert "log.retention.ms=3600000" in configs
+    admin.alter_dynamic_cluster_defaults({}, ["log.retention.ms", "num.io.threads"])
+    assert admin.dynamic_cluster_defaults() == before
+
+
+def test_reassignment_and_preferred_election(cluster: LocalKafkaCluster):
+    admin = KafkaAdmin(cluster.bootstrap_servers)
+    kafka_admin.create_topic(cluster.admin(), "moves", 1, 2)
+    kafka_admin.wait_fully_in_sync(cluster.admin(), "moves")
+    replicas = kafka_admin.partition_states(cluster.admin(), "moves")[0][1]
+    target = [b for b in (0, 1, 2) if b not in replicas] + [replicas[0]]
+    # When the partition is reassigned to a new replica list
+    errors = kraft.alter_reassignments(cluster.bootstrap_servers, {("moves", 0): target})
+    assert errors == {}
+    wait_for(lambda: kraft.list_reassignments(cluster.bootstrap_servers), lambda ongoing: not ongoing, 60,
+             "the reassignment to finish")
+    # Then Kafka holds it, and a preferred election moves leadership to the new first replica
+    wait_for(lambda: kafka_admin.partition_states(cluster.admin(), "moves")[0][1], lambda r: list(r) == target, 30,
+             "the new replica list")
+    assert admin.elect_preferred([("moves", 0)]) == {}
+    wait_for(lambda: kafka_admin.leaders(cluster.admin(), "moves")[0], lambda leader: leader == target[0], 30,
+             "the preferred leader")
+
+
+def test_unregister_a_stopped_broker(cluster: LocalKafkaCluster):
+    # Given a broker stopped for good, When it is unregistered, Then the cluster forgets it
+    cluster.stop_node(2)
+    wait_for(cluster.registered_brokers, lambda b: 2 not in b, 60, "broker 2 fenced")
+    kraft.unregister_broker(cluster.controller_bootstrap_servers, 2)
+    described = cluster.tool("kafka-cluster.sh", "list-endpoints", "--bootstrap-server", cluster.bootstrap_servers,
+                             check=False)
+    assert "2" not in re.findall(r"^(\d+)\s", described.stdout, re.M)
+
+
+def test_remove_a_voter_and_errors_are_named(cluster: LocalKafkaCluster):
+    quorum = kraft.describe_quorum(cluster.controller_bootstrap_servers)
+    voter = next(v for v in quorum.voters if v.node_id != quorum.leader_id)
+    with pytest.raises(kraft.wire.KafkaProtocolError, match=r"VOTER_NOT_FOUND|INVALID_REQUEST"):
+        kraft.remove_voter(cluster.controller_bootstrap_servers, None, 1999, voter.directory_id)
+    cluster.stop_node(voter.node_id)
+    kraft.remove_voter(cluster.controller_bootstrap_servers, None, voter.node_id, voter.directory_id)
+    after = wait_for(lambda: kraft.describe_quorum(cluster.running_controller_bootstrap()),
+                     lambda q: voter.node_id not in q.voter_ids(), 30, "the voter removed")
+    assert len(after.voters) == 2

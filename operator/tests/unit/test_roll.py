@@ -1,0 +1,191 @@
+"""The roll decision, situation by situation."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from krafty.decide.roll import (
+    Blocked,
+    Done,
+    ElectLeaders,
+    Restart,
+    RestartReason,
+    Wait,
+    broker_blockers,
+    controller_blocker,
+    next_step,
+    restart_order,
+)
+from krafty.naming import Pool
+from krafty.observed import ClusterObservation, NodeState, PartitionState, QuorumState, VoterState
+
+
+def node(node_id: int, *, outdated: bool = True, ready: bool = True, running: bool = True,
+         registered: bool = True, roles: tuple[str, ...] | None = None) -> NodeState:
+    pool = Pool.CONTROLLER if node_id >= 1000 else Pool.BROKER
+    roles = roles or (("controller",) if pool is Pool.CONTROLLER else ("broker",))
+    return NodeState(node_id=node_id, pool=pool, pod=f"c-{pool.value}-{node_id % 1000}", roles=roles,
+                     pod_exists=True, pod_ready=ready and running, pod_running=running,
+                     revision_current=not outdated, registered=registered and "broker" in roles,
+                     pending_reasons=("config: num.network.threads changed",) if outdated else ())
+
+
+def quorum(leader: int, voters: dict[int, int]) -> QuorumState:
+    return QuorumState(leader, 3, tuple(VoterState(v, "d", lag) for v, lag in voters.items()))
+
+
+def part(p: int, replicas: tuple[int, ...], isr: tuple[int, ...] | None = None, leader: int | None = None,
+         min_isr: int = 2, topic: str = "t") -> PartitionState:
+    isr = replicas if isr is None else isr
+    return PartitionState(topic, p, replicas[0] if leader is None else leader, replicas, isr, min_isr)
+
+
+HEALTHY = (part(0, (0, 1, 2)), part(1, (1, 2, 0)), part(2, (2, 0, 1)))
+DEDICATED_QUORUM = quorum(1001, {1000: 0, 1001: 0, 1002: 0})
+
+
+def observe(nodes, partitions=HEALTHY, q=DEDICATED_QUORUM) -> ClusterObservation:
+    return ClusterObservation(tuple(nodes), tuple(partitions) if partitions is not None else None, q)
+
+
+def dedicated(**overrides: NodeState) -> list[NodeState]:
+    nodes = {i: node(i) for i in (1000, 1001, 1002, 0, 1, 2)}
+    nodes.update({int(k[1:]): v for k, v in overrides.items()})
+    return list(nodes.values())
+
+
+def test_controllers_first_and_the_active_controller_last():
+    order = [n.node_id for n in restart_order(tuple(dedicated()), DEDICATED_QUORUM)]
+    assert order == [1000, 1002, 1001, 0, 1, 2]
+
+
+def test_nodes_that_are_not_running_go_first():
+    nodes = dedicated(n2=node(2, running=False))
+    assert restart_order(tuple(nodes), DEDICATED_QUORUM)[0].node_id == 2
+    step = next_step(observe(nodes), restore_leaders=True)
+    assert isinstance(step, Restart)
+    assert step.node.node_id == 2
+    assert step.reason is RestartReason.NOT_RUNNING
+
+
+def test_first_step_restarts_a_follower_controller_with_its_reason():
+    step = next_step(observe(dedicated()), restore_leaders=True)
+    assert isinstance(step, Restart)
+    assert step.node.node_id == 1000
+    assert step.reason is RestartReason.CONFIG_CHANGED
+    assert "num.network.threads" in step.message
+
+
+def test_nothing_outdated_means_done():
+    nodes = [node(i, outdated=False) for i in (1000, 1001, 1002, 0, 1, 2)]
+    assert isinstance(next_step(observe(nodes), restore_leaders=True), Done)
+
+
+def test_waits_for_a_restarted_node_to_be_ready():
+    nodes = dedicated(n1000=node(1000, outdated=False, ready=False))
+    step = next_step(observe(nodes), restore_leaders=True)
+    assert step == Wait("waiting for c-controller-0 to be ready")
+
+
+def test_waits_for_a_lagging_voter():
+    nodes = dedicated(n1000=node(1000, outdated=False))
+    step = next_step(observe(nodes, q=quorum(1001, {1000: 50_000, 1001: 0, 1002: 0})), restore_leaders=True)
+    assert isinstance(step, Wait)
+    assert "voter 1000" in step.message
+
+
+def test_waits_for_a_broker_to_rejoin_the_isr():
+    nodes = [node(i, outdated=False) for i in (1000, 1001, 1002)] + [node(0, outdated=False), node(1), node(2)]
+    partitions = (part(0, (0, 1, 2), isr=(1, 2)), part(1, (1, 2, 0)))
+    step = next_step(observe(nodes, partitions), restore_leaders=True)
+    assert step == Wait("waiting for broker 0 to rejoin the ISR of t-0")
+
+
+def test_restores_preferred_leaders_before_the_next_restart():
+    nodes = [node(i, outdated=False) for i in (1000, 1001, 1002)] + [node(0, outdated=False), node(1), node(2)]
+    partitions = (part(0, (0, 1, 2), leader=1), part(1, (1, 2, 0)), part(2, (2, 0, 1)))
+    step = next_step(observe(nodes, partitions), restore_leaders=True)
+    assert isinstance(step, ElectLeaders)
+    assert step.partitions == (("t", 0),)
+    # Without leader balancing by the operator the roll goes on.
+    assert isinstance(next_step(observe(nodes, partitions), restore_leaders=False), Restart)
+
+
+def test_broker_blocked_by_a_partition_that_would_drop_below_min_isr():
+    # Given partition t-0 whose in-sync replicas are 0 and 1 with min ISR 2, broker 0 cannot stop
+    nodes = [node(i, outdated=False) for i in (1000, 1001, 1002)] + [node(0), node(1, outdated=False),
+                                                                     node(2, outdated=False, running=False)]
+    # (broker 2 is down with the current configuration: restarting it would not help)
+    partitions = (part(0, (0, 1, 2), isr=(0, 1)),)
+    step = next_step(observe(nodes, partitions), restore_leaders=True)
+    assert isinstance(step, Blocked)
+    assert step.partition == "t-0"
+    assert "would drop below min.insync.replicas=2" in step.message
+
+
+def test_only_in_sync_replica_blocks_even_under_min_isr():
+    nodes = [node(i, outdated=False) for i in (1000, 1001, 1002)] + [node(0), node(1, outdated=False),
+                                                                     node(2, outdated=False)]
+    partitions = (part(0, (0, 1), isr=(0,), min_isr=1),)
+    # broker 1 is running but out of the ISR: the roll waits for it first
+    assert isinstance(next_step(observe(nodes, partitions), restore_leaders=True), Wait)
+    nodes[4] = replace(nodes[4], pod_running=False, pod_ready=False)
+    step = next_step(observe(nodes, partitions), restore_leaders=True)
+    assert isinstance(step, Blocked)
+    assert "would go offline" in step.message
+
+
+@pytest.mark.parametrize(("partition", "blocked"), [
+    (part(0, (0, 1, 2)), False),                     # 3 in sync, min 2: one may stop
+    (part(0, (0, 1, 2), isr=(0, 1)), True),          # 2 in sync, min 2: it would drop to 1
+    (part(0, (0, 1, 2), isr=(1, 2)), False),         # broker 0 is not in the ISR: nothing changes
+    (part(0, (0,), min_isr=1), False),               # RF 1: no other replica could ever take over
+    (part(0, (0, 1), isr=(0,), min_isr=2), True),    # its only in-sync replica: it would go offline
+    (part(0, (0, 1, 2), isr=(0, 1), min_isr=3), False),  # already under min ISR: a stop cannot make acks=all worse
+    (part(0, (0, 1, 2), isr=(0, 1), min_isr=1), False),  # 1 left, min 1
+])
+def test_broker_blockers_table(partition, blocked):
+    assert bool(broker_blockers(0, (partition,))) is blocked
+
+
+@pytest.mark.parametrize(("voters", "stopping", "blocked"), [
+    ({1000: 0, 1001: 0, 1002: 0}, 1000, False),
+    ({1000: 0, 1001: 0, 1002: 99_999}, 1000, True),   # only 1001 would remain caught up: no majority of 3
+    ({1000: 0, 1001: -1, 1002: 0}, 1002, True),
+    ({1000: 0}, 1000, True),                          # a single voter can never stop safely
+    ({i: 0 for i in range(1000, 1005)}, 1000, False),
+    ({1000: 0, 1001: 0, 1002: 0, 1003: 9_999_999, 1004: 9_999_999}, 1000, True),
+])
+def test_controller_majority_table(voters, stopping, blocked):
+    assert (controller_blocker(stopping, quorum(1001, voters)) is not None) is blocked
+
+
+def test_a_blocked_broker_lets_another_broker_go_first():
+    nodes = [node(i, outdated=False) for i in (1000, 1001, 1002)] + [node(0), node(1), node(2, outdated=False)]
+    partitions = (part(0, (0, 2), isr=(0, 2), min_isr=2), part(1, (1, 2, 0)))
+    step = next_step(observe(nodes, partitions), restore_leaders=True)
+    assert isinstance(step, Restart)
+    assert step.node.node_id == 1
+
+
+def test_a_blocked_controller_holds_back_the_brokers():
+    nodes = dedicated(n1001=node(1001, outdated=False), n1002=node(1002, outdated=False))
+    step = next_step(observe(nodes, q=quorum(1001, {1000: 0, 1001: 0, 1002: 5_000})), restore_leaders=True)
+    assert isinstance(step, Wait)  # voter 1002 is running but lagging: wait for it
+
+
+def test_no_partition_data_means_no_broker_restart():
+    nodes = [node(i, outdated=False) for i in (1000, 1001, 1002)] + [node(0), node(1), node(2)]
+    step = next_step(ClusterObservation(tuple(nodes), None, DEDICATED_QUORUM, kafka_error="timed out"),
+                     restore_leaders=True)
+    assert isinstance(step, Wait)
+    assert "timed out" in step.message
+
+
+def test_combined_mode_restarts_the_quorum_leader_last():
+    nodes = [node(i, roles=("broker", "controller")) for i in (0, 1, 2)]
+    step = next_step(observe(nodes, q=quorum(0, {0: 0, 1: 0, 2: 0})), restore_leaders=True)
+    assert isinstance(step, Restart)
+    assert step.node.node_id == 1
