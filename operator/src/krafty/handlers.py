@@ -16,6 +16,7 @@ import kopf
 from krafty import naming
 from krafty.clients import kube as kube_client
 from krafty.reconcile.cluster import ClusterReconciler, Settings
+from krafty.reconcile.topics import Held, TopicReconciler, in_cluster_bootstrap
 from krafty.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
@@ -34,10 +35,16 @@ class Operator:
         settings = Settings(broker_image=os.environ.get("KRAFTY_BROKER_IMAGE", "krafty/kafka:latest"),
                             cluster_domain=os.environ.get("KRAFTY_CLUSTER_DOMAIN", "cluster.local"))
         self.clusters = ClusterReconciler(self.kube, settings)
-        self.scheduler = Scheduler(self.run_cluster)
+        self.topics = TopicReconciler(self.kube, in_cluster_bootstrap(settings.cluster_domain), self.clusters.admin)
+        self.scheduler = Scheduler(self.run)
 
-    def run_cluster(self, key: Any) -> float | None:
-        namespace, name = key
+    def run(self, key: Any) -> float | None:
+        kind, namespace, name = key
+        if kind == "topics":
+            return self.topics.reconcile(namespace, name)
+        return self.run_cluster(namespace, name)
+
+    def run_cluster(self, namespace: str, name: str) -> float | None:
         body = self.kube.get(naming.CLUSTER_KIND, name, namespace)
         if body is None or body["metadata"].get("deletionTimestamp"):
             return None
@@ -81,12 +88,33 @@ def stop(**_: Any) -> None:
 @kopf.on.create(naming.GROUP, naming.VERSION, naming.CLUSTER_PLURAL)
 @kopf.on.update(naming.GROUP, naming.VERSION, naming.CLUSTER_PLURAL)
 def cluster_changed(namespace: str | None, name: str, **_: Any) -> None:
-    _operator().scheduler.poke((namespace, name))
+    _operator().scheduler.poke(("cluster", namespace, name))
+    _operator().scheduler.poke(("topics", namespace, name))
 
 
 @kopf.on.delete(naming.GROUP, naming.VERSION, naming.CLUSTER_PLURAL, optional=True)
 def cluster_deleted(namespace: str | None, name: str, **_: Any) -> None:
-    _operator().scheduler.forget((namespace, name))
+    _operator().scheduler.forget(("cluster", namespace, name))
+
+
+@kopf.on.resume(naming.GROUP, naming.VERSION, naming.TOPIC_PLURAL)
+@kopf.on.create(naming.GROUP, naming.VERSION, naming.TOPIC_PLURAL)
+@kopf.on.update(naming.GROUP, naming.VERSION, naming.TOPIC_PLURAL)
+def topic_changed(namespace: str | None, spec: Mapping[str, Any], **_: Any) -> None:
+    """Topics are reconciled per cluster, all together, so one change looks at the cluster's topics."""
+    cluster = (spec.get("clusterRef") or {}).get("name")
+    if cluster:
+        _operator().scheduler.poke(("topics", namespace, cluster))
+
+
+@kopf.on.delete(naming.GROUP, naming.VERSION, naming.TOPIC_PLURAL)
+def topic_deleted(body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
+    """deletionPolicy Delete removes the Kafka topic (held while consumer groups read it); Retain keeps it."""
+    try:
+        outcome = _operator().topics.delete(dict(body))
+    except Held as held:
+        raise kopf.TemporaryError(str(held), delay=15) from held
+    logger.info("Topic deleted: %s", outcome)
 
 
 @kopf.on.event("", "v1", "pods", labels={"app.kubernetes.io/managed-by": "krafty"})
@@ -94,7 +122,7 @@ def kafka_pod_event(namespace: str | None, labels: Mapping[str, str], **_: Any) 
     """A Kafka pod changed (ready, deleted, drained): look at its cluster now."""
     cluster = labels.get(naming.CLUSTER_LABEL)
     if cluster and OPERATOR is not None:
-        OPERATOR.scheduler.poke((namespace, cluster))
+        OPERATOR.scheduler.poke(("cluster", namespace, cluster))
 
 
 @kopf.on.probe(id="scheduler")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import struct
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -301,7 +301,7 @@ def decode_simple(api: str) -> Callable[[Reader], None]:
 TopicPartition = tuple[str, int]
 
 
-def encode_alter_reassignments(targets: dict[TopicPartition, list[int] | None], timeout_ms: int) -> Writer:
+def encode_alter_reassignments(targets: Mapping[TopicPartition, list[int] | None], timeout_ms: int) -> Writer:
     """targets: replicas per partition; None cancels that partition's reassignment."""
     by_topic: dict[str, list[tuple[int, list[int] | None]]] = {}
     for (topic_name, index), replicas in sorted(targets.items()):

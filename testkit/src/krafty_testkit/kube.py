@@ -111,7 +111,7 @@ class KubeCluster:
         manifest = {"apiVersion": "v1", "kind": "List", "items": list(objects)}
         self.kubectl("apply", *ns, "-f", "-", stdin=json.dumps(manifest), timeout=timeout)
 
-    def helm_cmd(self, *args: str, timeout: float = 600) -> str:
+    def run_helm(self, *args: str, timeout: float = 600) -> str:
         return run([str(self.helm), "--kubeconfig", str(self.kubeconfig), *args], timeout)
 
     def wait_for_ready_node(self, timeout: float = 180) -> None:

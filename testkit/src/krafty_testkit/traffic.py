@@ -115,23 +115,28 @@ class SteadyProducer(threading.Thread):
 
 def consume_all(bootstrap_servers: str, topic: str, idle_seconds: float = 5.0,
                 timeout: float = 120.0) -> list[tuple[str, int]]:
-    """Reads the topic from the beginning until nothing new arrives for idle_seconds."""
+    """Reads the topic from the beginning until nothing new arrives for idle_seconds
+    (counted from the moment the partitions are assigned, not from the start)."""
     from confluent_kafka import Consumer
 
     consumer = Consumer(client_config(bootstrap_servers, **{
         "group.id": f"verify-{topic}-{time.monotonic_ns()}", "auto.offset.reset": "earliest",
         "enable.auto.commit": False, "isolation.level": "read_committed"}))
-    consumer.subscribe([topic])
+    assigned = threading.Event()
+    consumer.subscribe([topic], on_assign=lambda _c, partitions: partitions and assigned.set())
     records: list[tuple[str, int]] = []
     deadline = time.monotonic() + timeout
-    last = time.monotonic()
+    last = None
     try:
-        while time.monotonic() < deadline and time.monotonic() - last < idle_seconds:
+        while time.monotonic() < deadline:
             msg = consumer.poll(0.5)
-            if msg is None or msg.error():
-                continue
-            records.append((msg.key().decode(), int(msg.value())))
-            last = time.monotonic()
+            if assigned.is_set() and last is None:
+                last = time.monotonic()
+            if msg is not None and not msg.error():
+                records.append((msg.key().decode(), int(msg.value())))
+                last = time.monotonic()
+            if last is not None and time.monotonic() - last >= idle_seconds:
+                break
     finally:
         consumer.close()
     return records

@@ -10,8 +10,17 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from confluent_kafka import ElectionType, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigEntry, ConfigResource, ConfigSource, ResourceType
+from confluent_kafka import ElectionType, KafkaException, TopicCollection, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewPartitions,
+    NewTopic,
+    ResourceType,
+)
 
 from krafty.clients import kraft
 from krafty.observed import PartitionState
@@ -45,7 +54,12 @@ class KafkaAdmin:
             return {}
         out = {}
         for resource, future in self.client.describe_configs(resources, request_timeout=TIMEOUT).items():
-            entries = future.result(timeout=TIMEOUT + 5)
+            try:
+                entries = future.result(timeout=TIMEOUT + 5)
+            except KafkaException as error:
+                if "UNKNOWN_TOPIC" in str(error):
+                    continue  # just created or deleted: not known to every broker yet
+                raise
             out[resource.name] = {k: v for k, v in entries.items() if keys is None or k in keys}
         return out
 
@@ -72,11 +86,11 @@ class KafkaAdmin:
         broker = min(self.registered_brokers())
         resource = ConfigResource(ResourceType.BROKER, str(broker))
         entries = self.client.describe_configs([resource], request_timeout=TIMEOUT)[resource].result(TIMEOUT + 5)
-        default_source = ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
+        default_source = ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
         out = {}
         for name, entry in entries.items():
             candidates = [entry, *entry.synonyms.values()]
-            value = next((c.value for c in candidates if c.source == default_source and c.name == name), None)
+            value = next((c.value for c in candidates if _source(c) == default_source.value and c.name == name), None)
             if value is not None:
                 out[name] = str(value)
         return out
@@ -95,6 +109,110 @@ class KafkaAdmin:
         result = self.client.elect_leaders(ElectionType.PREFERRED, targets).result(timeout=TIMEOUT + 10)
         return {f"{tp.topic}-{tp.partition}": str(error) for tp, error in result.items()
                 if error is not None and "ELECTION_NOT_NEEDED" not in str(error)}
+
+
+    # -- topics ----------------------------------------------------------------
+    def describe_topics(self, names: Iterable[str]) -> dict[str, tuple[str, tuple[PartitionState, ...]]]:
+        """Topic id and partitions of each existing topic among `names` (missing ones are left out)."""
+        wanted = sorted(set(names))
+        if not wanted:
+            return {}
+        existing = set(self.client.list_topics(timeout=TIMEOUT).topics)
+        wanted = [n for n in wanted if n in existing]
+        if not wanted:
+            return {}
+        min_isr = {name: int(entries["min.insync.replicas"].value or 1)
+                   for name, entries in self.topic_configs(wanted, {"min.insync.replicas"}).items()}
+        out = {}
+        futures = self.client.describe_topics(TopicCollection(wanted), request_timeout=TIMEOUT)
+        for name, future in futures.items():
+            try:
+                description = future.result(timeout=TIMEOUT + 5)
+            except KafkaException:
+                continue  # deleted meanwhile
+            partitions = tuple(
+                PartitionState(name, p.id, p.leader.id if p.leader is not None else -1,
+                               tuple(r.id for r in p.replicas), tuple(r.id for r in p.isr), min_isr.get(name, 1))
+                for p in sorted(description.partitions, key=lambda x: x.id))
+            out[name] = (str(description.topic_id), partitions)
+        return out
+
+    def topic_overrides(self, names: Iterable[str]) -> dict[str, dict[str, str]]:
+        """The configuration set on each topic itself (not inherited from the brokers)."""
+        source = ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+        return {name: {k: str(e.value) for k, e in entries.items() if _source(e) == source}
+                for name, entries in self.topic_configs(names).items()}
+
+    def create_topics(self, topics: Iterable[tuple[str, int, int, dict[str, str]]],
+                      validate_only: bool = False) -> dict[str, str | None]:
+        """Creates (or only validates) topics in one request; returns each topic's error, or None."""
+        new = [NewTopic(name, partitions, replicas, config=dict(config))
+               for name, partitions, replicas, config in topics]
+        if not new:
+            return {}
+        futures = self.client.create_topics(new, validate_only=validate_only, request_timeout=TIMEOUT,
+                                            operation_timeout=TIMEOUT)
+        return {name: _error_of(future) for name, future in futures.items()}
+
+    def create_partitions(self, counts: dict[str, int], validate_only: bool = False) -> dict[str, str | None]:
+        if not counts:
+            return {}
+        futures = self.client.create_partitions([NewPartitions(t, n) for t, n in counts.items()],
+                                                validate_only=validate_only, request_timeout=TIMEOUT,
+                                                operation_timeout=TIMEOUT)
+        return {name: _error_of(future) for name, future in futures.items()}
+
+    def alter_topic_configs(self, changes: dict[str, dict[str, str | None]],
+                            validate_only: bool = False) -> dict[str, str | None]:
+        """Incremental config changes for many topics in one request (None: back to the default)."""
+        resources = []
+        for topic, keys in changes.items():
+            entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET if v is not None
+                                   else AlterConfigOpType.DELETE) for k, v in keys.items()]
+            resources.append(ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries))
+        if not resources:
+            return {}
+        futures = self.client.incremental_alter_configs(resources, validate_only=validate_only,
+                                                        request_timeout=TIMEOUT)
+        return {resource.name: _error_of(future) for resource, future in futures.items()}
+
+    def delete_topics(self, names: list[str]) -> dict[str, str | None]:
+        if not names:
+            return {}
+        futures = self.client.delete_topics(names, request_timeout=TIMEOUT, operation_timeout=TIMEOUT)
+        return {name: _error_of(future) for name, future in futures.items()}
+
+    def groups_reading(self, topic: str) -> list[str]:
+        """Consumer groups with a live member assigned a partition of the topic."""
+        listed = self.client.list_consumer_groups(request_timeout=TIMEOUT).result(timeout=TIMEOUT + 5)
+        ids = [g.group_id for g in listed.valid]
+        if not ids:
+            return []
+        reading = []
+        for group_id, future in self.client.describe_consumer_groups(ids, request_timeout=TIMEOUT).items():
+            try:
+                group = future.result(timeout=TIMEOUT + 5)
+            except KafkaException:
+                continue
+            assigned = {tp.topic for m in group.members for tp in (m.assignment.topic_partitions if m.assignment
+                                                                     else [])}
+            if topic in assigned:
+                reading.append(group_id)
+        return sorted(reading)
+
+
+def _source(entry: ConfigEntry) -> int:
+    """The entry's config source as a number (the client hands out ints or enum members)."""
+    source: Any = entry.source
+    return int(getattr(source, "value", source))
+
+
+def _error_of(future: Any) -> str | None:
+    try:
+        future.result(timeout=TIMEOUT + 10)
+    except KafkaException as error:
+        return describe_error(error)
+    return None
 
 
 def describe_error(error: BaseException) -> str:

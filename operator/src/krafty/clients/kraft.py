@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import socket
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 from krafty import kraft_wire as wire
@@ -85,7 +85,7 @@ def unregister_broker(servers: str, broker_id: int, timeout: float = 30.0) -> No
          wire.decode_simple("UnregisterBroker"), timeout)
 
 
-def alter_reassignments(servers: str, targets: dict[wire.TopicPartition, list[int] | None],
+def alter_reassignments(servers: str, targets: Mapping[wire.TopicPartition, list[int] | None],
                         timeout: float = 30.0) -> dict[wire.TopicPartition, str]:
     body = wire.encode_alter_reassignments(targets, int(timeout * 1000))
     return call(servers, wire.ALTER_PARTITION_REASSIGNMENTS, 0, body, wire.decode_alter_reassignments, timeout + 5)

@@ -226,7 +226,7 @@ class ClusterReconciler:
             "roll": cluster_status.roll_summary(obs, step),
             "plannedActions": cluster_status.planned_actions(obs),
         }
-        if all(n.revision_current for n in obs.nodes):
+        if all(n.pod_exists and n.revision_current for n in obs.nodes):
             status["kafkaVersion"] = ctx.spec.version
         for key, value in (("partitions", cluster_status.partition_summary(obs)),
                            ("quorum", cluster_status.quorum_summary(obs))):

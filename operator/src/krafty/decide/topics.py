@@ -1,0 +1,218 @@
+"""Topics: from the Topic resources of one cluster and what Kafka holds, the
+changes to make (batched per kind of change) and what to report per resource.
+
+Nothing here loses data: partitions only grow, a topic that already exists
+with different settings is adopted only when it matches (or when the user
+says so), two resources claiming one Kafka topic leave it to the older one,
+and an invalid spec changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from krafty.model import KafkaClusterSpec, TopicSpec
+from krafty.naming import kafka_topic_name
+from krafty.observed import PartitionState
+from krafty.validation import validate_topic
+
+MAX_PROBLEM_PARTITIONS = 50
+
+
+@dataclass(frozen=True)
+class TopicResource:
+    """A Topic resource as the planner needs it."""
+
+    namespace: str
+    name: str
+    created: str  # creationTimestamp: the older of two claims wins
+    spec: TopicSpec
+    managed: bool  # the operator created or adopted the topic (status.topicName is set)
+    force_adopt: bool = False  # annotation: adopt an existing topic and make it match the spec
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.namespace, self.name)
+
+    @property
+    def kafka_name(self) -> str:
+        return kafka_topic_name(self.name, self.spec.topic_name)
+
+
+@dataclass(frozen=True)
+class KafkaTopic:
+    name: str
+    topic_id: str
+    partitions: tuple[PartitionState, ...]
+    overrides: Mapping[str, str]  # topic-level config set on this topic
+
+    @property
+    def replication_factor(self) -> int:
+        return max((len(p.replicas) for p in self.partitions), default=0)
+
+
+@dataclass(frozen=True)
+class NewTopic:
+    name: str
+    partitions: int
+    replicas: int
+    config: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What to report on one Topic resource."""
+
+    ready: bool
+    reason: str
+    message: str
+    progressing: bool = False
+    events: tuple[tuple[str, str, bool], ...] = ()  # (reason, message, warning)
+    manage: bool = True  # the operator acts on this topic (False: invalid, conflict, pending adoption)
+
+
+@dataclass
+class TopicPlan:
+    creates: list[NewTopic] = field(default_factory=list)
+    partition_counts: dict[str, int] = field(default_factory=dict)
+    config_changes: dict[str, dict[str, str | None]] = field(default_factory=dict)  # None: back to default
+    reassignments: dict[tuple[str, int], list[int]] = field(default_factory=dict)
+    verdicts: dict[tuple[str, str], Verdict] = field(default_factory=dict)
+
+
+def owners(resources: Iterable[TopicResource]) -> tuple[dict[str, TopicResource], list[tuple[TopicResource, str]]]:
+    """Who manages each Kafka topic, and which resources lose a claim (with the winner's name)."""
+    by_topic: dict[str, list[TopicResource]] = {}
+    for resource in resources:
+        by_topic.setdefault(resource.kafka_name, []).append(resource)
+    winners, losers = {}, []
+    for topic, claims in by_topic.items():
+        ordered = sorted(claims, key=lambda r: (not r.managed, r.created, r.name))
+        winners[topic] = ordered[0]
+        losers += [(r, ordered[0].name) for r in ordered[1:]]
+    return winners, losers
+
+
+def config_diff(desired: Mapping[str, str], actual: Mapping[str, str]) -> dict[str, str | None]:
+    """Keys to set (value) or to return to the broker default (None)."""
+    changes: dict[str, str | None] = {k: v for k, v in desired.items() if actual.get(k) != v}
+    changes.update({k: None for k in actual if k not in desired})
+    return changes
+
+
+def replica_counts(topics: Iterable[KafkaTopic], brokers: Iterable[int]) -> Counter[int]:
+    counts: Counter[int] = Counter({b: 0 for b in brokers})
+    for topic in topics:
+        for p in topic.partitions:
+            counts.update(p.replicas)
+    return counts
+
+
+def change_replication(topic: KafkaTopic, target: int, load: Counter[int]) -> dict[tuple[str, int], list[int]]:
+    """New replica lists for a replication factor change: grow onto the least loaded
+    brokers, shrink by dropping the last replicas (the preferred leader stays first)."""
+    plan = {}
+    for p in topic.partitions:
+        replicas = list(p.replicas)
+        if len(replicas) > target:
+            replicas = replicas[:target]
+        while len(replicas) < target:
+            candidate = min((b for b in load if b not in replicas), key=lambda b: (load[b], b))
+            replicas.append(candidate)
+            load[candidate] += 1
+        if replicas != list(p.replicas):
+            plan[(topic.name, p.partition)] = replicas
+    return plan
+
+
+def _mismatches(resource: TopicResource, actual: KafkaTopic, cluster: KafkaClusterSpec) -> list[str]:
+    spec = resource.spec
+    out = []
+    partitions = spec.partitions or cluster.topic_defaults.partitions
+    if partitions != len(actual.partitions):
+        out.append(f"partitions {len(actual.partitions)} in Kafka, {partitions} in the spec")
+    replicas = spec.replicas or cluster.topic_defaults.replication_factor
+    if replicas != actual.replication_factor:
+        out.append(f"replication factor {actual.replication_factor} in Kafka, {replicas} in the spec")
+    for key, value in sorted(config_diff(spec.config, actual.overrides).items()):
+        out.append(f"config {key}={actual.overrides.get(key, '(default)')} in Kafka, "
+                   f"{value if value is not None else '(default)'} in the spec")
+    return out
+
+
+def _plan_existing(plan: TopicPlan, resource: TopicResource, actual: KafkaTopic, cluster: KafkaClusterSpec,
+                   load: Counter[int]) -> Verdict:
+    spec = resource.spec
+    adopting = not resource.managed
+    differences = _mismatches(resource, actual, cluster)
+    if adopting and differences and not resource.force_adopt:
+        return Verdict(False, "AdoptionPending",
+                       f"topic {actual.name} already exists in Kafka and differs: {'; '.join(differences)}. Nothing "
+                       "was changed: edit the spec to match, or annotate kafka.krafty.io/adopt=force to apply it",
+                       manage=False)
+    events: list[tuple[str, str, bool]] = []
+    if adopting:
+        events.append(("TopicAdopted", f"took over existing topic {actual.name}", False))
+    elif differences:
+        events.append(("DriftReverted", f"{actual.name} was changed outside the operator: {'; '.join(differences)}; "
+                                        "making it match the spec", True))
+    partitions = spec.partitions or cluster.topic_defaults.partitions
+    if partitions > len(actual.partitions):
+        plan.partition_counts[actual.name] = partitions
+    elif partitions < len(actual.partitions):
+        return Verdict(False, "PartitionsAboveSpec",
+                       f"{actual.name} has {len(actual.partitions)} partitions, the spec {partitions}: Kafka cannot "
+                       f"remove partitions; set spec.partitions to {len(actual.partitions)}", events=tuple(events))
+    changes = config_diff(spec.config, actual.overrides)
+    if changes:
+        plan.config_changes[actual.name] = changes
+    moves = change_replication(actual, spec.replicas or cluster.topic_defaults.replication_factor, load)
+    plan.reassignments.update(moves)
+    busy = bool(moves or changes or actual.name in plan.partition_counts)
+    return Verdict(not busy, "Updating" if busy else "TopicReady",
+                   "applying the spec to Kafka" if busy else f"{actual.name} matches the spec",
+                   progressing=busy, events=tuple(events))
+
+
+def plan(resources: Iterable[TopicResource], actual: Mapping[str, KafkaTopic], cluster: KafkaClusterSpec | None,
+         brokers: Iterable[int]) -> TopicPlan:
+    """Every change for one cluster's topics, and a verdict per Topic resource."""
+    result = TopicPlan()
+    winners, losers = owners(resources)
+    for loser, winner in losers:
+        result.verdicts[loser.key] = Verdict(
+            False, "Conflict", f"Kafka topic {loser.kafka_name} is already managed by Topic {winner}; this resource "
+                               "changes nothing (delete it, or give it another topicName)", manage=False)
+    load = replica_counts(actual.values(), brokers)
+    for topic, resource in sorted(winners.items()):
+        problems = validate_topic(resource.name, resource.spec, cluster)
+        if problems or cluster is None:
+            reason = "ClusterNotFound" if cluster is None else "InvalidSpec"
+            result.verdicts[resource.key] = Verdict(False, reason, "; ".join(str(p) for p in problems), manage=False)
+        elif topic in actual:
+            result.verdicts[resource.key] = _plan_existing(result, resource, actual[topic], cluster, load)
+        else:
+            spec = resource.spec
+            result.creates.append(NewTopic(topic, spec.partitions or cluster.topic_defaults.partitions,
+                                           spec.replicas or cluster.topic_defaults.replication_factor,
+                                           dict(spec.config)))
+            result.verdicts[resource.key] = Verdict(False, "Creating", f"creating {topic}", progressing=True)
+    return result
+
+
+def partition_report(topic: KafkaTopic) -> dict[str, object]:
+    """The status fields that describe a topic's partitions."""
+    leaders = Counter(str(p.leader) for p in topic.partitions if p.leader >= 0)
+    problems = [p for p in topic.partitions if p.offline or p.under_min_isr or p.under_replicated]
+    return {
+        "topicName": topic.name, "topicId": topic.topic_id, "partitions": len(topic.partitions),
+        "replicationFactor": topic.replication_factor,
+        "underReplicatedPartitions": sum(p.under_replicated for p in topic.partitions),
+        "underMinIsrPartitions": sum(p.under_min_isr for p in topic.partitions),
+        "offlinePartitions": sum(p.offline for p in topic.partitions),
+        "leaders": dict(sorted(leaders.items())),
+        "problemPartitions": [{"partition": p.partition, "leader": p.leader, "replicas": list(p.replicas),
+                               "isr": list(p.isr)} for p in problems[:MAX_PROBLEM_PARTITIONS]],
+    }

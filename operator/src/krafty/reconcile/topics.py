@@ -1,0 +1,239 @@
+"""One pass over all Topic resources of one KafkaCluster, with batched Admin calls.
+
+Per pass: one metadata read, one config read, and at most one request per
+kind of change (create, grow partitions, alter configs, reassign) for all
+topics together, each first sent with validate_only so Kafka's own verdict
+reaches the resource before anything changes. A slow or invalid topic only
+marks its own resource.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from pydantic import ValidationError
+
+from krafty import naming
+from krafty.clients import kraft
+from krafty.clients.kafka_admin import KafkaAdmin, describe_error
+from krafty.clients.kube import Kube
+from krafty.decide import topics
+from krafty.decide.status import DEGRADED, PROGRESSING, READY, Condition, merge_conditions
+from krafty.model import DeletionPolicy, KafkaClusterSpec, TopicSpec
+
+log = logging.getLogger(__name__)
+ADOPT_ANNOTATION = f"{naming.GROUP}/adopt"
+BUSY_INTERVAL = 5.0
+CHECK_INTERVAL = 30.0
+
+Bootstrap = Callable[[str, str, KafkaClusterSpec], str]
+
+
+def in_cluster_bootstrap(domain: str) -> Bootstrap:
+    def address(namespace: str, cluster: str, spec: KafkaClusterSpec) -> str:
+        return f"{naming.bootstrap_service(cluster)}.{namespace}.svc.{domain}:{spec.listeners[0].port}"
+    return address
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _resource(body: dict[str, Any]) -> topics.TopicResource | None:
+    meta = body["metadata"]
+    try:
+        spec = TopicSpec.model_validate(body.get("spec") or {})
+    except ValidationError:
+        return None
+    return topics.TopicResource(
+        meta["namespace"], meta["name"], meta.get("creationTimestamp") or "", spec,
+        bool((body.get("status") or {}).get("topicName")),
+        force_adopt=(meta.get("annotations") or {}).get(ADOPT_ANNOTATION) == "force")
+
+
+class TopicReconciler:
+    def __init__(self, kube: Kube, bootstrap: Bootstrap, admin: Callable[[str], KafkaAdmin]) -> None:
+        self.kube = kube
+        self.bootstrap = bootstrap
+        self.admin = admin
+
+    def cluster_spec(self, namespace: str, cluster: str) -> KafkaClusterSpec | None:
+        body = self.kube.get(naming.CLUSTER_KIND, cluster, namespace)
+        if body is None:
+            return None
+        try:
+            return KafkaClusterSpec.model_validate(body.get("spec") or {})
+        except ValidationError:
+            return None
+
+    def bodies(self, namespace: str, cluster: str) -> list[dict[str, Any]]:
+        return [b for b in self.kube.list(naming.TOPIC_KIND, namespace)
+                if (b.get("spec") or {}).get("clusterRef", {}).get("name") == cluster
+                and not b["metadata"].get("deletionTimestamp")]
+
+    # -- the pass ----------------------------------------------------------------
+    def reconcile(self, namespace: str, cluster: str) -> float | None:
+        bodies = self.bodies(namespace, cluster)
+        if not bodies:
+            return None
+        spec = self.cluster_spec(namespace, cluster)
+        resources = [r for r in map(_resource, bodies) if r is not None]
+        if spec is None:
+            self._report(bodies, topics.plan(resources, {}, None, []), {})
+            return CHECK_INTERVAL
+        admin = self.admin(self.bootstrap(namespace, cluster, spec))
+        try:
+            actual = self._actual(admin, {r.kafka_name for r in resources})
+            brokers = admin.registered_brokers()
+        except Exception as error:  # noqa: BLE001 - Kafka down: report it on every topic, retry soon
+            self._unreachable(bodies, describe_error(error))
+            return BUSY_INTERVAL
+        plan = topics.plan(resources, actual, spec, sorted(brokers))
+        self._execute(admin, plan, resources)
+        after = self._actual(admin, {r.kafka_name for r in resources}) if self._changed(plan) else actual
+        ongoing = kraft.list_reassignments(admin.bootstrap_servers) if plan.reassignments else {}
+        self._report(bodies, plan, after, ongoing)
+        busy = any(v.progressing for v in plan.verdicts.values())
+        return BUSY_INTERVAL if busy else CHECK_INTERVAL
+
+    @staticmethod
+    def _changed(plan: topics.TopicPlan) -> bool:
+        return bool(plan.creates or plan.partition_counts or plan.config_changes or plan.reassignments)
+
+    def _actual(self, admin: KafkaAdmin, names: set[str]) -> dict[str, topics.KafkaTopic]:
+        described = admin.describe_topics(names)
+        overrides = admin.topic_overrides(described)
+        # A topic whose config could not be read yet (just created) is left for the next pass.
+        return {name: topics.KafkaTopic(name, topic_id, partitions, overrides[name])
+                for name, (topic_id, partitions) in described.items() if name in overrides}
+
+    # -- acting ---------------------------------------------------------------------
+    def _execute(self, admin: KafkaAdmin, plan: topics.TopicPlan, resources: list[topics.TopicResource]) -> None:
+        by_topic = {r.kafka_name: r for r in resources if r.key in plan.verdicts and plan.verdicts[r.key].manage}
+        creates = [(t.name, t.partitions, t.replicas, dict(t.config)) for t in plan.creates]
+        self._two_phase(plan, by_topic, lambda v: admin.create_topics(creates, validate_only=v))
+        self._two_phase(plan, by_topic, lambda v: admin.create_partitions(plan.partition_counts, validate_only=v))
+        self._two_phase(plan, by_topic, lambda v: admin.alter_topic_configs(plan.config_changes, validate_only=v))
+        if plan.reassignments:
+            errors = kraft.alter_reassignments(admin.bootstrap_servers, plan.reassignments)
+            for (topic, partition), error in errors.items():
+                self._fail(plan, by_topic, topic, "ReassignmentFailed", f"partition {partition}: {error}")
+
+    def _two_phase(self, plan: topics.TopicPlan, by_topic: dict[str, topics.TopicResource],
+                   call: Callable[[bool], dict[str, str | None]]) -> None:
+        """Validate everything first (Kafka's own checks), then apply what passed."""
+        errors = call(True)
+        for topic, error in errors.items():
+            if error:
+                self._fail(plan, by_topic, topic, "InvalidConfig", f"Kafka refused it: {error}")
+        if any(error is None for error in errors.values()):
+            for topic, error in call(False).items():
+                if error and errors.get(topic) is None:
+                    self._fail(plan, by_topic, topic, "ApplyFailed", error)
+
+    @staticmethod
+    def _fail(plan: topics.TopicPlan, by_topic: dict[str, topics.TopicResource], topic: str, reason: str,
+              message: str) -> None:
+        resource = by_topic.get(topic)
+        if resource is not None:
+            plan.verdicts[resource.key] = topics.Verdict(False, reason, message, events=((reason, message, True),))
+
+    # -- reporting ------------------------------------------------------------------
+    def _unreachable(self, bodies: list[dict[str, Any]], error: str) -> None:
+        for body in bodies:
+            self._status(body, {}, [Condition(READY, False, "KafkaUnreachable", f"Kafka cannot be asked: {error}")])
+
+    def _report(self, bodies: list[dict[str, Any]], plan: topics.TopicPlan, actual: dict[str, topics.KafkaTopic],
+                ongoing: dict[tuple[str, int], Any] | None = None) -> None:
+        for body in bodies:
+            resource = _resource(body)
+            key = (body["metadata"]["namespace"], body["metadata"]["name"])
+            verdict = plan.verdicts.get(key) or topics.Verdict(False, "InvalidSpec", "the spec cannot be parsed",
+                                                                manage=False)
+            status: dict[str, Any] = {}
+            kafka_topic = actual.get(resource.kafka_name) if resource else None
+            if resource is not None and verdict.reason == "Creating":
+                # Created in this pass: ours from now on, even before every broker describes it.
+                status = {"topicName": resource.kafka_name}
+                verdict = replace(verdict, events=(("TopicCreated", f"created {resource.kafka_name}", False),))
+            if kafka_topic is not None and verdict.manage:
+                status = topics.partition_report(kafka_topic)
+                status["reassignment"] = self._reassignment(resource, kafka_topic, plan, ongoing or {})
+                if verdict.reason == "Creating":
+                    verdict = replace(verdict, reason="Created", message=f"created {kafka_topic.name}")
+            for reason, message, warning in verdict.events:
+                self.kube.event(body, naming.TOPIC_KIND, reason, message, warning=warning)
+            self._status(body, status, self._conditions(verdict, status))
+
+    @staticmethod
+    def _reassignment(resource: topics.TopicResource | None, topic: topics.KafkaTopic, plan: topics.TopicPlan,
+                      ongoing: dict[tuple[str, int], Any]) -> dict[str, int] | None:
+        moving = [k for k in plan.reassignments if k[0] == topic.name]
+        if not moving or resource is None:
+            return None
+        pending = sum(1 for k in moving if k in ongoing)
+        return {"targetReplicas": resource.spec.replicas or topic.replication_factor,
+                "partitionsDone": len(moving) - pending, "partitionsTotal": len(moving)}
+
+    @staticmethod
+    def _conditions(verdict: topics.Verdict, status: dict[str, Any]) -> list[Condition]:
+        ready = verdict.ready or verdict.reason == "Created"
+        problems = [f"{status.get(k)} {label}" for k, label in (("offlinePartitions", "offline"),
+                                                                ("underMinIsrPartitions", "under min ISR"),
+                                                                ("underReplicatedPartitions", "under-replicated"))
+                    if status.get(k)]
+        return [
+            Condition(READY, ready, verdict.reason, verdict.message),
+            Condition(PROGRESSING, verdict.progressing, "Updating" if verdict.progressing else "Idle",
+                      verdict.message if verdict.progressing else "nothing to change"),
+            Condition(DEGRADED, bool(problems), "PartitionsUnhealthy" if problems else "AsExpected",
+                      ("partitions " + ", ".join(problems)) if problems else "all partitions in sync"),
+        ]
+
+    def _status(self, body: dict[str, Any], status: dict[str, Any], conditions: list[Condition]) -> None:
+        meta = body["metadata"]
+        old = (body.get("status") or {}).get("conditions") or []
+        generation = meta.get("generation") or 0
+        new_status = {**status, "observedGeneration": generation,
+                      "conditions": merge_conditions(old, conditions, _now(), generation)}
+        previous = {k: v for k, v in (body.get("status") or {}).items()}
+        if all(previous.get(k) == v for k, v in new_status.items()):
+            return  # nothing new: no write, no event storm
+        self.kube.patch_status(naming.TOPIC_KIND, meta["name"], meta["namespace"], new_status)
+
+    # -- deletion ----------------------------------------------------------------------
+    def delete(self, body: dict[str, Any]) -> str:
+        """Handles a Topic resource's deletion; returns what happened, raises Held to wait."""
+        resource = _resource(body)
+        meta = body["metadata"]
+        if resource is None or not resource.managed:
+            return "the operator never managed a Kafka topic for this resource: nothing to delete"
+        if resource.spec.deletion_policy is DeletionPolicy.RETAIN:
+            self.kube.event(body, naming.TOPIC_KIND, "TopicRetained",
+                            f"{resource.kafka_name} stays in Kafka (deletionPolicy Retain)")
+            return "retained"
+        spec = self.cluster_spec(meta["namespace"], resource.spec.cluster_ref.name)
+        if spec is None:
+            return "the KafkaCluster is gone: nothing to delete"
+        admin = self.admin(self.bootstrap(meta["namespace"], resource.spec.cluster_ref.name, spec))
+        confirmed = (meta.get("annotations") or {}).get(naming.CONFIRM_DELETION_ANNOTATION) == "true"
+        readers = [] if confirmed else admin.groups_reading(resource.kafka_name)
+        if readers:
+            message = (f"deletion of {resource.kafka_name} is held: consumer groups {', '.join(readers)} are still "
+                       f"reading it. Stop them, or annotate {naming.CONFIRM_DELETION_ANNOTATION}=true to delete anyway")
+            self.kube.event(body, naming.TOPIC_KIND, "DeletionBlocked", message, warning=True)
+            self._status(body, {}, [Condition(READY, False, "DeletionBlocked", message)])
+            raise Held(message)
+        error = admin.delete_topics([resource.kafka_name]).get(resource.kafka_name)
+        if error and "UNKNOWN_TOPIC" not in error:
+            raise Held(f"deleting {resource.kafka_name} failed: {error}")
+        self.kube.event(body, naming.TOPIC_KIND, "TopicDeleted", f"deleted {resource.kafka_name} from Kafka")
+        return "deleted"
+
+
+class Held(RuntimeError):
+    """The deletion must wait (the kopf handler retries later)."""

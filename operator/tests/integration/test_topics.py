@@ -1,0 +1,291 @@
+"""The topic reconciler against real brokers and a real API server.
+
+Topic resources live in a real kube-apiserver; the Kafka cluster is three
+real KRaft processes. The reconciler runs one pass at a time, as the operator
+runs it, and every check reads Kafka itself (Admin API or Kafka's tools).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import kubernetes
+import pytest
+from confluent_kafka import Consumer
+
+from krafty.clients.kafka_admin import KafkaAdmin
+from krafty.clients.kube import Kube
+from krafty.reconcile.topics import Held, TopicReconciler
+from krafty_testkit import kafka_admin, traffic
+from krafty_testkit.apiserver import LocalApiServer
+from krafty_testkit.local_kafka import Layout, LocalKafkaCluster
+from krafty_testkit.waiting import wait_for
+
+from ..conftest import CRDS
+
+NS = "topics"
+CLUSTER = "local"
+
+
+@pytest.fixture(scope="module")
+def kafka(local_kafka_module) -> LocalKafkaCluster:
+    return local_kafka_module(Layout.combined(3))
+
+
+@pytest.fixture(scope="module")
+def kube(apiserver: LocalApiServer) -> Kube:
+    apiserver.kubectl("apply", "--server-side", "-f", str(CRDS))
+    apiserver.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+    apiserver.kubectl("create", "namespace", NS, check=False)
+    apiserver.apply({"apiVersion": "kafka.krafty.io/v1alpha1", "kind": "KafkaCluster",
+                     "metadata": {"name": CLUSTER, "namespace": NS},
+                     "spec": {"brokers": {"replicas": 3}, "topicDefaults": {"partitions": 2}}})
+    client = kubernetes.config.new_client_from_config(config_file=str(apiserver.kubeconfig))
+    return Kube(client)
+
+
+@pytest.fixture
+def reconciler(kube: Kube, kafka: LocalKafkaCluster) -> TopicReconciler:
+    admins: dict[str, KafkaAdmin] = {}
+
+    def admin(bootstrap: str) -> KafkaAdmin:
+        return admins.setdefault(bootstrap, KafkaAdmin(bootstrap))
+
+    return TopicReconciler(kube, lambda _ns, _cluster, _spec: kafka.bootstrap_servers, admin)
+
+
+@pytest.fixture(autouse=True)
+def clean_topics(apiserver: LocalApiServer, kube: Kube) -> Iterator[None]:
+    yield
+    apiserver.kubectl("delete", "topics", "--all", "-n", NS, "--wait=false")
+
+
+def topic_resource(name: str, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "kafka.krafty.io/v1alpha1", "kind": "Topic", "metadata": {"name": name, "namespace": NS},
+            "spec": {"clusterRef": {"name": CLUSTER}, **spec}}
+
+
+def apply(apiserver: LocalApiServer, name: str, **spec: Any) -> None:
+    apiserver.apply(topic_resource(name, **spec))
+
+
+def status(kube: Kube, name: str) -> dict[str, Any]:
+    body = kube.get("Topic", name, NS)
+    assert body is not None
+    return dict(body.get("status") or {})
+
+
+def condition(kube: Kube, name: str, kind: str = "Ready") -> dict[str, Any]:
+    return next(c for c in status(kube, name).get("conditions", []) if c["type"] == kind)
+
+
+def events(apiserver: LocalApiServer, name: str) -> list[str]:
+    out = apiserver.kubectl("get", "events", "-n", NS, "--field-selector", f"involvedObject.name={name}",
+                            "-o", "json").stdout
+    return [f"{e['reason']}: {e['message']}" for e in json.loads(out)["items"]]
+
+
+def overrides(kafka: LocalKafkaCluster, topic: str) -> dict[str, str]:
+    return wait_for(lambda: KafkaAdmin(kafka.bootstrap_servers).topic_overrides([topic])[topic],
+                    lambda _: True, 30, f"the config of {topic}")
+
+
+def states(kafka: LocalKafkaCluster, topic: str, partitions: int | None = None) -> dict[int, Any]:
+    """The topic's partitions once every broker knows it (and, if given, once it has that many)."""
+    return wait_for(lambda: kafka_admin.partition_states(kafka.admin(), topic),
+                    lambda found: partitions is None or len(found) == partitions, 30, f"partitions of {topic}")
+
+
+def run_until(reconciler: TopicReconciler, done: Any, what: str, timeout: float = 60) -> None:
+    wait_for(lambda: (reconciler.reconcile(NS, CLUSTER), done())[1], bool, timeout, what, interval=1)
+
+
+def test_create_grow_and_configure(apiserver, kube, kafka, reconciler):
+    # Given a Topic resource, When the reconciler runs, Then the topic exists as declared
+    apply(apiserver, "orders", partitions=3, replicas=3, config={"retention.ms": 3600000, "cleanup.policy": "delete"})
+    reconciler.reconcile(NS, CLUSTER)
+    partitions = states(kafka, "orders", 3)
+    assert len(partitions) == 3
+    assert all(len(replicas) == 3 for _, replicas, _ in partitions.values())
+    assert overrides(kafka, "orders") == {"retention.ms": "3600000", "cleanup.policy": "delete"}
+    run_until(reconciler, lambda: condition(kube, "orders")["status"] == "True", "orders ready")
+    assert status(kube, "orders")["topicId"]
+    assert any(e.startswith("TopicCreated") for e in events(apiserver, "orders"))
+    # When partitions grow and the config changes (a key set, a key changed, a key removed)
+    apply(apiserver, "orders", partitions=6, replicas=3,
+          config={"retention.ms": 7200000, "max.message.bytes": 2097152})
+    reconciler.reconcile(NS, CLUSTER)
+    # Then Kafka follows, and the removed key is back to the broker default
+    assert len(states(kafka, "orders", 6)) == 6
+    described = kafka.tool("kafka-configs.sh", "--bootstrap-server", kafka.bootstrap_servers, "--entity-type",
+                           "topics", "--entity-name", "orders", "--describe").stdout
+    assert "retention.ms=7200000" in described
+    assert "max.message.bytes=2097152" in described
+    assert "cleanup.policy" not in described
+    run_until(reconciler, lambda: status(kube, "orders")["partitions"] == 6, "status to show 6 partitions")
+
+
+def test_replication_factor_changes_by_reassignment(apiserver, kube, kafka, reconciler):
+    apply(apiserver, "replicated", partitions=4, replicas=1, config={"min.insync.replicas": 1})
+    run_until(reconciler, lambda: condition(kube, "replicated")["status"] == "True", "replicated created")
+    report = traffic.produce_sequences(kafka.bootstrap_servers, "replicated", 400)
+    assert report.failures == 0, report.failed
+    assert len(report.acked) == 400
+    # When the replication factor goes from 1 to 3
+    apply(apiserver, "replicated", partitions=4, replicas=3, config={"min.insync.replicas": 1})
+    reconciler.reconcile(NS, CLUSTER)
+    reassignment = status(kube, "replicated").get("reassignment")
+    assert reassignment is not None
+    assert reassignment["partitionsTotal"] == 4
+    # Then every partition ends with 3 in-sync replicas, no record lost, and the reassignment done
+    run_until(reconciler, lambda: status(kube, "replicated").get("replicationFactor") == 3 and
+              condition(kube, "replicated")["status"] == "True", "replication factor 3")
+    kafka_admin.wait_fully_in_sync(kafka.admin(), "replicated")
+    assert len(traffic.consume_all(kafka.bootstrap_servers, "replicated", idle_seconds=3)) == 400
+    assert status(kube, "replicated").get("reassignment") is None
+
+
+def test_adopts_a_matching_topic_and_holds_a_different_one(apiserver, kube, kafka, reconciler):
+    kafka_admin.create_topic(kafka.admin(), "legacy-same", 2, 3, **{"retention.ms": "60000"})
+    kafka_admin.create_topic(kafka.admin(), "legacy-other", 2, 3, **{"retention.ms": "60000"})
+    apply(apiserver, "legacy-same", partitions=2, replicas=3, config={"retention.ms": 60000})
+    apply(apiserver, "legacy-other", partitions=4, replicas=3, config={"retention.ms": 120000})
+    reconciler.reconcile(NS, CLUSTER)
+    # Then the matching one is taken over
+    assert condition(kube, "legacy-same")["status"] == "True"
+    assert any(e.startswith("TopicAdopted") for e in events(apiserver, "legacy-same"))
+    # And the different one is reported and left alone
+    pending = condition(kube, "legacy-other")
+    assert pending["reason"] == "AdoptionPending"
+    assert "partitions 2 in Kafka, 4 in the spec" in pending["message"]
+    assert "retention.ms=60000 in Kafka, 120000 in the spec" in pending["message"]
+    assert len(states(kafka, "legacy-other")) == 2
+    assert overrides(kafka, "legacy-other") == {"retention.ms": "60000"}
+    # When the user tells the operator to apply the spec
+    apiserver.kubectl("annotate", "topic", "legacy-other", "-n", NS, "kafka.krafty.io/adopt=force")
+    reconciler.reconcile(NS, CLUSTER)
+    assert len(states(kafka, "legacy-other", 4)) == 4
+    assert overrides(kafka, "legacy-other") == {"retention.ms": "120000"}
+
+
+def test_drift_is_detected_reported_and_reverted(apiserver, kube, kafka, reconciler):
+    apply(apiserver, "drifting", partitions=2, replicas=3, config={"retention.ms": 86400000})
+    reconciler.reconcile(NS, CLUSTER)
+    # When someone changes it with Kafka's own tools
+    kafka.tool("kafka-configs.sh", "--bootstrap-server", kafka.bootstrap_servers, "--entity-type", "topics",
+               "--entity-name", "drifting", "--alter", "--add-config", "retention.ms=1000,segment.bytes=1048576")
+    # Then the next pass reports and reverts it
+    reconciler.reconcile(NS, CLUSTER)
+    assert overrides(kafka, "drifting") == {"retention.ms": "86400000"}
+    assert any(e.startswith("DriftReverted") and "retention.ms=1000 in Kafka" in e for e in events(apiserver, "drifting"))
+    # And partitions added behind its back are reported (Kafka cannot remove them)
+    kafka.tool("kafka-topics.sh", "--bootstrap-server", kafka.bootstrap_servers, "--alter", "--topic", "drifting",
+               "--partitions", "5")
+    run_until(reconciler, lambda: condition(kube, "drifting")["reason"] == "PartitionsAboveSpec",
+              "the extra partitions reported")
+    assert "set spec.partitions to 5" in condition(kube, "drifting")["message"]
+
+
+@pytest.mark.parametrize(("name", "spec", "reason", "message"), [
+    ("bad-key", {"config": {"retention.msec": 5}}, "InvalidSpec", "retention.msec: not a topic configuration"),
+    ("bad-value", {"config": {"cleanup.policy": "compact", "compression.type": "brotli"}}, "InvalidSpec",
+     "brotli is not one of"),
+    ("kafka-refuses", {"config": {"remote.storage.enable": "true"}}, "InvalidConfig", "Kafka refused it"),
+    ("too-many-replicas", {"replicas": 5}, "InvalidSpec", "5 replicas cannot be placed on 3 brokers"),
+    ("min-isr-too-high", {"replicas": 2, "config": {"min.insync.replicas": 2}}, "InvalidSpec",
+     "min.insync.replicas (2) equals the replication factor (2)"),
+    ("no-cluster", {"clusterRef": {"name": "missing"}}, "ClusterNotFound", "KafkaCluster 'missing' does not exist"),
+])
+def test_bad_input_gets_a_condition_and_changes_nothing(apiserver, kube, kafka, reconciler, name, spec, reason,
+                                                        message):
+    apply(apiserver, name, **spec)
+    reconciler.reconcile(NS, spec.get("clusterRef", {}).get("name", CLUSTER))
+    ready = condition(kube, name)
+    assert ready["status"] == "False"
+    assert ready["reason"] == reason
+    assert message in ready["message"]
+    assert name not in kafka.admin().list_topics(timeout=10).topics
+
+
+def test_a_name_kafka_refuses(apiserver, kube, kafka, reconciler):
+    # Given a topic "metrics.cpu" in Kafka, Kafka refuses "metrics_cpu" (their metric names would collide)
+    kafka_admin.create_topic(kafka.admin(), "metrics.cpu", 1, 3)
+    apply(apiserver, "metrics-cpu", topicName="metrics_cpu")
+    reconciler.reconcile(NS, CLUSTER)
+    ready = condition(kube, "metrics-cpu")
+    assert ready["reason"] == "InvalidConfig"
+    assert "collides" in ready["message"]
+    assert "metrics_cpu" not in kafka.admin().list_topics(timeout=10).topics
+
+
+def test_two_resources_claiming_one_topic(apiserver, kube, kafka, reconciler):
+    apply(apiserver, "first-claim", topicName="Shared_Topic", partitions=2)
+    reconciler.reconcile(NS, CLUSTER)
+    apply(apiserver, "second-claim", topicName="Shared_Topic", partitions=8, config={"retention.ms": 1000})
+    reconciler.reconcile(NS, CLUSTER)
+    second = condition(kube, "second-claim")
+    assert second["reason"] == "Conflict"
+    assert "already managed by Topic first-claim" in second["message"]
+    assert len(states(kafka, "Shared_Topic")) == 2
+    assert overrides(kafka, "Shared_Topic") == {}
+    # Deleting the losing claim never deletes the topic
+    body = kube.get("Topic", "second-claim", NS)
+    assert reconciler.delete(body) .startswith("the operator never managed")
+    assert "Shared_Topic" in kafka.admin().list_topics(timeout=10).topics
+
+
+def test_deletion_policies_and_live_readers(apiserver, kube, kafka, reconciler):
+    apply(apiserver, "to-delete", partitions=1, deletionPolicy="Delete")
+    apply(apiserver, "to-keep", partitions=1, deletionPolicy="Retain")
+    apply(apiserver, "being-read", partitions=1, deletionPolicy="Delete")
+    reconciler.reconcile(NS, CLUSTER)
+    traffic.produce_sequences(kafka.bootstrap_servers, "to-keep", 50)
+    # A consumer group actively reading one of them
+    reader = Consumer(traffic.client_config(kafka.bootstrap_servers, **{"group.id": "live-reader",
+                                                                        "auto.offset.reset": "earliest"}))
+    reader.subscribe(["being-read"])
+    wait_for(lambda: (reader.poll(0.5), reader.assignment())[1], bool, 60, "the reader's assignment")
+    try:
+        assert reconciler.delete(kube.get("Topic", "to-delete", NS)) == "deleted"
+        assert reconciler.delete(kube.get("Topic", "to-keep", NS)) == "retained"
+        with pytest.raises(Held, match="consumer groups live-reader are still reading it"):
+            reconciler.delete(kube.get("Topic", "being-read", NS))
+        assert condition(kube, "being-read")["reason"] == "DeletionBlocked"
+        # The user confirms: then it goes
+        apiserver.kubectl("annotate", "topic", "being-read", "-n", NS, "kafka.krafty.io/confirm-deletion=true")
+        assert reconciler.delete(kube.get("Topic", "being-read", NS)) == "deleted"
+    finally:
+        reader.close()
+    topics = wait_for(lambda: kafka.admin().list_topics(timeout=10).topics,
+                      lambda t: "to-delete" not in t and "being-read" not in t, 30, "deleted topics gone")
+    assert "to-keep" in topics
+    assert len(traffic.consume_all(kafka.bootstrap_servers, "to-keep", idle_seconds=3)) == 50
+
+
+def test_many_topics_in_one_pass_and_one_bad_topic_holds_nothing(apiserver, kube, kafka, reconciler):
+    docs = [topic_resource(f"bulk-{i:03d}", partitions=1, replicas=2, config={"retention.ms": 600000 + i})
+            for i in range(120)]
+    docs.append(topic_resource("bulk-bad", config={"remote.storage.enable": "true"}))
+    apiserver.kubectl("apply", "--server-side", "-f", "-", input="\n---\n".join(json.dumps(d) for d in docs))
+    reconciler.reconcile(NS, CLUSTER)
+    existing = kafka.admin().list_topics(timeout=10).topics
+    assert all(f"bulk-{i:03d}" in existing for i in range(120))
+    assert overrides(kafka, "bulk-077") == {"retention.ms": "600077"}
+    assert condition(kube, "bulk-bad")["reason"] == "InvalidConfig"
+    run_until(reconciler, lambda: condition(kube, "bulk-119")["status"] == "True", "bulk-119 ready")
+    assert condition(kube, "bulk-bad")["reason"] == "InvalidConfig"
+
+
+def test_consumer_sees_new_partitions(apiserver, kube, kafka, reconciler):
+    apply(apiserver, "growing", partitions=1, replicas=3)
+    reconciler.reconcile(NS, CLUSTER)
+    apply(apiserver, "growing", partitions=4, replicas=3)
+    reconciler.reconcile(NS, CLUSTER)
+    consumer = Consumer(traffic.client_config(kafka.bootstrap_servers, **{"group.id": "growing-reader"}))
+    try:
+        metadata = consumer.list_topics("growing", timeout=10)
+        assert len(metadata.topics["growing"].partitions) == 4
+    finally:
+        consumer.close()
