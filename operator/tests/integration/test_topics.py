@@ -179,7 +179,8 @@ def test_drift_is_detected_reported_and_reverted(apiserver, kube, kafka, reconci
     # Then the next pass reports and reverts it
     reconciler.reconcile(NS, CLUSTER)
     assert overrides(kafka, "drifting") == {"retention.ms": "86400000"}
-    assert any(e.startswith("DriftReverted") and "retention.ms=1000 in Kafka" in e for e in events(apiserver, "drifting"))
+    reported = events(apiserver, "drifting")
+    assert any(e.startswith("DriftReverted") and "retention.ms=1000 in Kafka" in e for e in reported)
     # And partitions added behind its back are reported (Kafka cannot remove them)
     kafka.tool("kafka-topics.sh", "--bootstrap-server", kafka.bootstrap_servers, "--alter", "--topic", "drifting",
                "--partitions", "5")
