@@ -23,6 +23,11 @@ CLUSTER_LABEL = f"{GROUP}/cluster"
 ROLE_LABEL = f"{GROUP}/pool"
 TOPIC_FINALIZER = f"{GROUP}/topic-deletion"
 
+# Replication throttles: set by the operator while it moves replicas, removed after.
+# The dynamic-config and topic reconcilers leave these keys alone.
+THROTTLE_RATE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+THROTTLED_REPLICAS_KEYS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
+
 # Ports: the client listeners come from the spec; these are fixed.
 REPLICATION_PORT = 9091
 CONTROLLER_PORT = 9093

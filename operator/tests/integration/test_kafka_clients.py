@@ -8,6 +8,7 @@ import pytest
 
 from krafty.clients import kraft
 from krafty.clients.kafka_admin import KafkaAdmin
+from krafty.kraft_wire import KafkaProtocolError
 from krafty_testkit import kafka_admin
 from krafty_testkit.local_kafka import Layout, LocalKafkaCluster
 from krafty_testkit.waiting import wait_for
@@ -93,7 +94,7 @@ def test_unregister_a_stopped_broker(cluster: LocalKafkaCluster):
 def test_remove_a_voter_and_errors_are_named(cluster: LocalKafkaCluster):
     quorum = kraft.describe_quorum(cluster.controller_bootstrap_servers)
     voter = next(v for v in quorum.voters if v.node_id != quorum.leader_id)
-    with pytest.raises(kraft.wire.KafkaProtocolError, match=r"VOTER_NOT_FOUND|INVALID_REQUEST"):
+    with pytest.raises(KafkaProtocolError, match=r"VOTER_NOT_FOUND|INVALID_REQUEST"):
         kraft.remove_voter(cluster.controller_bootstrap_servers, None, 1999, voter.directory_id)
     cluster.stop_node(voter.node_id)
     kraft.remove_voter(cluster.controller_bootstrap_servers, None, voter.node_id, voter.directory_id)

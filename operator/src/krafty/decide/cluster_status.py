@@ -7,6 +7,7 @@ from typing import Any
 
 from krafty.decide import roll
 from krafty.decide.leaders import cluster_imbalance
+from krafty.decide.scaling import ScalePlan
 from krafty.decide.status import DEGRADED, PROGRESSING, READY, Condition
 from krafty.observed import ClusterObservation, NodeState
 
@@ -88,7 +89,9 @@ def _ready(obs: ClusterObservation, desired_brokers: set[int]) -> Condition:
     return Condition(READY, True, "ClusterReady", f"{len(desired_brokers)} brokers serving, every node in sync")
 
 
-def _progressing(obs: ClusterObservation, step: roll.Step) -> Condition:
+def _progressing(obs: ClusterObservation, step: roll.Step, scale: ScalePlan) -> Condition:
+    if scale.busy:
+        return Condition(PROGRESSING, True, scale.phase, scale.message)
     pending = [n.pod for n in obs.nodes if n.needs_restart]
     if pending:
         return Condition(PROGRESSING, True, "RollingRestart",
@@ -101,7 +104,9 @@ def _progressing(obs: ClusterObservation, step: roll.Step) -> Condition:
     return Condition(PROGRESSING, False, "Reconciled", "every node runs the current configuration")
 
 
-def _degraded(obs: ClusterObservation, step: roll.Step) -> Condition:
+def _degraded(obs: ClusterObservation, step: roll.Step, scale: ScalePlan) -> Condition:
+    if scale.blocked:
+        return Condition(DEGRADED, True, "ScaleDownBlocked", scale.message)
     if isinstance(step, roll.Blocked):
         return Condition(DEGRADED, True, "RollBlocked", step.message)
     down = [n.pod for n in obs.nodes if n.pod_exists and not n.pod_running]
@@ -114,8 +119,9 @@ def _degraded(obs: ClusterObservation, step: roll.Step) -> Condition:
     return Condition(DEGRADED, False, "AsExpected", "nothing needs attention")
 
 
-def conditions(obs: ClusterObservation, step: roll.Step, desired_brokers: set[int]) -> list[Condition]:
-    return [_ready(obs, desired_brokers), _progressing(obs, step), _degraded(obs, step)]
+def conditions(obs: ClusterObservation, step: roll.Step, desired_brokers: set[int],
+               scale: ScalePlan) -> list[Condition]:
+    return [_ready(obs, desired_brokers), _progressing(obs, step, scale), _degraded(obs, step, scale)]
 
 
 def roll_summary(obs: ClusterObservation, step: roll.Step) -> dict[str, Any] | None:

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from krafty.model import KafkaClusterSpec, TopicSpec
-from krafty.naming import kafka_topic_name
+from krafty.naming import THROTTLED_REPLICAS_KEYS, kafka_topic_name
 from krafty.observed import PartitionState
 from krafty.validation import validate_topic
 
@@ -96,9 +96,10 @@ def owners(resources: Iterable[TopicResource]) -> tuple[dict[str, TopicResource]
 
 
 def config_diff(desired: Mapping[str, str], actual: Mapping[str, str]) -> dict[str, str | None]:
-    """Keys to set (value) or to return to the broker default (None)."""
+    """Keys to set (value) or to return to the broker default (None). Replication throttles
+    belong to the operator's replica moves and are left alone."""
     changes: dict[str, str | None] = {k: v for k, v in desired.items() if actual.get(k) != v}
-    changes.update({k: None for k in actual if k not in desired})
+    changes.update({k: None for k in actual if k not in desired and k not in THROTTLED_REPLICAS_KEYS})
     return changes
 
 

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from krafty import naming
 from krafty.clients.kafka_admin import KafkaAdmin, describe_error
 from krafty.clients.kube import Kube
-from krafty.decide import cluster_status, identity, roll
+from krafty.decide import cluster_status, identity, roll, scaling
 from krafty.decide.leaders import cluster_imbalance, partitions_to_rebalance
 from krafty.decide.status import DEGRADED, PROGRESSING, READY, Condition, merge_conditions
 from krafty.kraft_wire import random_directory_id
@@ -28,6 +28,7 @@ from krafty.model import KafkaClusterSpec, LeaderBalanceMode
 from krafty.naming import Pool
 from krafty.observed import ClusterObservation
 from krafty.reconcile import observe as observing
+from krafty.reconcile import scaling as scaling_exec
 from krafty.render.cluster import children
 from krafty.render.context import ClusterContext
 from krafty.render.kafka_config import dynamic_broker_config
@@ -60,6 +61,7 @@ class ClusterReconciler:
     def __init__(self, kube: Kube, settings: Settings) -> None:
         self.kube = kube
         self.settings = settings
+        self.scaling = scaling_exec.ScalingExecutor(kube)
         self._admins: dict[str, KafkaAdmin] = {}
         self._last_balance: dict[str, float] = {}
         self._lock = threading.Lock()
@@ -83,16 +85,52 @@ class ClusterReconciler:
         ctx = self._context(body, spec)
         if ctx is None:
             return Outcome("conflict")
+        admin = self.admin(ctx.bootstrap_servers())
+        obs = observing.observe(self.kube, admin, self._sized(ctx, *self._running(ctx)))
+        memory = scaling_exec.Memory.from_status(body.get("status"))
+        scale = self._plan_scaling(ctx, obs, memory, admin)
+        ctx = self._sized(ctx, scale.brokers, scale.controllers)
         for child in children(ctx):
             self._apply(ctx, child.kind, child.name, child.desired)
-        obs = observing.observe(self.kube, self.admin(ctx.bootstrap_servers()), ctx)
         forming = self._advance_quorum_formation(body, ctx, obs)
         self._apply_dynamic_config(body, ctx, obs)
-        step = roll.next_step(obs, restore_leaders=spec.leader_balance.mode is LeaderBalanceMode.OPERATOR)
+        memory = self.scaling.execute(body, admin, ctx.controller_bootstrap_servers(), scale, memory,
+                                      spec.leader_balance.replication_throttle_bytes_per_second, obs, ctx.cluster_id)
+        if scale.busy:
+            step: roll.Step = roll.Wait(f"scaling first: {scale.message}")
+        else:
+            step = roll.next_step(obs, restore_leaders=spec.leader_balance.mode is LeaderBalanceMode.OPERATOR)
         outcome = self._act(body, ctx, obs, step)
-        outcome.busy = outcome.busy or forming or not isinstance(step, roll.Done)
-        self._report(body, ctx, obs, step)
+        outcome.busy = outcome.busy or forming or scale.busy or not isinstance(step, roll.Done)
+        self._report(body, ctx, obs, step, scale, memory)
         return outcome
+
+    # -- sizes and scaling ----------------------------------------------------------
+    def _running(self, ctx: ClusterContext) -> tuple[int, int]:
+        """Replicas the StatefulSets run now (the spec's, for a pool not created yet)."""
+        counts = []
+        for pool in (Pool.BROKER, Pool.CONTROLLER):
+            sts = self.kube.get("StatefulSet", naming.statefulset(ctx.name, pool), ctx.namespace)
+            counts.append(int(sts["spec"]["replicas"]) if sts else ctx.replicas(pool) if pool in ctx.pools() else 0)
+        return counts[0], counts[1]
+
+    @staticmethod
+    def _sized(ctx: ClusterContext, brokers: int, controllers: int) -> ClusterContext:
+        spec = ctx.spec
+        update: dict[str, Any] = {"brokers": spec.brokers.model_copy(update={"replicas": brokers})}
+        if ctx.dedicated:
+            update["controllers"] = spec.controllers.model_copy(update={"replicas": controllers})
+        return replace(ctx, spec=spec.model_copy(update=update))
+
+    def _plan_scaling(self, ctx: ClusterContext, obs: ClusterObservation, memory: scaling_exec.Memory,
+                      admin: KafkaAdmin) -> scaling.ScalePlan:
+        running_brokers, running_controllers = self._running(ctx)
+        return scaling.plan(scaling.ScaleInput(
+            desired_brokers=ctx.spec.brokers.replicas, running_brokers=running_brokers,
+            desired_controllers=ctx.spec.controllers.replicas if ctx.dedicated else 0,
+            running_controllers=running_controllers, dedicated=ctx.dedicated,
+            ongoing=self.scaling.ongoing(admin) if obs.partitions is not None else {},
+            balanced_for=memory.balanced_for, roll_pending=any(n.needs_restart for n in obs.nodes)), obs)
 
     def _valid_spec(self, body: dict[str, Any]) -> KafkaClusterSpec | None:
         try:
@@ -159,7 +197,7 @@ class ClusterReconciler:
             current = admin.dynamic_cluster_defaults()
             desired = dynamic_broker_config(ctx)
             to_set = {k: v for k, v in desired.items() if current.get(k) != v}
-            to_delete = sorted(set(current) - set(desired))
+            to_delete = sorted(set(current) - set(desired) - set(naming.THROTTLE_RATE_KEYS))
             if to_set or to_delete:
                 admin.alter_dynamic_cluster_defaults(to_set, to_delete)
                 changes = [f"{k}={v}" for k, v in to_set.items()] + [f"{k} (back to default)" for k in to_delete]
@@ -216,7 +254,8 @@ class ClusterReconciler:
         return self._elect(body, admin, [(p.topic, p.partition) for p in targets], why, obs)
 
     # -- status ----------------------------------------------------------------
-    def _report(self, body: dict[str, Any], ctx: ClusterContext, obs: ClusterObservation, step: roll.Step) -> None:
+    def _report(self, body: dict[str, Any], ctx: ClusterContext, obs: ClusterObservation, step: roll.Step,
+                scale: scaling.ScalePlan, memory: scaling_exec.Memory) -> None:
         desired_brokers = {naming.node_id(Pool.BROKER, i) for i in range(ctx.spec.brokers.replicas)}
         status: dict[str, Any] = {
             "clusterId": ctx.cluster_id,
@@ -224,7 +263,8 @@ class ClusterReconciler:
             "readyBrokers": sum(1 for n in obs.nodes if n.is_broker and n.pod_ready and n.registered),
             "nodes": cluster_status.node_entries(obs),
             "roll": cluster_status.roll_summary(obs, step),
-            "plannedActions": cluster_status.planned_actions(obs),
+            "plannedActions": cluster_status.planned_actions(obs) + ([scale.message] if scale.busy else []),
+            "scaling": scaling_exec.status(scale, memory),
         }
         if all(n.pod_exists and n.revision_current for n in obs.nodes):
             status["kafkaVersion"] = ctx.spec.version
@@ -232,7 +272,7 @@ class ClusterReconciler:
                            ("quorum", cluster_status.quorum_summary(obs))):
             if value is not None:
                 status[key] = value
-        self._status(body, status, cluster_status.conditions(obs, step, desired_brokers))
+        self._status(body, status, cluster_status.conditions(obs, step, desired_brokers, scale))
 
     def _status(self, body: dict[str, Any], status: dict[str, Any], conditions: list[Condition]) -> None:
         meta = body["metadata"]

@@ -1,0 +1,159 @@
+"""Scaling: how many brokers and controllers the StatefulSets run right now, and
+which replica moves, voter removals and unregistrations get there safely.
+
+Brokers
+  up    the StatefulSet grows at once; when every new broker has registered,
+        replicas and preferred leaders are spread over all brokers.
+  down  refused (spec kept, condition set) while a topic's replication factor
+        exceeds the remaining brokers; otherwise every replica leaves the
+        brokers that go away first, then the StatefulSet shrinks, then the
+        removed brokers are unregistered from the KRaft metadata.
+Dedicated controllers (KIP-853 dynamic quorum), one voter at a time, each
+step only while every voter is caught up:
+  up    one more controller starts and joins the quorum by itself (auto-join);
+  down  the highest controller stops, then it is removed from the voters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from krafty import naming
+from krafty.decide import placement
+from krafty.decide.roll import MAX_VOTER_LAG
+from krafty.naming import Pool
+from krafty.observed import ClusterObservation, VoterState
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class ScaleInput:
+    desired_brokers: int
+    running_brokers: int  # the broker StatefulSet's replicas now
+    desired_controllers: int
+    running_controllers: int  # the controller StatefulSet's replicas now (0 in combined mode)
+    dedicated: bool
+    ongoing: Mapping[TopicPartition, object]  # partition reassignments in progress
+    balanced_for: tuple[int, ...] | None  # brokers the placement was last balanced for
+    roll_pending: bool = False  # a rolling restart goes first: no new moves or quorum changes meanwhile
+    racks: Mapping[int, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ScalePlan:
+    brokers: int
+    controllers: int
+    phase: str = "Stable"
+    message: str = ""
+    blocked: bool = False
+    reassign: dict[TopicPartition, list[int]] = field(default_factory=dict)
+    unregister: tuple[int, ...] = ()
+    remove_voter: VoterState | None = None
+    balanced_for: tuple[int, ...] | None = None
+    partitions_to_move: int = 0
+
+    @property
+    def busy(self) -> bool:
+        return self.phase not in ("Stable", "Blocked")
+
+
+def _quorum_problem(obs: ClusterObservation, ignore: frozenset[int] = frozenset()) -> str | None:
+    """Why the quorum may not change now, or None when every voter (but those ignored) is caught up."""
+    if obs.quorum is None or obs.quorum.leader_id < 0:
+        return obs.quorum_error or "the controller quorum has no leader"
+    lagging = [v.node_id for v in obs.quorum.voters if v.node_id not in ignore and not 0 <= v.lag <= MAX_VOTER_LAG]
+    if lagging:
+        return f"voters {lagging} are not caught up"
+    return None
+
+
+def _controllers(inp: ScaleInput, obs: ClusterObservation) -> tuple[int, str, str, VoterState | None]:
+    """(controller replicas, phase, message, voter to remove)."""
+    current, desired = inp.running_controllers, inp.desired_controllers
+    if not inp.dedicated:
+        return 0, "Stable", "", None
+    first_gone = naming.node_id(Pool.CONTROLLER, current)
+    stale = [v for v in (obs.quorum.voters if obs.quorum else ()) if v.node_id >= first_gone]
+    if stale:
+        # A voter whose controller no longer runs: remove it while the others are healthy.
+        problem = _quorum_problem(obs, frozenset(v.node_id for v in stale))
+        if problem:
+            return current, "RemovingVoter", f"waiting to remove controller {stale[0].node_id}: {problem}", None
+        return current, "RemovingVoter", f"removing stopped controller {stale[0].node_id} from the voters", stale[0]
+    if current == desired:
+        return current, "Stable", "", None
+    if inp.roll_pending:
+        return current, "ScalingControllers", "waiting for the rolling restart to finish", None
+    problem = _quorum_problem(obs)
+    if problem:
+        return current, "ScalingControllers", f"quorum change waits: {problem}", None
+    if current < desired:
+        newest = naming.node_id(Pool.CONTROLLER, current - 1)
+        if obs.quorum is not None and current and newest not in obs.quorum.voter_ids():
+            return current, "ScalingControllers", f"waiting for controller {newest} to join the quorum", None
+        return current + 1, "ScalingControllers", f"adding controller {first_gone}", None
+    leaving = naming.node_id(Pool.CONTROLLER, current - 1)
+    return current - 1, "ScalingControllers", f"stopping controller {leaving} before removing it from the voters", None
+
+
+def _scale_down(inp: ScaleInput, obs: ClusterObservation) -> ScalePlan:
+    keep = range(inp.desired_brokers)
+    if obs.partitions is None:
+        return ScalePlan(inp.running_brokers, 0, "RemovingBrokers", f"waiting for Kafka: {obs.kafka_error}")
+    wide = placement.infeasible_topics(obs.partitions, inp.desired_brokers)
+    if wide:
+        topics = ", ".join(f"{t} (replication factor {rf})" for t, rf in sorted(wide.items()))
+        return ScalePlan(inp.running_brokers, 0, "Blocked", blocked=True, message=(
+            f"cannot scale down to {inp.desired_brokers} brokers: {topics} would not fit. Nothing was removed; "
+            f"lower those replication factors or set brokers.replicas back to {inp.running_brokers}"))
+    leaving = set(range(inp.desired_brokers, inp.running_brokers))
+    holding = [p for p in obs.partitions if leaving & set(p.replicas)]
+    if inp.ongoing:
+        return ScalePlan(inp.running_brokers, 0, "MovingReplicas",
+                         f"moving replicas off brokers {sorted(leaving)}: {len(inp.ongoing)} partitions in flight",
+                         partitions_to_move=len(holding))
+    if holding and inp.roll_pending:
+        return ScalePlan(inp.running_brokers, 0, "MovingReplicas", "waiting for the rolling restart to finish",
+                         partitions_to_move=len(holding))
+    if holding:
+        moves = placement.balance(obs.partitions, keep, inp.racks)
+        return ScalePlan(inp.running_brokers, 0, "MovingReplicas",
+                         f"moving {len(holding)} partitions off brokers {sorted(leaving)}", reassign=moves,
+                         partitions_to_move=len(holding))
+    return ScalePlan(inp.desired_brokers, 0, "RemovingBrokers",
+                     f"brokers {sorted(leaving)} hold no replicas: stopping them", unregister=tuple(sorted(leaving)))
+
+
+def _rebalance(inp: ScaleInput, obs: ClusterObservation) -> ScalePlan:
+    brokers = tuple(range(inp.desired_brokers))
+    registered = {n.node_id for n in obs.nodes if n.is_broker and n.registered}
+    if inp.ongoing:
+        return ScalePlan(inp.desired_brokers, 0, "Rebalancing", f"{len(inp.ongoing)} partition moves in flight",
+                         balanced_for=inp.balanced_for, partitions_to_move=len(inp.ongoing))
+    if inp.balanced_for == brokers or obs.partitions is None:
+        return ScalePlan(inp.desired_brokers, 0, balanced_for=inp.balanced_for)
+    if not set(brokers) <= registered:
+        return ScalePlan(inp.desired_brokers, 0, "AddingBrokers",
+                         f"waiting for brokers {sorted(set(brokers) - registered)} to register",
+                         balanced_for=inp.balanced_for)
+    if inp.roll_pending:
+        return ScalePlan(inp.desired_brokers, 0, "AddingBrokers", "waiting for the rolling restart to finish",
+                         balanced_for=inp.balanced_for)
+    moves = placement.balance(obs.partitions, brokers, inp.racks)
+    if not moves:
+        return ScalePlan(inp.desired_brokers, 0, balanced_for=brokers)
+    return ScalePlan(inp.desired_brokers, 0, "Rebalancing",
+                     f"spreading replicas and leaders over brokers {list(brokers)}: {len(moves)} partitions move",
+                     reassign=moves, balanced_for=inp.balanced_for, partitions_to_move=len(moves))
+
+
+def plan(inp: ScaleInput, obs: ClusterObservation) -> ScalePlan:
+    controllers, c_phase, c_message, voter = _controllers(inp, obs)
+    brokers = _scale_down(inp, obs) if inp.running_brokers > inp.desired_brokers else _rebalance(inp, obs)
+    phase, message = brokers.phase, brokers.message
+    if c_phase != "Stable" and not brokers.busy:
+        phase, message = c_phase, c_message
+    return ScalePlan(brokers.brokers, controllers, phase, message, brokers.blocked, brokers.reassign,
+                     brokers.unregister, voter, brokers.balanced_for, brokers.partitions_to_move)

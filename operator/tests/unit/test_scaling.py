@@ -1,0 +1,123 @@
+"""Scaling decisions, situation by situation."""
+
+from __future__ import annotations
+
+from krafty.decide.scaling import ScaleInput, plan
+from krafty.naming import Pool
+from krafty.observed import ClusterObservation, NodeState, PartitionState, QuorumState, VoterState
+
+
+def broker(node_id: int, registered: bool = True) -> NodeState:
+    return NodeState(node_id, Pool.BROKER, f"c-broker-{node_id}", ("broker",), True, True, True, True,
+                     registered=registered)
+
+
+def partitions(rf: int, brokers: list[int], count: int = 6, topic: str = "t") -> tuple[PartitionState, ...]:
+    out = []
+    for p in range(count):
+        replicas = tuple(brokers[(p + i) % len(brokers)] for i in range(rf))
+        out.append(PartitionState(topic, p, replicas[0], replicas, replicas, 2))
+    return tuple(out)
+
+
+def voters(*ids: int, lagging: int | None = None) -> QuorumState:
+    return QuorumState(ids[0], 1, tuple(VoterState(i, f"dir{i}", 99_999 if i == lagging else 0) for i in ids))
+
+
+def obs(brokers: list[int], parts, quorum=None, registered: list[int] | None = None) -> ClusterObservation:
+    registered = brokers if registered is None else registered
+    nodes = tuple(broker(b, b in registered) for b in brokers)
+    return ClusterObservation(nodes, parts, quorum or voters(1000, 1001, 1002))
+
+
+def inputs(**kw) -> ScaleInput:
+    base = {"desired_brokers": 3, "running_brokers": 3, "desired_controllers": 3, "running_controllers": 3,
+            "dedicated": True, "ongoing": {}, "balanced_for": (0, 1, 2)}
+    return ScaleInput(**{**base, **kw})
+
+
+def test_stable_cluster_does_nothing():
+    result = plan(inputs(), obs([0, 1, 2], partitions(3, [0, 1, 2])))
+    assert (result.brokers, result.controllers, result.phase, result.reassign) == (3, 3, "Stable", {})
+
+
+def test_scale_up_grows_then_spreads_once_registered():
+    # Given 3 -> 5 requested, the StatefulSet grows at once
+    grown = plan(inputs(desired_brokers=5), obs([0, 1, 2], partitions(3, [0, 1, 2])))
+    assert grown.brokers == 5
+    # While the new brokers register, nothing moves
+    waiting = plan(inputs(desired_brokers=5, running_brokers=5),
+                   obs([0, 1, 2, 3, 4], partitions(3, [0, 1, 2]), registered=[0, 1, 2]))
+    assert waiting.phase == "AddingBrokers"
+    assert waiting.reassign == {}
+    # Then replicas spread over all five
+    moving = plan(inputs(desired_brokers=5, running_brokers=5), obs([0, 1, 2, 3, 4], partitions(3, [0, 1, 2])))
+    assert moving.phase == "Rebalancing"
+    assert {b for r in moving.reassign.values() for b in r} >= {3, 4}
+    # And once nothing needs to move, the new broker set is recorded as balanced
+    done = plan(inputs(desired_brokers=5, running_brokers=5), obs([0, 1, 2, 3, 4], partitions(3, [0, 1, 2, 3, 4],
+                                                                                              count=5)))
+    assert done.balanced_for == (0, 1, 2, 3, 4)
+    assert done.phase == "Stable"
+
+
+def test_scale_down_moves_replicas_before_shrinking():
+    data = partitions(3, [0, 1, 2, 3, 4])
+    first = plan(inputs(desired_brokers=3, running_brokers=5), obs([0, 1, 2, 3, 4], data))
+    assert first.brokers == 5
+    assert first.phase == "MovingReplicas"
+    assert all(set(r) <= {0, 1, 2} for r in first.reassign.values())
+    in_flight = plan(inputs(desired_brokers=3, running_brokers=5, ongoing={("t", 0): object()}),
+                     obs([0, 1, 2, 3, 4], data))
+    assert (in_flight.brokers, in_flight.reassign) == (5, {})
+    emptied = plan(inputs(desired_brokers=3, running_brokers=5), obs([0, 1, 2, 3, 4], partitions(3, [0, 1, 2])))
+    assert emptied.brokers == 3
+    assert emptied.unregister == (3, 4)
+
+
+def test_impossible_scale_down_is_refused_and_removes_nothing():
+    result = plan(inputs(desired_brokers=2, running_brokers=3), obs([0, 1, 2], partitions(3, [0, 1, 2])))
+    assert result.blocked
+    assert result.brokers == 3
+    assert "t (replication factor 3) would not fit" in result.message
+    assert result.reassign == {}
+
+
+def test_controllers_grow_one_voter_at_a_time():
+    step1 = plan(inputs(desired_controllers=5), obs([0, 1, 2], partitions(3, [0, 1, 2])))
+    assert step1.controllers == 4
+    # controller 1003 runs but has not joined yet: wait
+    waiting = plan(inputs(desired_controllers=5, running_controllers=4), obs([0, 1, 2], partitions(3, [0, 1, 2])))
+    assert waiting.controllers == 4
+    assert "1003 to join" in waiting.message
+    joined = plan(inputs(desired_controllers=5, running_controllers=4),
+                  obs([0, 1, 2], partitions(3, [0, 1, 2]), voters(1000, 1001, 1002, 1003)))
+    assert joined.controllers == 5
+
+
+def test_controllers_never_change_while_a_voter_lags():
+    result = plan(inputs(desired_controllers=5), obs([0, 1, 2], partitions(3, [0, 1, 2]),
+                                                     voters(1000, 1001, 1002, lagging=1001)))
+    assert result.controllers == 3
+    assert "not caught up" in result.message
+
+
+def test_controllers_shrink_by_stopping_then_removing_the_voter():
+    five = voters(1000, 1001, 1002, 1003, 1004)
+    stop = plan(inputs(desired_controllers=3, running_controllers=5), obs([0, 1, 2], partitions(3, [0, 1, 2]), five))
+    assert stop.controllers == 4
+    assert stop.remove_voter is None
+    # 1004 stopped (its lag grows): it is removed although it is not caught up
+    stopped = voters(1000, 1001, 1002, 1003, 1004, lagging=1004)
+    remove = plan(inputs(desired_controllers=3, running_controllers=4), obs([0, 1, 2], partitions(3, [0, 1, 2]),
+                                                                              stopped))
+    assert remove.remove_voter is not None
+    assert remove.remove_voter.node_id == 1004
+    assert remove.controllers == 4
+
+
+def test_a_pending_roll_goes_before_new_moves():
+    result = plan(inputs(desired_brokers=5, running_brokers=5, roll_pending=True),
+                  obs([0, 1, 2, 3, 4], partitions(3, [0, 1, 2])))
+    assert result.reassign == {}
+    assert "rolling restart" in result.message
