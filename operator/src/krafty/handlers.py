@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Mapping
 from typing import Any
 
 import kopf
 
-from krafty import naming
+from krafty import metrics, naming
 from krafty.clients import kube as kube_client
+from krafty.decide.lag import partition_lag
 from krafty.reconcile.cluster import ClusterReconciler, Settings
 from krafty.reconcile.topics import Held, TopicReconciler, in_cluster_bootstrap
 from krafty.scheduler import Scheduler
@@ -23,7 +25,7 @@ log = logging.getLogger(__name__)
 
 BUSY_INTERVAL = 5.0
 IDLE_INTERVAL = 30.0
-ERROR_INTERVAL = 15.0
+LAG_INTERVAL = 10.0
 
 
 class Operator:
@@ -40,19 +42,37 @@ class Operator:
 
     def run(self, key: Any) -> float | None:
         kind, namespace, name = key
-        if kind == "topics":
-            return self.topics.reconcile(namespace, name)
-        return self.run_cluster(namespace, name)
+        jobs = {"cluster": self.run_cluster, "topics": self.topics.reconcile, "lag": self.run_lag}
+        started = time.monotonic()
+        try:
+            delay = jobs[kind](namespace, name)
+        except Exception:
+            metrics.RECONCILE_ERRORS.labels(kind).inc()
+            metrics.RECONCILES.labels(kind, "error").inc()
+            raise
+        finally:
+            metrics.RECONCILE_SECONDS.labels(kind).observe(time.monotonic() - started)
+        metrics.RECONCILES.labels(kind, "ok" if delay is not None else "gone").inc()
+        return delay
+
+    def run_lag(self, namespace: str, cluster: str) -> float | None:
+        """Consumer lag of every group (Spark jobs' included: their listener commits offsets)."""
+        spec = self.topics.cluster_spec(namespace, cluster)
+        if spec is None:
+            return None
+        admin = self.clusters.admin(self.topics.bootstrap(namespace, cluster, spec))
+        committed = admin.committed_offsets()
+        logs = admin.log_offsets({tp for offsets in committed.values() for tp in offsets})
+        metrics.COLLECTOR.set_lag(namespace, cluster, partition_lag(committed, logs))
+        return LAG_INTERVAL
 
     def run_cluster(self, namespace: str, name: str) -> float | None:
         body = self.kube.get(naming.CLUSTER_KIND, name, namespace)
         if body is None or body["metadata"].get("deletionTimestamp"):
+            metrics.COLLECTOR.set_cluster(namespace, name, None)
             return None
-        try:
-            outcome = self.clusters.reconcile(body)
-        except Exception:
-            log.exception("KafkaCluster %s/%s: reconcile failed", namespace, name)
-            return ERROR_INTERVAL
+        outcome = self.clusters.reconcile(body)
+        metrics.RECONCILES.labels("cluster", outcome.result).inc()
         return BUSY_INTERVAL if outcome.busy else IDLE_INTERVAL
 
 
@@ -88,13 +108,14 @@ def stop(**_: Any) -> None:
 @kopf.on.create(naming.GROUP, naming.VERSION, naming.CLUSTER_PLURAL)
 @kopf.on.update(naming.GROUP, naming.VERSION, naming.CLUSTER_PLURAL)
 def cluster_changed(namespace: str | None, name: str, **_: Any) -> None:
-    _operator().scheduler.poke(("cluster", namespace, name))
-    _operator().scheduler.poke(("topics", namespace, name))
+    for job in ("cluster", "topics", "lag"):
+        _operator().scheduler.poke((job, namespace, name))
 
 
 @kopf.on.delete(naming.GROUP, naming.VERSION, naming.CLUSTER_PLURAL, optional=True)
 def cluster_deleted(namespace: str | None, name: str, **_: Any) -> None:
-    _operator().scheduler.forget(("cluster", namespace, name))
+    for job in ("cluster", "topics", "lag"):
+        _operator().scheduler.forget((job, namespace, name))
 
 
 @kopf.on.resume(naming.GROUP, naming.VERSION, naming.TOPIC_PLURAL)

@@ -103,3 +103,14 @@ class ClusterObservation:
 
     def node(self, node_id: int) -> NodeState | None:
         return next((n for n in self.nodes if n.node_id == node_id), None)
+
+
+@dataclass(frozen=True)
+class PartitionLag:
+    """How far a consumer group is behind on one partition."""
+
+    group: str
+    topic: str
+    partition: int
+    lag: int  # records between the committed offset and the log end
+    headroom: float  # (committed - log start) / (log end - log start): near 0, retention deletes unread records

@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 log = logging.getLogger(__name__)
 
+ERROR_DELAY = 15.0
 Key = Hashable
 Pass = Callable[[Key], float | None]  # returns seconds until the next pass, or None to forget the key
 
@@ -69,7 +70,7 @@ class Scheduler:
             self._wake.clear()
 
     def _one(self, key: Key) -> None:
-        delay: float | None = 15.0
+        delay: float | None = ERROR_DELAY
         try:
             delay = self._run(key)
         except Exception:

@@ -10,7 +10,13 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from confluent_kafka import ElectionType, KafkaException, TopicCollection, TopicPartition
+from confluent_kafka import (
+    ConsumerGroupTopicPartitions,
+    ElectionType,
+    KafkaException,
+    TopicCollection,
+    TopicPartition,
+)
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -19,6 +25,7 @@ from confluent_kafka.admin import (
     ConfigSource,
     NewPartitions,
     NewTopic,
+    OffsetSpec,
     ResourceType,
 )
 
@@ -199,6 +206,38 @@ class KafkaAdmin:
             if topic in assigned:
                 reading.append(group_id)
         return sorted(reading)
+
+
+    # -- consumer lag ------------------------------------------------------------------
+    def committed_offsets(self) -> dict[str, dict[tuple[str, int], int]]:
+        """Committed offsets of every consumer group (one request per group, as the API allows)."""
+        listed = self.client.list_consumer_groups(request_timeout=TIMEOUT).result(timeout=TIMEOUT + 5)
+        out: dict[str, dict[tuple[str, int], int]] = {}
+        for group in sorted(g.group_id for g in listed.valid):
+            futures = self.client.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
+                                                              request_timeout=TIMEOUT)
+            try:
+                result = futures[group].result(timeout=TIMEOUT + 5)
+            except KafkaException:
+                continue
+            out[group] = {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions if tp.offset >= 0}
+        return out
+
+    def log_offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], tuple[int, int]]:
+        """(log start offset, log end offset) of each partition."""
+        wanted = sorted(set(partitions))
+        if not wanted:
+            return {}
+        ends: dict[tuple[str, int], list[int]] = {tp: [0, 0] for tp in wanted}
+        for index, spec in enumerate((OffsetSpec.earliest(), OffsetSpec.latest())):
+            futures = self.client.list_offsets({TopicPartition(t, p): spec for t, p in wanted},
+                                               request_timeout=TIMEOUT)
+            for tp, future in futures.items():
+                try:
+                    ends[(tp.topic, tp.partition)][index] = future.result(timeout=TIMEOUT + 5).offset
+                except KafkaException:
+                    ends.pop((tp.topic, tp.partition), None)
+        return {tp: (v[0], v[1]) for tp, v in ends.items()}
 
 
 def _source(entry: ConfigEntry) -> int:

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from krafty import naming
+from krafty import metrics, naming
 from krafty.clients.kafka_admin import KafkaAdmin, describe_error
 from krafty.clients.kube import Kube
 from krafty.decide import cluster_status, identity, roll, scaling
@@ -213,6 +213,7 @@ class ClusterReconciler:
             self.kube.event(body, naming.CLUSTER_KIND, f"Restart{step.reason.value}",
                             f"restarting {step.node.pod}: {step.message}")
             self.kube.delete("Pod", step.node.pod, ctx.namespace)
+            metrics.RESTARTS.labels(ctx.namespace, ctx.name, step.reason.value).inc()
             return Outcome("restarted", busy=True, restarts=[step.reason.value], observation=obs)
         if isinstance(step, roll.ElectLeaders):
             return self._elect(body, admin, list(step.partitions), step.message, obs)
@@ -272,7 +273,12 @@ class ClusterReconciler:
                            ("quorum", cluster_status.quorum_summary(obs))):
             if value is not None:
                 status[key] = value
-        self._status(body, status, cluster_status.conditions(obs, step, desired_brokers, scale))
+        conditions = cluster_status.conditions(obs, step, desired_brokers, scale)
+        self._status(body, status, conditions)
+        metrics.COLLECTOR.set_cluster(ctx.namespace, ctx.name, metrics.ClusterFacts(
+            brokers_desired=ctx.spec.brokers.replicas, brokers_ready=status["readyBrokers"],
+            ready=conditions[0].status, roll_in_progress=status["roll"] is not None,
+            partitions_to_move=scale.partitions_to_move, observation=obs))
 
     def _status(self, body: dict[str, Any], status: dict[str, Any], conditions: list[Condition]) -> None:
         meta = body["metadata"]

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from krafty import naming
+from krafty import metrics, naming
 from krafty.clients import kraft
 from krafty.clients.kafka_admin import KafkaAdmin, describe_error
 from krafty.clients.kube import Kube
@@ -97,6 +97,8 @@ class TopicReconciler:
         after = self._actual(admin, {r.kafka_name for r in resources}) if self._changed(plan) else actual
         ongoing = kraft.list_reassignments(admin.bootstrap_servers) if plan.reassignments else {}
         self._report(bodies, plan, after, ongoing)
+        metrics.COLLECTOR.set_topics(namespace, cluster, {
+            name: (len(t.partitions), sum(p.under_replicated for p in t.partitions)) for name, t in after.items()})
         busy = any(v.progressing for v in plan.verdicts.values())
         return BUSY_INTERVAL if busy else CHECK_INTERVAL
 

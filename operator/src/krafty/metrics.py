@@ -1,0 +1,155 @@
+"""The operator's Prometheus metrics.
+
+Counters and the reconcile histogram are plain prometheus-client metrics.
+Everything per cluster, topic and consumer group is a snapshot replaced by
+each pass and rendered at scrape time, so a deleted cluster, topic or group
+disappears from /metrics instead of leaving stale series.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from prometheus_client import Counter, Histogram
+from prometheus_client.core import REGISTRY, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from krafty.decide.leaders import cluster_imbalance
+from krafty.observed import ClusterObservation, PartitionLag
+
+RECONCILES = Counter("krafty_reconcile_total", "Reconcile passes by resource kind and result", ["kind", "result"])
+RECONCILE_ERRORS = Counter("krafty_reconcile_errors_total", "Reconcile passes that failed with an error", ["kind"])
+RECONCILE_SECONDS = Histogram("krafty_reconcile_duration_seconds", "Duration of reconcile passes", ["kind"],
+                              buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60))
+RESTARTS = Counter("krafty_restarts_total", "Kafka node restarts by the operator, by reason",
+                   ["namespace", "cluster", "reason"])
+
+
+@dataclass(frozen=True)
+class ClusterFacts:
+    brokers_desired: int
+    brokers_ready: int
+    ready: bool
+    roll_in_progress: bool
+    partitions_to_move: int
+    observation: ClusterObservation
+
+
+@dataclass
+class Snapshot:
+    clusters: dict[tuple[str, str], ClusterFacts] = field(default_factory=dict)
+    topics: dict[tuple[str, str], dict[str, tuple[int, int]]] = field(default_factory=dict)  # partitions, URP
+    lag: dict[tuple[str, str], list[PartitionLag]] = field(default_factory=dict)
+
+
+class KafkaCollector(Collector):
+    def __init__(self) -> None:
+        self.snapshot = Snapshot()
+        self.lock = threading.Lock()
+
+    def set_cluster(self, namespace: str, name: str, facts: ClusterFacts | None) -> None:
+        with self.lock:
+            if facts is None:
+                self.snapshot.clusters.pop((namespace, name), None)
+                self.snapshot.topics.pop((namespace, name), None)
+                self.snapshot.lag.pop((namespace, name), None)
+            else:
+                self.snapshot.clusters[(namespace, name)] = facts
+
+    def set_topics(self, namespace: str, cluster: str, topics: dict[str, tuple[int, int]]) -> None:
+        with self.lock:
+            self.snapshot.topics[(namespace, cluster)] = topics
+
+    def set_lag(self, namespace: str, cluster: str, lag: list[PartitionLag]) -> None:
+        with self.lock:
+            self.snapshot.lag[(namespace, cluster)] = lag
+
+    def collect(self) -> Iterator[Metric]:
+        with self.lock:
+            snap = Snapshot(dict(self.snapshot.clusters), dict(self.snapshot.topics), dict(self.snapshot.lag))
+        yield from _cluster_metrics(snap)
+        yield from _topic_metrics(snap)
+        yield from _lag_metrics(snap)
+
+
+def _gauge(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, doc, labels=labels)
+
+
+def _cluster_metrics(snap: Snapshot) -> Iterator[Metric]:
+    labels = ["namespace", "cluster"]
+    g = {
+        "desired": _gauge("krafty_cluster_brokers_desired", "Brokers the spec asks for", labels),
+        "ready": _gauge("krafty_cluster_brokers_ready", "Brokers running, registered and ready", labels),
+        "cluster_ready": _gauge("krafty_cluster_ready", "1 when the cluster's Ready condition is True", labels),
+        "roll": _gauge("krafty_cluster_roll_in_progress", "1 while a rolling restart is under way", labels),
+        "urp": _gauge("krafty_cluster_under_replicated_partitions", "Partitions with fewer in-sync replicas than "
+                                                                    "replicas", labels),
+        "min_isr": _gauge("krafty_cluster_under_min_isr_partitions", "Partitions below min.insync.replicas", labels),
+        "offline": _gauge("krafty_cluster_offline_partitions", "Partitions without a leader", labels),
+        "imbalance": _gauge("krafty_cluster_leader_imbalance_ratio", "Share of partitions not led by their "
+                                                                     "preferred replica", labels),
+        "move": _gauge("krafty_cluster_partitions_to_move", "Partitions whose replicas still move (scaling)", labels),
+        "leader": _gauge("krafty_cluster_quorum_leader", "Node id of the active controller (-1: none)", labels),
+        "voter_lag": _gauge("krafty_cluster_quorum_voter_lag", "Offsets a voter is behind the quorum leader",
+                            [*labels, "voter"]),
+    }
+    for (namespace, name), facts in sorted(snap.clusters.items()):
+        key = [namespace, name]
+        obs = facts.observation
+        g["desired"].add_metric(key, facts.brokers_desired)
+        g["ready"].add_metric(key, facts.brokers_ready)
+        g["cluster_ready"].add_metric(key, 1 if facts.ready else 0)
+        g["roll"].add_metric(key, 1 if facts.roll_in_progress else 0)
+        g["move"].add_metric(key, facts.partitions_to_move)
+        if obs.partitions is not None:
+            g["urp"].add_metric(key, sum(p.under_replicated for p in obs.partitions))
+            g["min_isr"].add_metric(key, sum(p.under_min_isr and not p.offline for p in obs.partitions))
+            g["offline"].add_metric(key, sum(p.offline for p in obs.partitions))
+            g["imbalance"].add_metric(key, cluster_imbalance(obs.partitions))
+        if obs.quorum is not None:
+            g["leader"].add_metric(key, obs.quorum.leader_id)
+            for voter in obs.quorum.voters:
+                g["voter_lag"].add_metric([*key, str(voter.node_id)], max(voter.lag, 0))
+    yield from g.values()
+
+
+def _topic_metrics(snap: Snapshot) -> Iterator[Metric]:
+    labels = ["namespace", "cluster", "topic"]
+    partitions = _gauge("krafty_topic_partitions", "Partitions of a topic", labels)
+    urp = _gauge("krafty_topic_under_replicated_partitions", "Under-replicated partitions of a topic", labels)
+    for (namespace, cluster), topics in sorted(snap.topics.items()):
+        for topic, (count, under) in sorted(topics.items()):
+            partitions.add_metric([namespace, cluster, topic], count)
+            urp.add_metric([namespace, cluster, topic], under)
+    yield partitions
+    yield urp
+
+
+def _lag_metrics(snap: Snapshot) -> Iterator[Metric]:
+    labels = ["namespace", "cluster", "group", "topic"]
+    lag = _gauge("krafty_consumergroup_lag", "Records a consumer group is behind the end of a partition",
+                 [*labels, "partition"])
+    total = _gauge("krafty_consumergroup_lag_sum", "Records a consumer group is behind, summed over a topic", labels)
+    headroom = _gauge("krafty_consumergroup_retention_headroom_ratio",
+                      "Smallest share of a topic's retained records a group has not yet read past the oldest one: "
+                      "near 0, retention deletes records before the group reads them", labels)
+    for (namespace, cluster), entries in sorted(snap.lag.items()):
+        sums: dict[tuple[str, str], int] = {}
+        worst: dict[tuple[str, str], float] = {}
+        for e in entries:
+            lag.add_metric([namespace, cluster, e.group, e.topic, str(e.partition)], e.lag)
+            sums[(e.group, e.topic)] = sums.get((e.group, e.topic), 0) + e.lag
+            worst[(e.group, e.topic)] = min(worst.get((e.group, e.topic), 1.0), e.headroom)
+        for (group, topic), value in sorted(sums.items()):
+            total.add_metric([namespace, cluster, group, topic], value)
+            headroom.add_metric([namespace, cluster, group, topic], worst[(group, topic)])
+    yield lag
+    yield total
+    yield headroom
+
+
+COLLECTOR = KafkaCollector()
+REGISTRY.register(COLLECTOR)
