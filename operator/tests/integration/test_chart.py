@@ -1,0 +1,114 @@
+"""The Helm chart: lint, schema, a real API server's dry run, CRDs in step with crds/, shipped rules and dashboard."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from krafty_testkit.apiserver import LocalApiServer
+from krafty_testkit.tools import helm
+
+from ..conftest import CRDS, REPO
+
+CHART = REPO / "charts" / "krafty-operator"
+CI_VALUES = sorted((CHART / "ci").glob("*.yaml"))
+KUBE_VERSION = "1.34.0"
+
+
+def run_helm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([str(helm()), *args], capture_output=True, text=True, timeout=120, check=False)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"helm {' '.join(args)} failed:\n{proc.stderr}{proc.stdout}")
+    return proc
+
+
+def test_lint_strict_passes_for_every_values_file():
+    run_helm("lint", "--strict", str(CHART))
+    for values in CI_VALUES:
+        run_helm("lint", "--strict", str(CHART), "-f", str(values))
+
+
+def test_chart_crds_are_identical_to_the_source_of_truth():
+    for crd in CRDS.glob("*.yaml"):
+        assert (CHART / "crds" / crd.name).read_text() == crd.read_text(), f"copy crds/{crd.name} into the chart"
+    assert sorted(p.name for p in (CHART / "crds").glob("*.yaml")) == sorted(p.name for p in CRDS.glob("*.yaml"))
+
+
+def test_every_value_is_documented():
+    text = (CHART / "values.yaml").read_text()
+    documented = set(re.findall(r"^## @param (\S+)", text, re.M))
+
+    def leaves(node: object, prefix: str = "") -> set[str]:
+        if isinstance(node, dict) and node:
+            out: set[str] = set()
+            for key, value in node.items():
+                path = f"{prefix}{key}"
+                out |= {path} if path in documented else leaves(value, f"{path}.")
+            return out
+        return {prefix.rstrip(".")}
+
+    missing = leaves(yaml.safe_load(text)) - documented
+    assert not missing, f"values without a ## @param line: {sorted(missing)}"
+
+
+@pytest.mark.parametrize(("setting", "named"), [
+    ("image.pullPolicy=Sometimes", "/image/pullPolicy"),
+    ("metrics.port=80", "/metrics/port"),
+    ("watchNamespaces[0]=Not_A_Namespace", "/watchNamespaces/0"),
+    ("logLevel=TRACE", "/logLevel"),
+    ("unknownValue=1", "unknownValue"),
+    ("kafkaClusters[0].name=demo", "/kafkaClusters/0"),
+])
+def test_bad_values_are_refused_naming_the_value(setting: str, named: str):
+    proc = run_helm("template", "t", str(CHART), "--kube-version", KUBE_VERSION, "--set", setting, check=False)
+    assert proc.returncode != 0, f"{setting} was accepted"
+    assert named in proc.stderr, proc.stderr
+
+
+@pytest.fixture(scope="module")
+def api(apiserver: LocalApiServer) -> LocalApiServer:
+    apiserver.kubectl("apply", "--server-side", "-f", str(CRDS))
+    apiserver.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+    for namespace in ("krafty", "kafka", "streaming"):
+        apiserver.kubectl("create", "namespace", namespace, check=False)
+    return apiserver
+
+
+@pytest.mark.parametrize("values", CI_VALUES, ids=lambda p: p.name)
+def test_rendered_chart_passes_a_server_side_dry_run(api: LocalApiServer, values: Path):
+    rendered = run_helm("template", "krafty", str(CHART), "-n", "krafty", "--kube-version", KUBE_VERSION,
+                        "-f", str(values)).stdout
+    docs = [d for d in yaml.safe_load_all(rendered) if d]
+    assert any(d["kind"] == "Deployment" for d in docs)
+    # (no -n: Roles for watched namespaces carry their own namespace)
+    proc = api.kubectl("apply", "--server-side", "--dry-run=server", "-f", "-", input=rendered, check=False)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_namespaced_install_grants_no_cluster_wide_writes():
+    rendered = run_helm("template", "krafty", str(CHART), "--kube-version", KUBE_VERSION,
+                        "-f", str(CHART / "ci" / "namespaced-values.yaml")).stdout
+    docs = [d for d in yaml.safe_load_all(rendered) if d]
+    cluster_roles = [d for d in docs if d["kind"] == "ClusterRole"]
+    assert [r["metadata"]["name"] for r in cluster_roles] == ["krafty-discovery"]
+    assert all(set(rule["verbs"]) <= {"list", "watch"} for rule in cluster_roles[0]["rules"])
+    assert sorted(d["metadata"]["namespace"] for d in docs if d["kind"] == "Role") == ["kafka", "streaming"]
+
+
+def test_shipped_alert_rules_pass_promtool():
+    proc = subprocess.run(["promtool", "check", "rules", str(CHART / "files" / "prometheus-rules.yaml")],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "SUCCESS: 6 rules found" in proc.stdout
+
+
+def test_dashboard_is_valid_json_with_queries():
+    dashboard = json.loads((CHART / "files" / "dashboards" / "krafty.json").read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    assert len(exprs) >= 20
+    assert all(expr.strip() for expr in exprs)
