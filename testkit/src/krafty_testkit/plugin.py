@@ -23,6 +23,15 @@ from krafty_testkit.local_kafka import Layout, LocalKafkaCluster
 ClusterFactory = Callable[..., LocalKafkaCluster]
 
 _ready_times: list[tuple[str, str, float]] = []
+_tables: list[tuple[str, list[str]]] = []
+
+
+def report_table(title: str, header: list[str], rows: list[list[object]]) -> None:
+    """A table printed at the end of the run (benchmarks and measured figures)."""
+    widths = [max(len(str(x)) for x in column) for column in zip(header, *rows, strict=False)]
+    lines = ["  ".join(str(x).ljust(w) for x, w in zip(line, widths, strict=False)) for line in [header, *rows]]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    _tables.append((title, lines))
 
 
 @pytest.fixture(scope="session")
@@ -67,6 +76,10 @@ def local_kafka_module(kafka_home: Path, tmp_path_factory: pytest.TempPathFactor
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    for title, lines in _tables:
+        terminalreporter.section(title)
+        for line in lines:
+            terminalreporter.write_line(line)
     if not _ready_times:
         return
     terminalreporter.section("Kafka clusters: time from process start to ready")

@@ -1,0 +1,189 @@
+"""The job's options: command line, and the Kafka connection the operator publishes.
+
+The operator writes, for a KafkaCluster C, a ConfigMap `C-kafka-connection`
+with the keys `bootstrap.servers` and `security.protocol`. Mounted as a
+directory it holds one file per key; `read_connection_dir` reads it and
+command-line options override what it says. Everything here is pure: no
+Spark, no Kafka client.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEFAULT_CONNECTION_DIR = Path("/etc/krafty/kafka-connection")
+CONNECTION_KEYS = ("bootstrap.servers", "security.protocol")
+AVAILABLE_NOW = "available-now"
+OUTPUT_FORMATS = ("parquet", "json")
+
+_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|h)\s*$")
+_UNITS = {"ms": "milliseconds", "s": "seconds", "m": "minutes", "h": "hours"}
+_MILLIS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
+
+
+class ConfigError(ValueError):
+    """An option or a mounted connection that cannot work; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class Duration:
+    """A duration as the job's options spell it (500ms, 10s, 1m, 2h)."""
+
+    amount: int
+    unit: str
+
+    @classmethod
+    def parse(cls, text: str) -> Duration:
+        match = _DURATION.match(text)
+        if not match:
+            raise ConfigError(f"{text!r} is not a duration: write a whole number and ms, s, m or h (e.g. 30s, 1m)")
+        amount, unit = int(match.group(1)), match.group(2)
+        if amount <= 0:
+            raise ConfigError(f"{text!r}: a duration must be positive")
+        return cls(amount, unit)
+
+    @property
+    def spark_interval(self) -> str:
+        """The interval string Spark's window(), withWatermark() and triggers take."""
+        return f"{self.amount} {_UNITS[self.unit]}"
+
+    @property
+    def millis(self) -> int:
+        return self.amount * _MILLIS[self.unit]
+
+    def __str__(self) -> str:
+        return f"{self.amount}{self.unit}"
+
+
+@dataclass(frozen=True)
+class KafkaConnection:
+    bootstrap_servers: str
+    security_protocol: str = "PLAINTEXT"
+
+    def spark_options(self) -> dict[str, str]:
+        """Options for Spark's Kafka source and sink (Kafka client properties prefixed with `kafka.`)."""
+        return {"kafka.bootstrap.servers": self.bootstrap_servers,
+                "kafka.security.protocol": self.security_protocol}
+
+    def client_config(self) -> dict[str, str]:
+        """Properties for a librdkafka (confluent-kafka) client."""
+        return {"bootstrap.servers": self.bootstrap_servers, "security.protocol": self.security_protocol}
+
+
+@dataclass(frozen=True)
+class JobOptions:
+    job_name: str
+    kafka: KafkaConnection
+    input_topics: tuple[str, ...]
+    checkpoint: str
+    output_path: str | None = None
+    output_topic: str | None = None
+    output_format: str = "parquet"
+    trigger: Duration | None = field(default_factory=lambda: Duration(10, "s"))
+    window: Duration = field(default_factory=lambda: Duration(1, "m"))
+    watermark: Duration = field(default_factory=lambda: Duration(2, "m"))
+    starting_offsets: str = "earliest"
+    max_offsets_per_trigger: int | None = None
+    lag_group: str = ""
+
+    @property
+    def available_now(self) -> bool:
+        """None as trigger means: process what is there now, then stop (Trigger.AvailableNow)."""
+        return self.trigger is None
+
+    @property
+    def sink(self) -> str:
+        return "files" if self.output_path else "kafka"
+
+
+def read_connection_dir(directory: Path) -> dict[str, str]:
+    """The known keys of a mounted connection ConfigMap; {} when the directory does not exist.
+
+    Kubernetes mounts a ConfigMap as one file per key plus hidden `..data`
+    links; only the documented keys are read, whitespace around values is
+    dropped.
+    """
+    if not directory.is_dir():
+        return {}
+    found = {}
+    for key in CONNECTION_KEYS:
+        path = directory / key
+        if path.is_file():
+            value = path.read_text().strip()
+            if value:
+                found[key] = value
+    return found
+
+
+def resolve_connection(mounted: Mapping[str, str], bootstrap_servers: str | None,
+                       security_protocol: str | None, connection_dir: Path) -> KafkaConnection:
+    """Command-line values override the mounted ConfigMap; a bootstrap address is required."""
+    servers = bootstrap_servers or mounted.get("bootstrap.servers")
+    if not servers:
+        where = (f"{connection_dir} has no bootstrap.servers file" if connection_dir.is_dir()
+                 else f"{connection_dir} does not exist")
+        raise ConfigError(
+            "no Kafka bootstrap address: pass --bootstrap-servers HOST:PORT, or mount the KafkaCluster's "
+            f"<cluster>-kafka-connection ConfigMap at {connection_dir} (--connection-dir); {where}")
+    protocol = security_protocol or mounted.get("security.protocol") or "PLAINTEXT"
+    return KafkaConnection(servers.strip(), protocol.strip().upper())
+
+
+def default_lag_group(job_name: str) -> str:
+    return f"spark-{job_name}"
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="krafty_spark",
+        description="Page views per page per event-time window, from Kafka, with Spark Structured Streaming.")
+    p.add_argument("--job-name", default="pageviews",
+                   help="query and application name; the lag group defaults to spark-<job-name>")
+    kafka = p.add_argument_group("Kafka connection (overrides the mounted ConfigMap)")
+    kafka.add_argument("--connection-dir", type=Path, default=DEFAULT_CONNECTION_DIR,
+                       help="the <cluster>-kafka-connection ConfigMap mounted as a directory")
+    kafka.add_argument("--bootstrap-servers")
+    kafka.add_argument("--security-protocol", choices=["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"])
+    io = p.add_argument_group("input and output")
+    io.add_argument("--input-topics", required=True, help="comma-separated topics of page-view events (JSON)")
+    io.add_argument("--starting-offsets", choices=["earliest", "latest"], default="earliest",
+                    help="where a new checkpoint starts reading; a restart always resumes from the checkpoint")
+    io.add_argument("--max-offsets-per-trigger", type=int, help="cap on records per micro-batch")
+    sink = io.add_mutually_exclusive_group(required=True)
+    sink.add_argument("--output-path", help="directory for results as files (exactly-once)")
+    sink.add_argument("--output-topic", help="Kafka topic for results (at-least-once, last value per key is right)")
+    io.add_argument("--output-format", choices=OUTPUT_FORMATS, default="parquet", help="file format of --output-path")
+    io.add_argument("--checkpoint", required=True, help="checkpoint directory (a volume in Kubernetes)")
+    timing = p.add_argument_group("timing")
+    timing.add_argument("--trigger", default="10s",
+                        help=f"micro-batch interval (e.g. 10s), or {AVAILABLE_NOW} to process what is there and stop")
+    timing.add_argument("--window", default="1m", help="event-time window length")
+    timing.add_argument("--watermark", default="2m", help="how late an event may be before its window is final")
+    p.add_argument("--lag-group", help="consumer group that shows the job's lag (default spark-<job-name>)")
+    return p
+
+
+def parse_args(argv: Sequence[str], mounted: Mapping[str, str] | None = None) -> JobOptions:
+    """Parses the command line; `mounted` (for tests) replaces reading --connection-dir."""
+    args = _parser().parse_args(list(argv))
+    if mounted is None:
+        mounted = read_connection_dir(args.connection_dir)
+    connection = resolve_connection(mounted, args.bootstrap_servers, args.security_protocol, args.connection_dir)
+    topics = tuple(t.strip() for t in args.input_topics.split(",") if t.strip())
+    if not topics:
+        raise ConfigError("--input-topics names no topic")
+    if args.max_offsets_per_trigger is not None and args.max_offsets_per_trigger < 1:
+        raise ConfigError("--max-offsets-per-trigger must be at least 1")
+    if args.output_topic and args.output_topic in topics:
+        raise ConfigError(f"--output-topic {args.output_topic} is also an input topic")
+    trigger = None if args.trigger == AVAILABLE_NOW else Duration.parse(args.trigger)
+    return JobOptions(
+        job_name=args.job_name, kafka=connection, input_topics=topics, checkpoint=args.checkpoint,
+        output_path=args.output_path, output_topic=args.output_topic, output_format=args.output_format,
+        trigger=trigger, window=Duration.parse(args.window), watermark=Duration.parse(args.watermark),
+        starting_offsets=args.starting_offsets, max_offsets_per_trigger=args.max_offsets_per_trigger,
+        lag_group=args.lag_group or default_lag_group(args.job_name))
