@@ -19,7 +19,7 @@ lint:  ## ruff, mypy --strict, import-linter
 unit:  ## pure logic: models, rendering, decisions, wire format
 	@$(ENV) $(PYTEST) -q operator/tests/unit
 
-integration:  ## against real Kafka processes and a real API server
-	@$(ENV) $(PYTEST) -q testkit/tests operator/tests/integration
+integration:  ## real Kafka processes, a real API server, PySpark against real brokers
+	@$(ENV) $(PYTEST) -q testkit/tests operator/tests/integration spark/tests
 
 test: unit integration  ## what CI runs (.ci/run)
