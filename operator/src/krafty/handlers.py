@@ -37,7 +37,11 @@ class Operator:
         settings = Settings(broker_image=os.environ.get("KRAFTY_BROKER_IMAGE", "krafty/kafka:latest"),
                             cluster_domain=os.environ.get("KRAFTY_CLUSTER_DOMAIN", "cluster.local"))
         self.clusters = ClusterReconciler(self.kube, settings)
-        self.topics = TopicReconciler(self.kube, in_cluster_bootstrap(settings.cluster_domain), self.clusters.admin)
+        # Outside the cluster (development, benchmarks) pod DNS names do not resolve: KRAFTY_KAFKA_BOOTSTRAP
+        # points the topic and lag passes at a Kafka the operator can reach.
+        override = os.environ.get("KRAFTY_KAFKA_BOOTSTRAP")
+        bootstrap = (lambda _ns, _name, _spec: override) if override else in_cluster_bootstrap(settings.cluster_domain)
+        self.topics = TopicReconciler(self.kube, bootstrap, self.clusters.admin)
         self.scheduler = Scheduler(self.run)
 
     def run(self, key: Any) -> float | None:
@@ -118,11 +122,10 @@ def cluster_deleted(namespace: str | None, name: str, **_: Any) -> None:
         _operator().scheduler.forget((job, namespace, name))
 
 
-@kopf.on.resume(naming.GROUP, naming.VERSION, naming.TOPIC_PLURAL)
-@kopf.on.create(naming.GROUP, naming.VERSION, naming.TOPIC_PLURAL)
-@kopf.on.update(naming.GROUP, naming.VERSION, naming.TOPIC_PLURAL)
+@kopf.on.event(naming.GROUP, naming.VERSION, naming.TOPIC_PLURAL)
 def topic_changed(namespace: str | None, spec: Mapping[str, Any], **_: Any) -> None:
-    """Topics are reconciled per cluster, all together, so one change looks at the cluster's topics."""
+    """Topics are reconciled per cluster, all together, so any event looks at the cluster's topics
+    (a plain event handler: no per-object bookkeeping writes, which matters with hundreds of topics)."""
     cluster = (spec.get("clusterRef") or {}).get("name")
     if cluster:
         _operator().scheduler.poke(("topics", namespace, cluster))

@@ -290,3 +290,15 @@ def test_consumer_sees_new_partitions(apiserver, kube, kafka, reconciler):
         assert len(metadata.topics["growing"].partitions) == 4
     finally:
         consumer.close()
+
+
+def test_a_paused_cluster_changes_no_topic(apiserver, kube, kafka, reconciler):
+    apiserver.kubectl("annotate", "kafkacluster", CLUSTER, "-n", NS, "kafka.krafty.io/paused=true", "--overwrite")
+    try:
+        apply(apiserver, "while-paused", partitions=2)
+        reconciler.reconcile(NS, CLUSTER)
+        assert condition(kube, "while-paused")["reason"] == "Paused"
+        assert "while-paused" not in kafka.admin().list_topics(timeout=10).topics
+    finally:
+        apiserver.kubectl("annotate", "kafkacluster", CLUSTER, "-n", NS, "kafka.krafty.io/paused-")
+    run_until(reconciler, lambda: condition(kube, "while-paused")["status"] == "True", "created after the pause")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from krafty.model import KafkaClusterSpec, TopicSpec
 from krafty.naming import THROTTLED_REPLICAS_KEYS, kafka_topic_name
@@ -201,6 +201,13 @@ def plan(resources: Iterable[TopicResource], actual: Mapping[str, KafkaTopic], c
                                            dict(spec.config)))
             result.verdicts[resource.key] = Verdict(False, "Creating", f"creating {topic}", progressing=True)
     return result
+
+
+def held(plan: TopicPlan, why: str) -> TopicPlan:
+    """The same verdicts with every change withheld (a paused cluster changes nothing)."""
+    verdicts = {key: replace(v, ready=False, reason="Paused", message=f"waiting: {why} ({v.message})", events=())
+                if v.manage and v.progressing else v for key, v in plan.verdicts.items()}
+    return TopicPlan(verdicts=verdicts)
 
 
 def partition_report(topic: KafkaTopic) -> dict[str, object]:

@@ -70,6 +70,10 @@ class TopicReconciler:
         except ValidationError:
             return None
 
+    def paused(self, namespace: str, cluster: str) -> bool:
+        body = self.kube.get(naming.CLUSTER_KIND, cluster, namespace) or {"metadata": {}}
+        return (body["metadata"].get("annotations") or {}).get(naming.PAUSED_ANNOTATION) == "true"
+
     def bodies(self, namespace: str, cluster: str) -> list[dict[str, Any]]:
         return [b for b in self.kube.list(naming.TOPIC_KIND, namespace)
                 if (b.get("spec") or {}).get("clusterRef", {}).get("name") == cluster
@@ -93,6 +97,8 @@ class TopicReconciler:
             self._unreachable(bodies, describe_error(error))
             return BUSY_INTERVAL
         plan = topics.plan(resources, actual, spec, sorted(brokers))
+        if self.paused(namespace, cluster):
+            plan = topics.held(plan, f"KafkaCluster {cluster} is paused")
         self._execute(admin, plan, resources)
         after = self._actual(admin, {r.kafka_name for r in resources}) if self._changed(plan) else actual
         ongoing = kraft.list_reassignments(admin.bootstrap_servers) if plan.reassignments else {}

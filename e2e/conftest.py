@@ -1,0 +1,67 @@
+"""e2e fixtures: a real Kubernetes cluster for the whole session.
+
+kube_cluster (session) brings up whichever cluster this machine offers (krafty_testkit.kube: the local
+single-node cluster here, kind where a Docker engine answers, or KRAFTY_E2E_CLUSTER=existing) and
+yields it. Bringing it up is idempotent: a cluster that is already up costs about a second. When the
+session brought the cluster up, it takes it down at the end, unless KRAFTY_E2E_KEEP_CLUSTER=1 (handy
+while iterating: the next session starts in a second).
+
+Tests marked cluster_lifecycle take the cluster down and up again; they run before every other e2e test
+so nothing another test set up is lost, and they leave the cluster up. They need the local cluster
+(they inspect this machine): with another kind of cluster they are deselected, and the run says so.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from krafty_testkit import kube
+
+LIFECYCLE = "cluster_lifecycle"
+
+_timings: list[tuple[str, float]] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", f"{LIFECYCLE}: takes the local cluster down and up; runs first")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    lifecycle = [item for item in items if item.get_closest_marker(LIFECYCLE)]
+    if not lifecycle:
+        return
+    if kube.chosen_kind() != "local":
+        config.hook.pytest_deselected(items=lifecycle)
+        items[:] = [item for item in items if item not in lifecycle]
+        print(f"\ndeselected {len(lifecycle)} {LIFECYCLE} test(s): they need the local cluster")
+        return
+    items[:] = lifecycle + [item for item in items if item not in lifecycle]
+
+
+@pytest.fixture(scope="session")
+def cluster_timings() -> list[tuple[str, float]]:
+    """(what, seconds) pairs shown at the end of the run: how long bringing the cluster up and down took, and
+    other durations the tests measure."""
+    return _timings
+
+
+@pytest.fixture(scope="session")
+def kube_cluster(cluster_timings: list[tuple[str, float]]) -> Iterator[kube.KubeCluster]:
+    cluster = kube.detect()
+    was_up = cluster.is_up()
+    seconds = cluster.up()
+    cluster_timings.append((f"{cluster.kind}: up ({'already up' if was_up else 'fresh cluster'})", seconds))
+    yield cluster
+    if not was_up and os.environ.get("KRAFTY_E2E_KEEP_CLUSTER") != "1":
+        cluster_timings.append((f"{cluster.kind}: down (end of session)", cluster.down()))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if not _timings:
+        return
+    terminalreporter.section("Kubernetes cluster: measured durations")
+    for what, seconds in _timings:
+        terminalreporter.write_line(f"{seconds:>7.1f}s  {what}")

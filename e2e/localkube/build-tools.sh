@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Builds the programs the local cluster runs besides Kubernetes itself, from
+# source, at the versions pinned in versions.env:
+#   coredns, local-path-provisioner, helm, kind  Go modules through the Go
+#                                                 module proxy (`go env GOPROXY`)
+#   pause                                         the sandbox process, from the
+#                                                 pause.c of the k8s.io/kubernetes
+#                                                 module (static, gcc)
+# Usage: build-tools.sh [TOOL...]   (default: everything `localkube up` needs;
+#                                    kind only when asked for)
+# Output: $KRAFTY_CACHE/localkube/tools/<tool>-<version>/<tool>, linked from
+# $KRAFTY_CACHE/localkube/bin/<tool>. Reruns are no-ops.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+source "$here/versions.env"
+cache="${KRAFTY_CACHE:-$HOME/.cache/krafty}"
+tools="$cache/localkube/tools"
+bin="$cache/localkube/bin"
+mkdir -p "$tools" "$bin"
+
+say() { echo "localkube: $*" >&2; }
+
+# go_tool NAME VERSION PACKAGE [LDFLAGS]: `go install PACKAGE@VERSION` into the cache.
+go_tool() {
+  local name="$1" version="$2" package="$3" ldflags="${4:-}" dir="$tools/$1-$2"
+  if [[ ! -x "$dir/$name" ]]; then
+    say "building $name $version from source through $(go env GOPROXY) (first time only)"
+    mkdir -p "$dir"
+    (cd /tmp && GOBIN="$dir/.partial" GOWORK=off GOFLAGS=-mod=mod CGO_ENABLED=0 \
+      go install -trimpath -ldflags "-s -w $ldflags" "$package@$version")
+    mv "$dir/.partial/$(basename "$package")" "$dir/$name"
+    rm -rf "$dir/.partial"
+  fi
+  ln -sfn "$dir/$name" "$bin/$name"
+}
+
+# The pause program comes with the Kubernetes sources build-k8s.sh already holds.
+pause_tool() {
+  local dir="$tools/pause-$PAUSE_VERSION"
+  if [[ ! -x "$dir/pause" ]]; then
+    "$here/build-k8s.sh"
+    say "compiling pause $PAUSE_VERSION (first time only)"
+    mkdir -p "$dir"
+    gcc -Os -Wall -Werror -static -DVERSION="v$PAUSE_VERSION-krafty" \
+      -o "$dir/pause.partial" "$cache/k8s/$K8S_VERSION/src/build/pause/linux/pause.c"
+    strip "$dir/pause.partial" && mv "$dir/pause.partial" "$dir/pause"
+  fi
+  ln -sfn "$dir/pause" "$bin/pause"
+}
+
+build() {
+  case "$1" in
+    coredns) go_tool coredns "$COREDNS_VERSION" github.com/coredns/coredns \
+      "-X github.com/coredns/coredns/coremain.GitCommit=$COREDNS_VERSION" ;;
+    local-path-provisioner) go_tool local-path-provisioner "$LOCAL_PATH_PROVISIONER_VERSION" \
+      github.com/rancher/local-path-provisioner ;;
+    helm) go_tool helm "$HELM_VERSION" helm.sh/helm/v3/cmd/helm \
+      "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean" ;;
+    kind) go_tool kind "$KIND_VERSION" sigs.k8s.io/kind ;;
+    pause) pause_tool ;;
+    kubectl) kubectl_link ;;
+    *) say "unknown tool: $1"; exit 2 ;;
+  esac
+}
+
+# kubectl sits next to helm, so one folder (`localkube tools-path`) holds the clients.
+kubectl_link() {
+  "$here/build-k8s.sh"
+  ln -sfn "$cache/k8s/$K8S_VERSION/bin/kubectl" "$bin/kubectl"
+}
+
+if [[ $# -eq 0 ]]; then set -- kubectl pause coredns local-path-provisioner helm; fi
+for tool in "$@"; do build "$tool"; done

@@ -1,0 +1,202 @@
+"""Helpers for the end-to-end tests: images, the installed operator, Kafka clusters,
+an in-cluster client pod, and reading Kafka from inside the cluster."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from krafty_testkit.kube import ROOT, Image, KubeCluster
+from krafty_testkit.waiting import wait_for
+
+NAMESPACE = "kafka-e2e"
+OPERATOR_NAMESPACE = "krafty-system"
+RELEASE = "krafty"
+CHART = ROOT / "charts" / "krafty-operator"
+BROKER_IMAGE = "krafty/kafka:4.3.1"
+OPERATOR_IMAGE = "krafty/operator:e2e"
+CLIENT_IMAGE = "krafty/kafka-client:e2e"
+IMAGES = [
+    Image(OPERATOR_IMAGE, ROOT / "Dockerfile", ROOT),
+    Image(BROKER_IMAGE, ROOT / "broker-image" / "Dockerfile", ROOT),
+    Image(CLIENT_IMAGE, ROOT / "e2e" / "images" / "kafka-client" / "Dockerfile", ROOT),
+]
+SMALL_NODE = {"resources": {"requests": {"cpu": "50m", "memory": "640Mi"}, "limits": {"memory": "640Mi"}},
+              "jvm": {"heap": "256Mi"}, "storage": {"size": "1Gi"}}
+
+
+def install_operator(kube: KubeCluster, release: str = RELEASE, namespace: str = OPERATOR_NAMESPACE,
+                     watch: tuple[str, ...] = (NAMESPACE,), *extra: str) -> None:
+    watched = ",".join(watch)
+    kube.run_helm("upgrade", "--install", release, str(CHART), "--namespace", namespace, "--create-namespace",
+                  "--set", "image.repository=krafty/operator", "--set", "image.tag=e2e",
+                  "--set", f"watchNamespaces={{{watched}}}", "--wait", "--timeout", "5m", *extra, timeout=420)
+
+
+def cluster_spec(mode: str, brokers: int = 3, controllers: int = 3, **extra: Any) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "brokers": {"replicas": brokers, **SMALL_NODE},
+        "controllers": {"mode": mode, "replicas": controllers},
+        "restarts": {"gracePeriodSeconds": 120},
+        **extra,
+    }
+    if mode == "dedicated":
+        spec["controllers"].update({**SMALL_NODE, "resources": {"requests": {"cpu": "50m", "memory": "512Mi"},
+                                                                "limits": {"memory": "512Mi"}},
+                                    "jvm": {"heap": "192Mi"}})
+    return spec
+
+
+@dataclass
+class KafkaClusterHandle:
+    kube: KubeCluster
+    name: str
+    namespace: str = NAMESPACE
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.name}-kafka-bootstrap.{self.namespace}.svc.cluster.local:9092"
+
+    def apply(self, spec: dict[str, Any], annotations: dict[str, str] | None = None) -> None:
+        meta: dict[str, Any] = {"name": self.name, "namespace": self.namespace}
+        if annotations:
+            meta["annotations"] = annotations
+        body = {"apiVersion": "kafka.krafty.io/v1alpha1", "kind": "KafkaCluster", "metadata": meta, "spec": spec}
+        self.kube.kubectl("apply", "--server-side", "--force-conflicts", "--field-manager", "e2e", "-f", "-",
+                          stdin=json.dumps(body))
+
+    def patch_spec(self, patch: dict[str, Any]) -> None:
+        self.kube.kubectl("patch", "kafkacluster", self.name, "-n", self.namespace, "--type", "merge",
+                          "-p", json.dumps({"spec": patch}))
+
+    def get(self) -> dict[str, Any]:
+        return dict(self.kube.kubectl_json("get", "kafkacluster", self.name, "-n", self.namespace))
+
+    def status(self) -> dict[str, Any]:
+        return dict(self.get().get("status") or {})
+
+    def condition(self, kind: str) -> dict[str, Any]:
+        return next((c for c in self.status().get("conditions", []) if c["type"] == kind), {})
+
+    def summary(self) -> str:
+        status = self.status()
+        conditions = {c["type"]: f"{c['status']} {c.get('reason')}: {c.get('message')}"
+                      for c in status.get("conditions", [])}
+        return json.dumps({"conditions": conditions, "roll": status.get("roll"), "scaling": status.get("scaling"),
+                           "readyBrokers": status.get("readyBrokers")})
+
+    def wait_ready(self, timeout: float = 600) -> float:
+        """Waits for Ready=True with nothing left to roll; returns the seconds it took."""
+        began = time.monotonic()
+
+        def settled(_: object) -> bool:
+            status = self.status()
+            ready = next((c for c in status.get("conditions", []) if c["type"] == "Ready"), {})
+            progressing = next((c for c in status.get("conditions", []) if c["type"] == "Progressing"), {})
+            return (ready.get("status") == "True" and progressing.get("status") == "False"
+                    and status.get("observedGeneration") == self.get()["metadata"]["generation"])
+
+        wait_for(self.summary, settled, timeout, f"KafkaCluster {self.name} Ready and settled", interval=3)
+        return time.monotonic() - began
+
+    def pods(self, pool: str = "broker") -> list[dict[str, Any]]:
+        items = self.kube.kubectl_json("get", "pods", "-n", self.namespace, "-l",
+                                       f"kafka.krafty.io/cluster={self.name},kafka.krafty.io/pool={pool}")["items"]
+        return sorted(items, key=lambda p: p["metadata"]["name"])
+
+    def kafka_tool(self, tool: str, *args: str, timeout: float = 120) -> str:
+        """Runs one of Kafka's own tools inside broker 0."""
+        return self.kube.kubectl("exec", "-n", self.namespace, f"{self.name}-broker-0", "-c", "kafka", "--",
+                                 tool, "--bootstrap-server", "localhost:9092", *args, timeout=timeout)
+
+    def events(self, reason: str | None = None) -> list[dict[str, Any]]:
+        items = self.kube.kubectl_json("get", "events", "-n", self.namespace, "--field-selector",
+                                       f"involvedObject.name={self.name},involvedObject.kind=KafkaCluster")["items"]
+        return [e for e in items if reason is None or e["reason"] == reason]
+
+    def delete(self, timeout: float = 300) -> None:
+        self.kube.kubectl("delete", "kafkacluster", self.name, "-n", self.namespace, "--ignore-not-found",
+                          "--wait=true", timeout=timeout)
+
+
+@dataclass
+class ClientPod:
+    """A pod with confluent-kafka and the traffic CLI, for traffic from inside the cluster."""
+
+    kube: KubeCluster
+    name: str = "kafka-client"
+    namespace: str = NAMESPACE
+
+    def create(self) -> None:
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": self.name, "namespace": self.namespace},
+               "spec": {"containers": [{"name": "client", "image": CLIENT_IMAGE, "imagePullPolicy": "IfNotPresent",
+                                        "resources": {"requests": {"cpu": "20m", "memory": "64Mi"}}}],
+                        "terminationGracePeriodSeconds": 1}}
+        self.kube.kubectl("apply", "-f", "-", stdin=json.dumps(pod))
+        self.kube.kubectl("wait", "--for=condition=Ready", f"pod/{self.name}", "-n", self.namespace,
+                          "--timeout=180s", timeout=200)
+
+    def cli(self, *args: str, timeout: float = 300) -> dict[str, Any]:
+        out = self.kube.kubectl("exec", "-n", self.namespace, self.name, "--", "python3", "/app/traffic_cli.py",
+                                *args, timeout=timeout)
+        return dict(json.loads(out.strip().splitlines()[-1]))
+
+    @contextlib.contextmanager
+    def steady_producer(self, bootstrap: str, topic: str, rate: float = 100) -> Iterator[dict[str, Any]]:
+        """Produces at a steady rate inside the cluster while the block runs; the dict gets the report."""
+        stop = f"/tmp/stop-{topic}"
+        self.kube.kubectl("exec", "-n", self.namespace, self.name, "--", "rm", "-f", stop)
+        argv = [str(self.kube.tools / "kubectl"), "--kubeconfig", str(self.kube.kubeconfig), "exec", "-n",
+                self.namespace, self.name, "--", "python3", "/app/traffic_cli.py", "produce", bootstrap, topic,
+                "--rate", str(rate), "--until-file", stop, "--acked", f"/tmp/acked-{topic}.json"]
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        report: dict[str, Any] = {}
+        try:
+            yield report
+        finally:
+            self.kube.kubectl("exec", "-n", self.namespace, self.name, "--", "touch", stop)
+            out, err = proc.communicate(timeout=300)
+            if proc.returncode != 0:
+                raise AssertionError(f"producer failed: {err[-2000:]}")
+            report.update(json.loads(out.strip().splitlines()[-1]))
+
+    def verify(self, bootstrap: str, topic: str) -> dict[str, Any]:
+        return self.cli("verify", bootstrap, topic, "--acked", f"/tmp/acked-{topic}.json", timeout=600)
+
+
+def topic_resource(name: str, cluster: str, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "kafka.krafty.io/v1alpha1", "kind": "Topic",
+            "metadata": {"name": name, "namespace": NAMESPACE},
+            "spec": {"clusterRef": {"name": cluster}, **spec}}
+
+
+def wait_topic_ready(kube: KubeCluster, name: str, timeout: float = 180) -> dict[str, Any]:
+    def status() -> dict[str, Any]:
+        return dict(kube.kubectl_json("get", "topic", name, "-n", NAMESPACE).get("status") or {})
+
+    def ready(s: dict[str, Any]) -> bool:
+        return any(c["type"] == "Ready" and c["status"] == "True" for c in s.get("conditions", []))
+
+    return wait_for(status, ready, timeout, f"Topic {name} Ready", interval=2)
+
+
+def leader_stats(handle: KafkaClusterHandle, topic: str) -> tuple[int, int]:
+    """(partitions, partitions led by their preferred replica), from kafka-topics --describe."""
+    out = handle.kafka_tool("kafka-topics.sh", "--describe", "--topic", topic)
+    total = preferred = 0
+    for line in out.splitlines():
+        fields = dict(part.split(": ", 1) for part in line.strip().split("\t") if ": " in part)
+        if "Partition" in fields and "Leader" in fields:
+            total += 1
+            preferred += fields["Leader"] == fields["Replicas"].split(",")[0]
+    return total, preferred
+
+
+def repo_path(*parts: str) -> Path:
+    return ROOT.joinpath(*parts)

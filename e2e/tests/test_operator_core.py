@@ -1,0 +1,194 @@
+"""The operator core on real pods: both topologies, safe rolls, dynamic config, a killed operator,
+and a roll held back by a partition that would lose its in-sync replicas."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kafka_e2e import (
+    NAMESPACE,
+    OPERATOR_NAMESPACE,
+    ClientPod,
+    KafkaClusterHandle,
+    leader_stats,
+    topic_resource,
+    wait_topic_ready,
+)
+
+from krafty_testkit.kube import KubeCluster
+from krafty_testkit.plugin import report_table
+from krafty_testkit.waiting import wait_for
+
+RESULTS: dict[str, dict[str, Any]] = {}
+
+
+def pod_uids(handle: KafkaClusterHandle) -> dict[str, str]:
+    return {p["metadata"]["name"]: p["metadata"]["uid"] for pool in ("broker", "controller")
+            for p in handle.pods(pool)}
+
+
+def restart_events(handle: KafkaClusterHandle, since: float) -> list[tuple[str, str]]:
+    """(pod, reason) of the restarts the operator made after `since` (epoch seconds), in order."""
+    out = []
+    for event in handle.events():
+        stamp = time.mktime(time.strptime(event["lastTimestamp"], "%Y-%m-%dT%H:%M:%SZ")) - time.timezone
+        if event["reason"].startswith("Restart") and stamp >= since - 1:
+            out.append((stamp, event["message"].split(":")[0].removeprefix("restarting "), event["reason"]))
+    return [(pod, reason) for _, pod, reason in sorted(out)]
+
+
+def wait_rolled(handle: KafkaClusterHandle, before: dict[str, str], pods: set[str], timeout: float = 1200) -> None:
+    def rolled(_: object) -> bool:
+        now = pod_uids(handle)
+        return all(now.get(p) not in (None, before.get(p)) for p in pods) and handle.status().get("roll") is None
+
+    wait_for(handle.summary, rolled, timeout, f"{sorted(pods)} restarted", interval=5)
+    handle.wait_ready(600)
+
+
+def make_topic(kube: KubeCluster, name: str, cluster: str, **spec: Any) -> None:
+    kube.apply([topic_resource(name, cluster, **spec)])
+    wait_topic_ready(kube, name)
+
+
+def test_both_topologies_are_ready_and_say_so(prod: KafkaClusterHandle, small: KafkaClusterHandle,
+                                              operator: KubeCluster):
+    # Given both clusters Ready, Then `kubectl get` shows the useful columns
+    table = operator.kubectl("get", "kafkaclusters", "-n", NAMESPACE)
+    header = table.splitlines()[0].split()
+    assert header[:7] == ["NAME", "MODE", "BROKERS", "READY-BROKERS", "VERSION", "READY", "REASON"]
+    rows = {line.split()[0]: line.split() for line in table.splitlines()[1:]}
+    assert rows["prod"][1:6] == ["dedicated", "3", "3", "4.3.1", "True"]
+    assert rows["small"][1:6] == ["combined", "3", "3", "4.3.1", "True"]
+    # And status names every node and the quorum
+    assert prod.status()["quorum"]["voters"] == [1000, 1001, 1002]
+    assert small.status()["quorum"]["voters"] == [0, 1, 2]
+    nodes = {n["pod"]: n for n in prod.status()["nodes"]}
+    assert nodes["prod-broker-0"]["roles"] == ["broker"]
+    assert nodes["prod-controller-2"]["roles"] == ["controller"]
+    assert all(n["ready"] for n in nodes.values())
+    assert prod.status()["bootstrapServers"] == prod.bootstrap
+
+
+def test_a_client_pod_produces_and_consumes_through_the_bootstrap_service(prod, client: ClientPod, operator):
+    make_topic(operator, "smoke", "prod", partitions=3, replicas=3, config={"min.insync.replicas": 2})
+    report = client.cli("produce", prod.bootstrap, "smoke", "--count", "2000", "--acked", "/tmp/acked-smoke.json")
+    assert report["acked"] == 2000
+    assert report["failed"] == {}
+    verified = client.verify(prod.bootstrap, "smoke")
+    assert (verified["lost"], verified["duplicated"], verified["consumed"]) == (0, 0, 2000)
+
+
+def test_a_static_change_rolls_every_node_in_the_safe_order_without_losing_a_write(
+        prod: KafkaClusterHandle, client: ClientPod, operator: KubeCluster):
+    # Given a topic with RF 3 and min ISR 2 and a producer writing with acks=all and idempotence
+    make_topic(operator, "rolling", "prod", partitions=6, replicas=3, config={"min.insync.replicas": 2})
+    before = pod_uids(prod)
+    started = time.time()
+    with client.steady_producer(prod.bootstrap, "rolling", rate=100) as report:
+        time.sleep(10)  # traffic before the change, so the roll starts under load
+        # When a change needs every node restarted (grace period: both pools; a static broker key: brokers)
+        prod.patch_spec({"restarts": {"gracePeriodSeconds": 150},
+                         "brokers": {"config": {"socket.send.buffer.bytes": 204800}}})
+        wait_rolled(prod, before, set(before))
+    # Then nothing failed, nothing was lost or duplicated
+    verified = client.verify(prod.bootstrap, "rolling")
+    RESULTS["operator roll"] = {**report, **verified}
+    assert report["failed"] == {}
+    assert (verified["lost"], verified["duplicated"], verified["out_of_order_keys"]) == (0, 0, 0)
+    # And the order was: controllers first (the active one last), then brokers
+    order = [pod for pod, _ in restart_events(prod, started)]
+    assert sorted(order) == sorted(before), order
+    controllers = [p for p in order if "controller" in p]
+    assert order[:3] == controllers
+    assert all(reason in ("RestartConfigChanged", "RestartPodTemplateChanged")
+               for _, reason in restart_events(prod, started))
+    # And every partition is led by its preferred replica again
+    total, preferred = leader_stats(prod, "rolling")
+    assert (total, preferred) == (6, 6)
+
+
+def test_naive_roll_for_comparison(prod: KafkaClusterHandle, client: ClientPod, operator: KubeCluster):
+    """The baseline: pods deleted one by one, each as soon as Kubernetes calls the last one ready."""
+    prod.kube.kubectl("annotate", "kafkacluster", "prod", "-n", NAMESPACE, "kafka.krafty.io/paused=true",
+                      "--overwrite")
+    try:
+        with client.steady_producer(prod.bootstrap, "rolling", rate=100) as report:
+            time.sleep(10)
+            for pod in ("prod-broker-0", "prod-broker-1", "prod-broker-2"):
+                old = pod_uids(prod)[pod]
+                operator.kubectl("delete", "pod", pod, "-n", NAMESPACE, "--wait=false")
+                wait_for(lambda p=pod: prod.kube.kubectl_json("get", "pod", p, "-n", NAMESPACE),
+                         lambda body, o=old: body["metadata"]["uid"] != o and any(
+                             c["type"] == "Ready" and c["status"] == "True"
+                             for c in body["status"].get("conditions", [])), 600, f"{pod} back and ready")
+        verified = client.verify(prod.bootstrap, "rolling")
+        RESULTS["naive roll (kubectl delete, wait for Ready)"] = {**report, **verified}
+    finally:
+        prod.kube.kubectl("annotate", "kafkacluster", "prod", "-n", NAMESPACE, "kafka.krafty.io/paused-")
+    prod.wait_ready(600)
+    assert "operator roll" in RESULTS
+
+
+def test_a_dynamic_change_applies_without_a_restart(prod: KafkaClusterHandle):
+    before = pod_uids(prod)
+    prod.patch_spec({"brokers": {"config": {"socket.send.buffer.bytes": 204800, "log.retention.ms": 7200000}}})
+
+    def defaults() -> str:
+        return prod.kafka_tool("kafka-configs.sh", "--entity-type", "brokers", "--entity-default", "--describe")
+
+    wait_for(defaults, lambda out: "log.retention.ms=7200000" in out, 120, "the cluster-wide default applied")
+    assert any("log.retention.ms=7200000" in e["message"] for e in prod.events("DynamicConfigApplied"))
+    prod.wait_ready(120)
+    assert pod_uids(prod) == before
+
+
+def test_a_killed_operator_is_replaced_and_the_roll_completes(prod: KafkaClusterHandle, client: ClientPod,
+                                                              operator: KubeCluster):
+    before = pod_uids(prod)
+    brokers = {p for p in before if "broker" in p}
+    started = time.time()
+    with client.steady_producer(prod.bootstrap, "rolling", rate=100) as report:
+        prod.patch_spec({"brokers": {"config": {"socket.send.buffer.bytes": 262144, "log.retention.ms": 7200000}}})
+        # When the operator dies right after its first restart
+        wait_for(lambda: restart_events(prod, started), bool, 300, "the first restart")
+        operator.kubectl("delete", "pod", "-n", OPERATOR_NAMESPACE, "-l", "app.kubernetes.io/name=krafty-operator",
+                         "--grace-period=0", "--force")
+        # Then its replacement finishes the roll with the same guarantees
+        wait_rolled(prod, before, brokers)
+    verified = client.verify(prod.bootstrap, "rolling")
+    assert report["failed"] == {}
+    assert (verified["lost"], verified["duplicated"]) == (0, 0)
+    assert len(restart_events(prod, started)) == 3
+    assert leader_stats(prod, "rolling") == (6, 6)
+
+
+def test_a_roll_waits_for_a_partition_that_would_lose_its_isr_and_resumes_when_fixed(prod: KafkaClusterHandle):
+    # Given a topic (made with Kafka's own tool) whose min ISR equals its replication factor
+    prod.kafka_tool("kafka-topics.sh", "--create", "--topic", "fragile", "--partitions", "1",
+                    "--replication-factor", "3", "--config", "min.insync.replicas=3")
+    before = pod_uids(prod)
+    # When a roll is needed, Then it waits with a condition naming the partition
+    prod.patch_spec({"brokers": {"config": {"socket.send.buffer.bytes": 131072, "log.retention.ms": 7200000}}})
+    degraded = wait_for(lambda: prod.condition("Degraded"), lambda c: c.get("reason") == "RollBlocked", 300,
+                        "the roll blocked")
+    assert "fragile-0 would drop below min.insync.replicas=3" in degraded["message"]
+    assert prod.condition("Ready").get("status") == "True"  # one stuck partition does not mark the cluster unusable
+    assert pod_uids(prod) == before
+    # When the topic is fixed, Then the roll proceeds and completes
+    prod.kafka_tool("kafka-configs.sh", "--entity-type", "topics", "--entity-name", "fragile", "--alter",
+                    "--add-config", "min.insync.replicas=2")
+    wait_rolled(prod, before, {p for p in before if "broker" in p})
+
+
+@pytest.fixture(scope="module", autouse=True)
+def roll_comparison() -> Iterator[None]:
+    yield
+    rows = [[name, r.get("acked", 0), sum(r.get("failed", {}).values()), r.get("lost", 0), r.get("duplicated", 0),
+             f"{r.get('longest_ack_gap_s', 0):.2f}"] for name, r in RESULTS.items()]
+    if rows:
+        report_table("Rolling restart under acks=all load (100 records/s, RF 3, min ISR 2)",
+                     ["roll", "acked", "failed", "lost", "duplicated", "longest gap between acks (s)"], rows)
