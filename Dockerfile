@@ -8,10 +8,6 @@ RUN apt-get update \
 COPY operator/requirements.txt /build/requirements.txt
 RUN python3 -m venv /opt/krafty \
  && /opt/krafty/bin/pip install --no-cache-dir ${PIP_INDEX_URL:+--index-url "$PIP_INDEX_URL"} -r /build/requirements.txt
-COPY operator/pyproject.toml /build/operator/pyproject.toml
-COPY operator/src /build/operator/src
-# The venv's own setuptools builds the package: nothing beyond the pinned requirements is fetched.
-RUN /opt/krafty/bin/pip install --no-cache-dir --no-deps --no-build-isolation /build/operator
 
 FROM debian:bookworm-slim
 RUN apt-get update \
@@ -20,7 +16,9 @@ RUN apt-get update \
  && groupadd --gid 1001 krafty \
  && useradd --uid 1001 --gid 1001 --no-create-home --shell /usr/sbin/nologin krafty
 COPY --from=build /opt/krafty /opt/krafty
-ENV PATH=/opt/krafty/bin:$PATH PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+# The operator package is pure Python: on the path, no packaging step needed.
+COPY operator/src/krafty /opt/krafty/app/krafty
+ENV PATH=/opt/krafty/bin:$PATH PYTHONPATH=/opt/krafty/app PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 USER 1001:1001
 EXPOSE 8080 8081
-ENTRYPOINT ["krafty-operator"]
+ENTRYPOINT ["python3", "-m", "krafty.main"]

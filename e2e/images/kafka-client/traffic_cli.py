@@ -32,7 +32,8 @@ def produce(args: argparse.Namespace) -> dict[str, object]:
         report = producer.stop()
     with open(args.acked, "w") as out:
         json.dump(report.acked, out)
-    return {"acked": len(report.acked), "failed": dict(report.failed), "longest_ack_gap_s": report.longest_ack_gap()}
+    return {"acked": len(report.acked), "failed": dict(report.failed), "longest_ack_gap_s": report.longest_ack_gap(),
+            "longest_gaps": report.ack_gaps(3)}
 
 
 def verify(args: argparse.Namespace) -> dict[str, object]:

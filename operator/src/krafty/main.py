@@ -20,10 +20,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="krafty-operator", description=__doc__)
     parser.add_argument("--namespace", action="append", default=[],
                         help="namespace to watch (repeat for several); all namespaces when omitted")
-    parser.add_argument("--metrics-port", type=int, default=int(os.environ.get("KRAFTY_METRICS_PORT", "8080")),
-                        help="port of the Prometheus /metrics endpoint")
-    parser.add_argument("--health-port", type=int, default=int(os.environ.get("KRAFTY_HEALTH_PORT", "8081")),
-                        help="port of the liveness endpoint /healthz")
+    parser.add_argument("--metrics-port", type=int, default=8080, help="port of the Prometheus /metrics endpoint")
+    parser.add_argument("--health-port", type=int, default=8081, help="port of the liveness endpoint /healthz")
     parser.add_argument("--verbose", action="store_true")
     return parser.parse_args(argv)
 

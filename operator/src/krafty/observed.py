@@ -76,6 +76,7 @@ class NodeState:
     pod_running: bool
     revision_current: bool  # the pod runs the StatefulSet's current template
     restart_requested: bool = False  # the pod carries the manual-restart annotation
+    terminating: bool = False  # the pod is being deleted (a restart in flight)
     registered: bool = False  # brokers: registered and unfenced
     pending_reasons: tuple[str, ...] = ()  # why the pod differs from the current template
 
@@ -89,7 +90,7 @@ class NodeState:
 
     @property
     def needs_restart(self) -> bool:
-        return self.pod_exists and (not self.revision_current or self.restart_requested)
+        return self.pod_exists and not self.terminating and (not self.revision_current or self.restart_requested)
 
 
 @dataclass(frozen=True)

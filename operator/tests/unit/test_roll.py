@@ -189,3 +189,21 @@ def test_combined_mode_restarts_the_quorum_leader_last():
     step = next_step(observe(nodes, q=quorum(0, {0: 0, 1: 0, 2: 0})), restore_leaders=True)
     assert isinstance(step, Restart)
     assert step.node.node_id == 1
+
+
+def test_a_stopping_pod_is_waited_for_not_restarted_again():
+    nodes = dedicated(n1000=replace(node(1000), pod_running=False, pod_ready=False, terminating=True))
+    step = next_step(observe(nodes), restore_leaders=True)
+    assert step == Wait("waiting for c-controller-0 to stop (controlled shutdown)")
+
+
+def test_after_the_last_restart_leaders_go_back_once_everyone_is_in_sync():
+    nodes = [node(i, outdated=False) for i in (1000, 1001, 1002, 0, 1, 2)]
+    partitions = (part(0, (0, 1, 2), leader=1), part(1, (1, 2, 0)), part(2, (2, 0, 1)))
+    step = next_step(observe(nodes, partitions), restore_leaders=True, threshold_percent=10)
+    assert isinstance(step, ElectLeaders)
+    assert step.partitions == (("t", 0),)
+    # below the threshold nothing is elected; with leader balancing off, neither
+    many = (*(part(p, (p % 3, (p + 1) % 3, (p + 2) % 3)) for p in range(30)), part(30, (0, 1, 2), leader=1))
+    assert isinstance(next_step(observe(nodes, many), restore_leaders=True, threshold_percent=10), Done)
+    assert isinstance(next_step(observe(nodes, partitions), restore_leaders=False), Done)

@@ -44,8 +44,14 @@ class ProduceReport:
 
     def longest_ack_gap(self) -> float:
         """The longest time between two consecutive acknowledgements (seconds)."""
+        return self.ack_gaps(1)[0][0] if self.ack_times else 0.0
+
+    def ack_gaps(self, count: int = 3) -> list[tuple[float, float]]:
+        """The longest gaps between acknowledgements: (seconds, wall-clock time the gap ended)."""
         times = sorted(self.ack_times)
-        return max((b - a for a, b in itertools.pairwise(times)), default=0.0)
+        offset = time.time() - time.monotonic()
+        gaps = sorted(((b - a, b + offset) for a, b in itertools.pairwise(times)), reverse=True)
+        return gaps[:count] or [(0.0, 0.0)]
 
 
 def produce_sequences(bootstrap_servers: str, topic: str, count: int, keys: int = 10,

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from krafty.decide.leaders import electable
+from krafty.decide.leaders import electable, partitions_to_rebalance
 from krafty.naming import Pool
 from krafty.observed import ClusterObservation, NodeState, PartitionState, QuorumState
 
@@ -157,11 +157,16 @@ def _check_node(node: NodeState, obs: ClusterObservation) -> Blocked | None:
     return None
 
 
-def next_step(obs: ClusterObservation, restore_leaders: bool) -> Step:
-    """The one thing to do next in a rolling restart."""
+def next_step(obs: ClusterObservation, restore_leaders: bool, threshold_percent: int = 0) -> Step:
+    """The one thing to do next in a rolling restart (or, with nothing to restart, in leader balance:
+    once every node is back, partitions of brokers above the imbalance threshold go back to their
+    preferred leader)."""
     order = restart_order(obs.nodes, obs.quorum)
     if not order:
-        return Done()
+        return _balance(obs, threshold_percent) if restore_leaders else Done()
+    stopping = [n.pod for n in obs.nodes if n.terminating]
+    if stopping:
+        return Wait(f"waiting for {stopping[0]} to stop (controlled shutdown)")
     if not order[0].pod_running:
         reason, message = restart_reason(order[0])
         return Restart(order[0], reason, message)
@@ -182,6 +187,18 @@ def _not_yet(obs: ClusterObservation, order: list[NodeState], restore_leaders: b
             return ElectLeaders(tuple((p.topic, p.partition) for p in leaders),
                                 f"restoring the preferred leader of {len(leaders)} partitions before the next restart")
     return None
+
+
+def _balance(obs: ClusterObservation, threshold_percent: int) -> Step:
+    if obs.partitions is None or any(n.terminating for n in obs.nodes) or _catching_up(obs):
+        return Done()
+    alive = {n.node_id for n in obs.nodes if n.is_broker and n.registered}
+    targets = partitions_to_rebalance(obs.partitions, alive, threshold_percent)
+    if not targets:
+        return Done()
+    return ElectLeaders(tuple((p.topic, p.partition) for p in targets),
+                        f"{len(targets)} partitions are back in sync on their preferred leader "
+                        f"(imbalance above {threshold_percent}%)")
 
 
 def _first_safe(obs: ClusterObservation, order: list[NodeState]) -> Step:

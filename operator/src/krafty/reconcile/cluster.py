@@ -11,7 +11,6 @@ from __future__ import annotations
 import datetime
 import logging
 import threading
-import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -21,7 +20,6 @@ from krafty import metrics, naming
 from krafty.clients.kafka_admin import KafkaAdmin, describe_error
 from krafty.clients.kube import Kube
 from krafty.decide import cluster_status, identity, roll, scaling
-from krafty.decide.leaders import cluster_imbalance, partitions_to_rebalance
 from krafty.decide.status import DEGRADED, PROGRESSING, READY, Condition, merge_conditions
 from krafty.kraft_wire import random_directory_id
 from krafty.model import KafkaClusterSpec, LeaderBalanceMode
@@ -63,7 +61,6 @@ class ClusterReconciler:
         self.settings = settings
         self.scaling = scaling_exec.ScalingExecutor(kube)
         self._admins: dict[str, KafkaAdmin] = {}
-        self._last_balance: dict[str, float] = {}
         self._lock = threading.Lock()
 
     def admin(self, bootstrap: str) -> KafkaAdmin:
@@ -99,7 +96,9 @@ class ClusterReconciler:
         if scale.busy:
             step: roll.Step = roll.Wait(f"scaling first: {scale.message}")
         else:
-            step = roll.next_step(obs, restore_leaders=spec.leader_balance.mode is LeaderBalanceMode.OPERATOR)
+            balance = spec.leader_balance
+            step = roll.next_step(obs, restore_leaders=balance.mode is LeaderBalanceMode.OPERATOR,
+                                  threshold_percent=balance.imbalance_threshold_percent)
         outcome = self._act(body, ctx, obs, step)
         outcome.busy = outcome.busy or forming or scale.busy or not isinstance(step, roll.Done)
         self._report(body, ctx, obs, step, scale, memory)
@@ -221,7 +220,7 @@ class ClusterReconciler:
             self.kube.event(body, naming.CLUSTER_KIND, "RollBlocked", step.message, warning=True)
             return Outcome("blocked", busy=True, observation=obs)
         if isinstance(step, roll.Done):
-            return self._balance_leaders(body, ctx, admin, obs)
+            return Outcome("reconciled", observation=obs)
         return Outcome("waiting", busy=True, observation=obs)
 
     def _elect(self, body: dict[str, Any], admin: KafkaAdmin, partitions: list[tuple[str, int]], why: str,
@@ -237,22 +236,6 @@ class ClusterReconciler:
             message += f"; not possible yet for {len(failed)}: {'; '.join(list(failed.values())[:3])}"
         self.kube.event(body, naming.CLUSTER_KIND, "LeadersRebalanced", message)
         return Outcome("elected", busy=True, observation=obs)
-
-    def _balance_leaders(self, body: dict[str, Any], ctx: ClusterContext, admin: KafkaAdmin,
-                         obs: ClusterObservation) -> Outcome:
-        balance = ctx.spec.leader_balance
-        key = f"{ctx.namespace}/{ctx.name}"
-        due = time.monotonic() - self._last_balance.get(key, 0.0) >= balance.check_interval_seconds
-        if balance.mode is not LeaderBalanceMode.OPERATOR or obs.partitions is None or not due:
-            return Outcome("reconciled", observation=obs)
-        self._last_balance[key] = time.monotonic()
-        alive = {n.node_id for n in obs.nodes if n.is_broker and n.registered}
-        targets = partitions_to_rebalance(obs.partitions, alive, balance.imbalance_threshold_percent)
-        if not targets:
-            return Outcome("reconciled", observation=obs)
-        why = (f"leadership imbalance {cluster_imbalance(obs.partitions):.0%} above the "
-               f"{balance.imbalance_threshold_percent}% threshold")
-        return self._elect(body, admin, [(p.topic, p.partition) for p in targets], why, obs)
 
     # -- status ----------------------------------------------------------------
     def _report(self, body: dict[str, Any], ctx: ClusterContext, obs: ClusterObservation, step: roll.Step,

@@ -93,6 +93,7 @@ def node_states(ctx: ClusterContext, pools: dict[Pool, PoolPods], registered: se
                 pod_ready=pod is not None and _pod_ready(pod), pod_running=pod is not None and _pod_running(pod),
                 revision_current=current,
                 restart_requested=bool(pod and (pod["metadata"].get("annotations") or {}).get(RESTART_ANNOTATION)),
+                terminating=bool(pod and pod["metadata"].get("deletionTimestamp")),
                 registered=node_id in registered,
                 pending_reasons=pending_reasons(pod, template) if pod and template and not current else ()))
     return tuple(nodes)

@@ -16,8 +16,13 @@ def node_config_map(ctx: ClusterContext) -> dict[str, Any]:
     for pool in ctx.pools():
         for ordinal in range(ctx.replicas(pool)):
             data[naming.node_config_key(pool, ordinal)] = render_properties(node_properties(ctx, pool, ordinal))
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": ctx.metadata(naming.config_map(ctx.name)),
-            "data": data}
+    metadata = ctx.metadata(naming.config_map(ctx.name))
+    storage = ctx.spec.brokers.storage
+    if storage is not None and not storage.delete_claim:
+        # Kept with the volumes: a cluster re-created with the same name must find its cluster id,
+        # or its brokers would refuse the data on their disks.
+        metadata.pop("ownerReferences")
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": data}
 
 
 def connection_config_map(ctx: ClusterContext) -> dict[str, Any]:
