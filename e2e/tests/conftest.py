@@ -29,9 +29,12 @@ def images(kube_cluster: KubeCluster, cluster_timings: list[tuple[str, float]]) 
 
 @pytest.fixture(scope="session")
 def operator(images: KubeCluster) -> KubeCluster:
+    """The operator installed with Helm, watching a namespace emptied of earlier runs' clusters."""
+    install_operator(images)
+    # (the operator runs while the namespace goes: it releases the Topics' finalizers)
+    images.kubectl("delete", "namespace", NAMESPACE, "--ignore-not-found", "--wait=true", timeout=600)
     namespace = images.kubectl("create", "namespace", NAMESPACE, "--dry-run=client", "-o", "yaml")
     images.kubectl("apply", "-f", "-", stdin=namespace)
-    install_operator(images)
     return images
 
 

@@ -188,7 +188,10 @@ def test_a_roll_waits_for_a_partition_that_would_lose_its_isr_and_resumes_when_f
 def roll_comparison() -> Iterator[None]:
     yield
     rows = [[name, r.get("acked", 0), sum(r.get("failed", {}).values()), r.get("lost", 0), r.get("duplicated", 0),
-             f"{r.get('longest_ack_gap_s', 0):.2f}"] for name, r in RESULTS.items()]
+             f"{r.get('longest_ack_gap_s', 0):.2f}",
+             time.strftime("%H:%M:%S", time.gmtime(r.get("longest_gaps", [[0, 0]])[0][1]))]
+            for name, r in RESULTS.items()]
     if rows:
         report_table("Rolling restart under acks=all load (100 records/s, RF 3, min ISR 2)",
-                     ["roll", "acked", "failed", "lost", "duplicated", "longest gap between acks (s)"], rows)
+                     ["roll", "acked", "failed", "lost", "duplicated", "longest gap between acks (s)",
+                      "it ended at (UTC)"], rows)

@@ -77,6 +77,7 @@ class NodeState:
     revision_current: bool  # the pod runs the StatefulSet's current template
     restart_requested: bool = False  # the pod carries the manual-restart annotation
     terminating: bool = False  # the pod is being deleted (a restart in flight)
+    starting: bool = False  # a recently created pod that is not running and ready yet
     registered: bool = False  # brokers: registered and unfenced
     pending_reasons: tuple[str, ...] = ()  # why the pod differs from the current template
 

@@ -207,3 +207,10 @@ def test_after_the_last_restart_leaders_go_back_once_everyone_is_in_sync():
     many = (*(part(p, (p % 3, (p + 1) % 3, (p + 2) % 3)) for p in range(30)), part(30, (0, 1, 2), leader=1))
     assert isinstance(next_step(observe(nodes, many), restore_leaders=True, threshold_percent=10), Done)
     assert isinstance(next_step(observe(nodes, partitions), restore_leaders=False), Done)
+
+
+def test_a_pod_starting_after_its_restart_is_waited_for():
+    nodes = dedicated(n1000=node(1000, outdated=False), n1001=node(1001, outdated=False),
+                      n1002=node(1002, outdated=False),
+                      n0=replace(node(0, outdated=False, running=False), starting=True))
+    assert next_step(observe(nodes), restore_leaders=True) == Wait("waiting for c-broker-0 to start")

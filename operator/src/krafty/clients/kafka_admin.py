@@ -6,9 +6,10 @@ through krafty.clients.kraft.
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterable
-from typing import Any
+import functools
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar, cast
 
 from confluent_kafka import (
     ConsumerGroupTopicPartitions,
@@ -32,8 +33,17 @@ from confluent_kafka.admin import (
 from krafty.clients import kraft
 from krafty.observed import PartitionState
 
-_quiet = logging.getLogger("krafty.librdkafka")
 TIMEOUT = 15.0
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _serialized(method: F) -> F:
+    """One call at a time per client: the reconcile, topic and lag passes share it from several threads."""
+    @functools.wraps(method)
+    def wrapper(self: KafkaAdmin, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            return method(self, *args, **kwargs)
+    return cast(F, wrapper)
 
 
 class KafkaAdmin:
@@ -41,19 +51,19 @@ class KafkaAdmin:
 
     def __init__(self, bootstrap_servers: str) -> None:
         self.bootstrap_servers = bootstrap_servers
-        config: dict[str, Any] = {"bootstrap.servers": bootstrap_servers, "logger": _quiet,
+        # librdkafka logs to stderr itself (a Python logger callback would run on its threads).
+        config: dict[str, Any] = {"bootstrap.servers": bootstrap_servers, "log_level": 3,
                                   "socket.timeout.ms": 10000, "client.id": "krafty-operator"}
         self.client = AdminClient(config)
+        self._lock = threading.RLock()
 
+    @_serialized
     def registered_brokers(self) -> set[int]:
         """Brokers registered with the controller and not fenced."""
         description = self.client.describe_cluster(request_timeout=TIMEOUT).result(timeout=TIMEOUT + 5)
         return {node.id for node in description.nodes}
 
-    def cluster_id(self) -> str | None:
-        description = self.client.describe_cluster(request_timeout=TIMEOUT).result(timeout=TIMEOUT + 5)
-        return str(description.cluster_id) if description.cluster_id else None
-
+    @_serialized
     def topic_configs(self, topics: Iterable[str], keys: set[str] | None = None) -> dict[str, dict[str, ConfigEntry]]:
         """Config entries of the given topics (optionally only some keys)."""
         resources = [ConfigResource(ResourceType.TOPIC, topic) for topic in topics]
@@ -70,6 +80,7 @@ class KafkaAdmin:
             out[resource.name] = {k: v for k, v in entries.items() if keys is None or k in keys}
         return out
 
+    @_serialized
     def partitions(self, include_internal: bool = True) -> tuple[PartitionState, ...]:
         """Every partition with its leader, replicas, ISR and its topic's min.insync.replicas."""
         metadata = self.client.list_topics(timeout=TIMEOUT)
@@ -84,6 +95,7 @@ class KafkaAdmin:
                                           min_isr.get(name, 1)))
         return tuple(out)
 
+    @_serialized
     def dynamic_cluster_defaults(self) -> dict[str, str]:
         """Cluster-wide dynamic broker settings currently set.
 
@@ -102,11 +114,13 @@ class KafkaAdmin:
                 out[name] = str(value)
         return out
 
+    @_serialized
     def alter_dynamic_cluster_defaults(self, set_values: dict[str, str], delete: Iterable[str]) -> None:
         # librdkafka refuses the default broker resource (name ""): the wire client sends it.
         changes: dict[str, str | None] = {**dict(set_values), **dict.fromkeys(delete)}
         kraft.alter_cluster_defaults(self.bootstrap_servers, changes)
 
+    @_serialized
     def elect_preferred(self, partitions: Iterable[tuple[str, int]]) -> dict[str, str]:
         """Preferred leader elections; returns partitions that failed, with the error."""
         targets = [TopicPartition(topic, partition) for topic, partition in partitions]
@@ -119,6 +133,7 @@ class KafkaAdmin:
 
 
     # -- topics ----------------------------------------------------------------
+    @_serialized
     def describe_topics(self, names: Iterable[str]) -> dict[str, tuple[str, tuple[PartitionState, ...]]]:
         """Topic id and partitions of each existing topic among `names` (missing ones are left out)."""
         wanted = sorted(set(names))
@@ -144,12 +159,14 @@ class KafkaAdmin:
             out[name] = (str(description.topic_id), partitions)
         return out
 
+    @_serialized
     def topic_overrides(self, names: Iterable[str]) -> dict[str, dict[str, str]]:
         """The configuration set on each topic itself (not inherited from the brokers)."""
         source = ConfigSource.DYNAMIC_TOPIC_CONFIG.value
         return {name: {k: str(e.value) for k, e in entries.items() if _source(e) == source}
                 for name, entries in self.topic_configs(names).items()}
 
+    @_serialized
     def create_topics(self, topics: Iterable[tuple[str, int, int, dict[str, str]]],
                       validate_only: bool = False) -> dict[str, str | None]:
         """Creates (or only validates) topics in one request; returns each topic's error, or None."""
@@ -161,6 +178,7 @@ class KafkaAdmin:
                                             operation_timeout=TIMEOUT)
         return {name: _error_of(future) for name, future in futures.items()}
 
+    @_serialized
     def create_partitions(self, counts: dict[str, int], validate_only: bool = False) -> dict[str, str | None]:
         if not counts:
             return {}
@@ -169,6 +187,7 @@ class KafkaAdmin:
                                                 operation_timeout=TIMEOUT)
         return {name: _error_of(future) for name, future in futures.items()}
 
+    @_serialized
     def alter_topic_configs(self, changes: dict[str, dict[str, str | None]],
                             validate_only: bool = False) -> dict[str, str | None]:
         """Incremental config changes for many topics in one request (None: back to the default)."""
@@ -183,12 +202,14 @@ class KafkaAdmin:
                                                         request_timeout=TIMEOUT)
         return {resource.name: _error_of(future) for resource, future in futures.items()}
 
+    @_serialized
     def delete_topics(self, names: list[str]) -> dict[str, str | None]:
         if not names:
             return {}
         futures = self.client.delete_topics(names, request_timeout=TIMEOUT, operation_timeout=TIMEOUT)
         return {name: _error_of(future) for name, future in futures.items()}
 
+    @_serialized
     def groups_reading(self, topic: str) -> list[str]:
         """Consumer groups with a live member assigned a partition of the topic."""
         listed = self.client.list_consumer_groups(request_timeout=TIMEOUT).result(timeout=TIMEOUT + 5)
@@ -209,6 +230,7 @@ class KafkaAdmin:
 
 
     # -- consumer lag ------------------------------------------------------------------
+    @_serialized
     def committed_offsets(self) -> dict[str, dict[tuple[str, int], int]]:
         """Committed offsets of every consumer group (one request per group, as the API allows)."""
         listed = self.client.list_consumer_groups(request_timeout=TIMEOUT).result(timeout=TIMEOUT + 5)
@@ -223,6 +245,7 @@ class KafkaAdmin:
             out[group] = {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions if tp.offset >= 0}
         return out
 
+    @_serialized
     def log_offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], tuple[int, int]]:
         """(log start offset, log end offset) of each partition."""
         wanted = sorted(set(partitions))

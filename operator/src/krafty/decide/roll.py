@@ -120,21 +120,28 @@ def controller_blocker(node_id: int, quorum: QuorumState | None) -> str | None:
     return None
 
 
+def _node_not_back(node: NodeState) -> str | None:
+    if node.starting:
+        return f"waiting for {node.pod} to start"
+    if not node.pod_running:
+        return None  # down for longer than a restart takes: the partition checks decide what may stop
+    if not node.pod_ready:
+        return f"waiting for {node.pod} to be ready"
+    if node.is_broker and not node.registered:
+        return f"waiting for broker {node.node_id} to register with the controller"
+    return None
+
+
 def _catching_up(obs: ClusterObservation) -> str | None:
-    """A running node that is not fully back yet (the roll waits for it)."""
+    """A node that is not fully back yet (the roll waits for it)."""
     for node in obs.nodes:
-        if not node.pod_running:
-            continue
-        if not node.pod_ready:
-            return f"waiting for {node.pod} to be ready"
-        if node.is_broker and not node.registered:
-            return f"waiting for broker {node.node_id} to register with the controller"
-    if obs.quorum is not None:
-        lagging = [v for v in obs.quorum.voters if v.lag < 0 or v.lag > MAX_VOTER_LAG]
-        running = {n.node_id for n in obs.nodes if n.pod_running}
-        for voter in lagging:
-            if voter.node_id in running:
-                return f"waiting for voter {voter.node_id} to catch up with the metadata log (lag {voter.lag})"
+        reason = _node_not_back(node)
+        if reason:
+            return reason
+    running = {n.node_id for n in obs.nodes if n.pod_running}
+    for voter in obs.quorum.voters if obs.quorum is not None else ():
+        if voter.node_id in running and not 0 <= voter.lag <= MAX_VOTER_LAG:
+            return f"waiting for voter {voter.node_id} to catch up with the metadata log (lag {voter.lag})"
     running_brokers = {n.node_id for n in obs.nodes if n.is_broker and n.pod_running}
     for p in obs.partitions or ():
         missing = (set(p.replicas) - set(p.isr)) & running_brokers

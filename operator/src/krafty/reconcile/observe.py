@@ -4,6 +4,7 @@ part never hides what the others show."""
 
 from __future__ import annotations
 
+import datetime
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -75,6 +76,15 @@ def pending_reasons(pod: dict[str, Any], template: dict[str, Any]) -> tuple[str,
     return tuple(reasons)
 
 
+def _starting(pod: dict[str, Any], timeout_seconds: int) -> bool:
+    """Created recently and not serving yet: a restart or first start still under way."""
+    if pod["metadata"].get("deletionTimestamp") or (_pod_running(pod) and _pod_ready(pod)):
+        return False
+    created = datetime.datetime.fromisoformat(str(pod["metadata"]["creationTimestamp"]).replace("Z", "+00:00"))
+    age = (datetime.datetime.now(datetime.UTC) - created).total_seconds()
+    return age < timeout_seconds
+
+
 def node_states(ctx: ClusterContext, pools: dict[Pool, PoolPods], registered: set[int]) -> tuple[NodeState, ...]:
     nodes = []
     for pool, observed in pools.items():
@@ -94,6 +104,7 @@ def node_states(ctx: ClusterContext, pools: dict[Pool, PoolPods], registered: se
                 revision_current=current,
                 restart_requested=bool(pod and (pod["metadata"].get("annotations") or {}).get(RESTART_ANNOTATION)),
                 terminating=bool(pod and pod["metadata"].get("deletionTimestamp")),
+                starting=bool(pod and _starting(pod, ctx.spec.restarts.node_ready_timeout_seconds)),
                 registered=node_id in registered,
                 pending_reasons=pending_reasons(pod, template) if pod and template and not current else ()))
     return tuple(nodes)
