@@ -29,12 +29,18 @@ def images(kube_cluster: KubeCluster, cluster_timings: list[tuple[str, float]]) 
 
 @pytest.fixture(scope="session")
 def operator(images: KubeCluster) -> KubeCluster:
-    """The operator installed with Helm, watching a namespace emptied of earlier runs' clusters."""
-    install_operator(images)
-    # (the operator runs while the namespace goes: it releases the Topics' finalizers)
-    images.kubectl("delete", "namespace", NAMESPACE, "--ignore-not-found", "--wait=true", timeout=600)
+    """The operator installed with Helm, watching a namespace emptied of earlier runs' clusters.
+
+    The namespace itself stays: the operator's Role lives in it, and without it nobody could
+    release the Topics' finalizers.
+    """
     namespace = images.kubectl("create", "namespace", NAMESPACE, "--dry-run=client", "-o", "yaml")
     images.kubectl("apply", "-f", "-", stdin=namespace)
+    install_operator(images)
+    images.kubectl("delete", "topics,kafkaclusters", "--all", "-n", NAMESPACE, "--wait=true", timeout=600)
+    images.kubectl("delete", "pods,pvc,configmaps", "-n", NAMESPACE, "-l", "app.kubernetes.io/part-of=krafty",
+                   "--wait=true", timeout=600)
+    images.kubectl("delete", "pod", "kafka-client", "-n", NAMESPACE, "--ignore-not-found", "--wait=true")
     return images
 
 
@@ -48,7 +54,8 @@ def client(operator: KubeCluster) -> ClientPod:
 @pytest.fixture(scope="session")
 def prod(operator: KubeCluster, cluster_timings: list[tuple[str, float]]) -> KafkaClusterHandle:
     handle = KafkaClusterHandle(operator, "prod")
-    handle.apply(cluster_spec("dedicated"))
+    # Defaults of RF 2 leave room to show a scale-down the operator must refuse (topics with RF 3).
+    handle.apply(cluster_spec("dedicated", topicDefaults={"replicationFactor": 2, "minInsyncReplicas": 1}))
     cluster_timings.append(("KafkaCluster prod (3 controllers + 3 brokers): apply to Ready", handle.wait_ready(900)))
     return handle
 

@@ -142,9 +142,10 @@ class ClientPod:
         self.kube.kubectl("wait", "--for=condition=Ready", f"pod/{self.name}", "-n", self.namespace,
                           "--timeout=180s", timeout=200)
 
-    def cli(self, *args: str, timeout: float = 300) -> dict[str, Any]:
-        out = self.kube.kubectl("exec", "-n", self.namespace, self.name, "--", "python3", "/app/traffic_cli.py",
-                                *args, timeout=timeout)
+    def cli(self, *args: str, timeout: float = 300, stdin: str | None = None) -> dict[str, Any]:
+        interactive = ["-i"] if stdin is not None else []
+        out = self.kube.kubectl("exec", *interactive, "-n", self.namespace, self.name, "--", "python3",
+                                "/app/traffic_cli.py", *args, timeout=timeout, stdin=stdin)
         return dict(json.loads(out.strip().splitlines()[-1]))
 
     @contextlib.contextmanager

@@ -5,6 +5,21 @@
         writes keyed sequences with acks=all and idempotence; prints a JSON report
         (acknowledged, failed by error, longest gap between acknowledgements) and
         keeps the acknowledged (key, sequence) pairs in FILE
+  traffic_cli.py partitions BOOTSTRAP TOPIC
+        prints the partitions a consumer sees: {"partitions": N}
+  traffic_cli.py wait-preferred BOOTSTRAP [--timeout S]
+        waits until every partition of every topic is led by its preferred replica;
+        prints {"seconds": time it took, "partitions": N}
+  traffic_cli.py consume BOOTSTRAP TOPIC --group G [--idle S]
+        reads with a consumer group, committing, until nothing new arrives for S seconds;
+        prints {"consumed": N}
+  traffic_cli.py produce-lines BOOTSTRAP TOPIC < LINES
+        writes each stdin line as one record value (acks=all); prints {"acked": N}
+  traffic_cli.py last-values BOOTSTRAP TOPIC
+        reads the whole topic; prints {"values": {key: last value}}
+  traffic_cli.py watch-leader SERVERS --seconds S
+        asks the metadata quorum for its leader every 100 ms for S seconds; prints the
+        leaders seen and the longest time without one
   traffic_cli.py verify BOOTSTRAP TOPIC --acked FILE
         reads the topic from the beginning and prints a JSON verification:
         lost, duplicated and out-of-order records against FILE
@@ -45,6 +60,105 @@ def verify(args: argparse.Namespace) -> dict[str, object]:
             "examples": {"lost": result.lost[:5], "duplicated": result.duplicated[:5]}}
 
 
+def partitions(args: argparse.Namespace) -> dict[str, object]:
+    from confluent_kafka import Consumer
+
+    consumer = Consumer(traffic.client_config(args.bootstrap, **{"group.id": "partition-count"}))
+    try:
+        metadata = consumer.list_topics(args.topic, timeout=30)
+        return {"partitions": len(metadata.topics[args.topic].partitions)}
+    finally:
+        consumer.close()
+
+
+def wait_preferred(args: argparse.Namespace) -> dict[str, object]:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient(traffic.client_config(args.bootstrap))
+    began = time.monotonic()
+    while time.monotonic() - began < args.timeout:
+        topics = admin.list_topics(timeout=10).topics.values()
+        parts = [p for t in topics for p in t.partitions.values()]
+        if parts and all(p.replicas and p.leader == p.replicas[0] for p in parts):
+            return {"seconds": round(time.monotonic() - began, 2), "partitions": len(parts)}
+        time.sleep(0.2)
+    return {"seconds": None, "partitions": 0}
+
+
+def consume(args: argparse.Namespace) -> dict[str, object]:
+    from confluent_kafka import Consumer
+
+    consumer = Consumer(traffic.client_config(args.bootstrap, **{
+        "group.id": args.group, "auto.offset.reset": "earliest", "enable.auto.commit": True,
+        "auto.commit.interval.ms": 500}))
+    consumer.subscribe([args.topic])
+    consumed, last, began = 0, None, time.monotonic()
+    try:
+        while time.monotonic() - began < 300:
+            msg = consumer.poll(0.5)
+            if msg is not None and not msg.error():
+                consumed += 1
+                last = time.monotonic()
+            elif last is not None and time.monotonic() - last >= args.idle:
+                break
+        if consumed:
+            consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
+    return {"consumed": consumed}
+
+
+def produce_lines(args: argparse.Namespace) -> dict[str, object]:
+    from confluent_kafka import Producer
+
+    producer = Producer(traffic.durable_producer_config(args.bootstrap))
+    acked: list[int] = []
+    for line in sys.stdin.read().splitlines():
+        producer.produce(args.topic, value=line.encode(), on_delivery=lambda err, _m: acked.append(err is None))
+        producer.poll(0)
+    producer.flush(60)
+    return {"acked": sum(acked), "failed": len(acked) - sum(acked)}
+
+
+def last_values(args: argparse.Namespace) -> dict[str, object]:
+    from confluent_kafka import Consumer
+
+    consumer = Consumer(traffic.client_config(args.bootstrap, **{
+        "group.id": f"last-values-{time.time_ns()}", "auto.offset.reset": "earliest", "enable.auto.commit": False}))
+    consumer.subscribe([args.topic])
+    values: dict[str, str] = {}
+    last, began = time.monotonic(), time.monotonic()
+    while time.monotonic() - last < 8 and time.monotonic() - began < 120:
+        msg = consumer.poll(0.5)
+        if msg is not None and not msg.error():
+            values[(msg.key() or b"").decode()] = (msg.value() or b"").decode()
+            last = time.monotonic()
+    consumer.close()
+    return {"values": values}
+
+
+def watch_leader(args: argparse.Namespace) -> dict[str, object]:
+    from krafty.clients import kraft
+
+    leaders: list[int] = []
+    without, longest, began = None, 0.0, time.monotonic()
+    while time.monotonic() - began < args.seconds:
+        try:
+            leader = kraft.describe_quorum(args.servers, timeout=2).leader_id
+        except (OSError, RuntimeError):
+            leader = -1
+        now = time.monotonic()
+        if leader < 0:
+            without = without if without is not None else now
+            longest = max(longest, now - without)
+        else:
+            without = None
+            if not leaders or leaders[-1] != leader:
+                leaders.append(leader)
+        time.sleep(0.1)
+    return {"leaders": leaders, "longest_without_leader_s": round(longest, 2)}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="command", required=True)
@@ -61,11 +175,32 @@ def main() -> int:
     v.add_argument("topic")
     v.add_argument("--acked", required=True)
     v.add_argument("--idle", type=float, default=10)
+    c = sub.add_parser("partitions")
+    c.add_argument("bootstrap")
+    c.add_argument("topic")
+    g = sub.add_parser("consume")
+    g.add_argument("bootstrap")
+    g.add_argument("topic")
+    g.add_argument("--group", required=True)
+    g.add_argument("--idle", type=float, default=5)
+    for name in ("produce-lines", "last-values"):
+        q = sub.add_parser(name)
+        q.add_argument("bootstrap")
+        q.add_argument("topic")
+    ql = sub.add_parser("watch-leader")
+    ql.add_argument("servers")
+    ql.add_argument("--seconds", type=float, default=30)
+    w = sub.add_parser("wait-preferred")
+    w.add_argument("bootstrap")
+    w.add_argument("--timeout", type=float, default=600)
     args = parser.parse_args()
     if args.command == "idle":
         while True:
             time.sleep(3600)
-    result = produce(args) if args.command == "produce" else verify(args)
+    commands = {"produce": produce, "verify": verify, "partitions": partitions, "wait-preferred": wait_preferred,
+                "consume": consume, "produce-lines": produce_lines, "last-values": last_values,
+                "watch-leader": watch_leader}
+    result = commands[args.command](args)
     print(json.dumps(result), flush=True)
     return 0
 

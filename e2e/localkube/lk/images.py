@@ -127,7 +127,13 @@ def import_image(cfg: Settings, name: str, image_id: str) -> bool:
     with tempfile.TemporaryDirectory(dir=cfg.cache) as tmp:
         archive = Path(tmp) / "image.tar"
         _run(["buildah", "push", "--quiet", image_id, f"docker-archive:{archive}:{ref}"])
-        _run(_ctr(cfg, "images", "import", str(archive)))
+        try:
+            _run(_ctr(cfg, "images", "import", str(archive)))
+        except RuntimeError:
+            # containerd occasionally loses a parent snapshot while unpacking (seen here under load):
+            # drop the half-imported image and import it once more.
+            subprocess.run(_ctr(cfg, "images", "rm", ref), capture_output=True, check=False)
+            _run(_ctr(cfg, "images", "import", str(archive)))
     _run(_ctr(cfg, "images", "label", ref, f"{ID_LABEL}={image_id}"))
     return True
 

@@ -214,3 +214,9 @@ def test_a_pod_starting_after_its_restart_is_waited_for():
                       n1002=node(1002, outdated=False),
                       n0=replace(node(0, outdated=False, running=False), starting=True))
     assert next_step(observe(nodes), restore_leaders=True) == Wait("waiting for c-broker-0 to start")
+
+
+def test_a_pod_not_created_yet_is_waited_for():
+    nodes = [node(i, outdated=False) for i in (1000, 1001, 1002)] + [
+        replace(node(0, outdated=False), pod_exists=False, pod_running=False, pod_ready=False), node(1), node(2)]
+    assert next_step(observe(nodes), restore_leaders=True) == Wait("waiting for c-broker-0 to be created")

@@ -100,6 +100,16 @@ class KubeCluster:
     def load_images(self, images: Sequence[Image]) -> None:
         raise NotImplementedError
 
+    def kill_container(self, namespace: str, pod: str, signal: str = "KILL") -> None:
+        """Sends a signal to a pod's main container from outside it (a real SIGKILL, not a pod deletion:
+        a signal from inside would not reach PID 1)."""
+        status = self.kubectl_json("get", "pod", pod, "-n", namespace)["status"]
+        container_id = status["containerStatuses"][0]["containerID"].split("://", 1)[1]
+        self._signal_container(container_id, signal)
+
+    def _signal_container(self, container_id: str, signal: str) -> None:
+        raise NotImplementedError
+
     def kubectl(self, *args: str, stdin: str | None = None, timeout: float = 120) -> str:
         return run([str(self.tools / "kubectl"), "--kubeconfig", str(self.kubeconfig), *args], timeout, stdin)
 
@@ -163,6 +173,11 @@ class LocalCluster(KubeCluster):
     def load_images(self, images: Sequence[Image]) -> None:
         self._localkube("load-images", *(image.spec() for image in images), timeout=3600)
 
+    def _signal_container(self, container_id: str, signal: str) -> None:
+        socket = Path(os.environ.get("LOCALKUBE_RUN_DIR", "/run/krafty-localkube")) / "containerd.sock"
+        run(["ctr", "--address", str(socket), "-n", "k8s.io", "tasks", "kill", "-s", f"SIG{signal}", container_id],
+            timeout=30)
+
 
 class KindCluster(KubeCluster):
     """kind on a Docker engine. Not exercised on the project's VMs: they have no Docker engine."""
@@ -198,6 +213,10 @@ class KindCluster(KubeCluster):
         for image in images:
             run(["docker", "build", "-t", image.name, "-f", str(image.dockerfile), str(image.build_context)], 3600)
             self._kind("load", "docker-image", "--name", KIND_CLUSTER_NAME, image.name, timeout=900)
+
+    def _signal_container(self, container_id: str, signal: str) -> None:
+        run(["docker", "exec", f"{KIND_CLUSTER_NAME}-control-plane", "ctr", "-n", "k8s.io", "tasks", "kill", "-s",
+             f"SIG{signal}", container_id], timeout=30)
 
 
 class ExistingCluster(KubeCluster):

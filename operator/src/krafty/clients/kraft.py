@@ -64,7 +64,7 @@ def call(servers: str, api_key: int, version: int, body: wire.Writer,
         except wire.KafkaProtocolError as error:
             if error.code not in _RETRIABLE:
                 raise
-            errors.append(f"{address[0]}:{address[1]}: {error}")
+            errors.append(f"{address[0]}:{address[1]}: {error.error_name}")
         except OSError as error:
             errors.append(f"{address[0]}:{address[1]}: {error}")
     raise ConnectionError("no server answered: " + "; ".join(errors))

@@ -98,6 +98,9 @@ def _progressing(obs: ClusterObservation, step: roll.Step, scale: ScalePlan) -> 
                          f"{len(pending)} nodes to restart: {', '.join(pending)}")
     if isinstance(step, roll.ElectLeaders):
         return Condition(PROGRESSING, True, "RestoringLeaders", step.message)
+    waiting = roll.catching_up(obs)
+    if waiting:
+        return Condition(PROGRESSING, True, "CatchingUp", waiting)
     starting = [n.pod for n in obs.nodes if not n.pod_ready]
     if starting:
         return Condition(PROGRESSING, True, "NodesStarting", f"waiting for {', '.join(starting)}")

@@ -121,6 +121,8 @@ def controller_blocker(node_id: int, quorum: QuorumState | None) -> str | None:
 
 
 def _node_not_back(node: NodeState) -> str | None:
+    if not node.pod_exists:
+        return f"waiting for {node.pod} to be created"
     if node.starting:
         return f"waiting for {node.pod} to start"
     if not node.pod_running:
@@ -132,7 +134,7 @@ def _node_not_back(node: NodeState) -> str | None:
     return None
 
 
-def _catching_up(obs: ClusterObservation) -> str | None:
+def catching_up(obs: ClusterObservation) -> str | None:
     """A node that is not fully back yet (the roll waits for it)."""
     for node in obs.nodes:
         reason = _node_not_back(node)
@@ -184,7 +186,7 @@ def _not_yet(obs: ClusterObservation, order: list[NodeState], restore_leaders: b
     """What must happen before any running node may restart, if anything."""
     if obs.partitions is None and any(n.is_broker for n in order):
         return Wait(f"Kafka cannot be asked about partitions ({obs.kafka_error}); no broker restarts until it can")
-    waiting = _catching_up(obs)
+    waiting = catching_up(obs)
     if waiting:
         return Wait(waiting)
     if restore_leaders:
@@ -197,7 +199,7 @@ def _not_yet(obs: ClusterObservation, order: list[NodeState], restore_leaders: b
 
 
 def _balance(obs: ClusterObservation, threshold_percent: int) -> Step:
-    if obs.partitions is None or any(n.terminating for n in obs.nodes) or _catching_up(obs):
+    if obs.partitions is None or any(n.terminating for n in obs.nodes) or catching_up(obs):
         return Done()
     alive = {n.node_id for n in obs.nodes if n.is_broker and n.registered}
     targets = partitions_to_rebalance(obs.partitions, alive, threshold_percent)

@@ -19,6 +19,9 @@ from krafty.render.context import ClusterContext
 
 RESTART_ANNOTATION = f"{naming.GROUP}/restart"
 REVISION_LABEL = "controller-revision-hash"
+# Pod template fields a user changes through the spec, named in restart reasons when they differ.
+POD_FIELDS = ("terminationGracePeriodSeconds", "affinity", "tolerations", "nodeSelector", "priorityClassName",
+              "topologySpreadConstraints")
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,10 @@ def pending_reasons(pod: dict[str, Any], template: dict[str, Any]) -> tuple[str,
     for field in ("resources", "env"):
         if (pod_container.get(field) or {}) != (template_container.get(field) or {}):
             reasons.append(f"container {field} changed")
+    pod_spec, template_spec = pod.get("spec") or {}, template.get("spec") or {}
+    for field in POD_FIELDS:
+        if pod_spec.get(field) != template_spec.get(field):
+            reasons.append(f"pod {field} {pod_spec.get(field)} -> {template_spec.get(field)}")
     return tuple(reasons)
 
 

@@ -1,0 +1,123 @@
+"""Scaling on real pods: brokers 3 -> 5 -> 3 under acks=all load, a refused scale-down,
+and the dedicated controller quorum 3 -> 5 -> 3 while topics keep being created."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections import Counter
+
+from kafka_e2e import NAMESPACE, ClientPod, KafkaClusterHandle, topic_resource, wait_topic_ready
+
+from krafty_testkit.kube import KubeCluster
+from krafty_testkit.waiting import wait_for
+
+
+def placement(handle: KafkaClusterHandle) -> tuple[Counter[int], int, int]:
+    """(replicas per broker, partitions, partitions led by their preferred replica) over every topic."""
+    out = handle.kafka_tool("kafka-topics.sh", "--describe")
+    load: Counter[int] = Counter()
+    total = preferred = 0
+    for line in out.splitlines():
+        fields = dict(part.split(": ", 1) for part in line.strip().split("\t") if ": " in part)
+        if "Partition" in fields and "Replicas" in fields:
+            replicas = [int(r) for r in fields["Replicas"].split(",")]
+            load.update(replicas)
+            total += 1
+            preferred += int(fields["Leader"]) == replicas[0]
+    return load, total, preferred
+
+
+def wait_scaled(handle: KafkaClusterHandle, brokers: int, timeout: float = 900) -> None:
+    def settled(_: object) -> bool:
+        status = handle.status()
+        scaling = status.get("scaling") or {}
+        return (scaling.get("phase") == "Stable" and scaling.get("balancedBrokers") == list(range(brokers))
+                and len(handle.pods("broker")) == brokers and status.get("readyBrokers") == brokers)
+
+    wait_for(handle.summary, settled, timeout, f"{handle.name} settled on {brokers} brokers", interval=5)
+    handle.wait_ready(600)
+
+
+def assert_balanced(handle: KafkaClusterHandle, brokers: int) -> None:
+    load, total, preferred = wait_for(lambda: placement(handle), lambda p: p[1] == p[2], 120,
+                                      "every partition on its preferred leader")
+    assert set(load) == set(range(brokers)), load
+    assert max(load.values()) - min(load.values()) <= 1, load
+    assert preferred == total
+
+
+def test_brokers_3_to_5_to_3_under_load(prod: KafkaClusterHandle, client: ClientPod, operator: KubeCluster):
+    operator.apply([topic_resource("scaling", "prod", partitions=12, replicas=3, config={"min.insync.replicas": 2})])
+    wait_topic_ready(operator, "scaling")
+    with client.steady_producer(prod.bootstrap, "scaling", rate=100) as report:
+        time.sleep(5)
+        # When two brokers join, Then they receive their fair share of replicas and leaders
+        prod.patch_spec({"brokers": {"replicas": 5}})
+        wait_scaled(prod, 5)
+        assert_balanced(prod, 5)
+        # When they leave again, Then their replicas move first, and they are unregistered
+        prod.patch_spec({"brokers": {"replicas": 3}})
+        wait_scaled(prod, 3)
+        assert_balanced(prod, 3)
+    verified = client.verify(prod.bootstrap, "scaling")
+    assert report["failed"] == {}
+    assert (verified["lost"], verified["duplicated"]) == (0, 0)
+    unregistered = {e["message"] for e in prod.events("BrokerUnregistered")}
+    assert unregistered == {"broker 3 removed from the cluster metadata", "broker 4 removed from the cluster metadata"}
+    brokers = prod.kafka_tool("kafka-broker-api-versions.sh")
+    assert sorted(set(re.findall(r"\(id: (\d+) rack", brokers))) == ["0", "1", "2"]
+
+
+def test_an_impossible_scale_down_is_refused_and_the_cluster_keeps_serving(prod: KafkaClusterHandle,
+                                                                             client: ClientPod):
+    # Given a topic with RF 3 ("scaling"), When brokers.replicas goes to 2
+    prod.patch_spec({"brokers": {"replicas": 2}})
+    try:
+        degraded = wait_for(lambda: prod.condition("Degraded"), lambda c: c.get("reason") == "ScaleDownBlocked",
+                            180, "the scale-down refused")
+        assert "scaling (replication factor 3) would not fit" in degraded["message"]
+        assert len(prod.pods("broker")) == 3
+        # And the cluster keeps serving
+        report = client.cli("produce", prod.bootstrap, "scaling", "--count", "300", "--acked", "/tmp/acked-after.json")
+        assert report["acked"] == 300
+    finally:
+        prod.patch_spec({"brokers": {"replicas": 3}})
+    wait_for(lambda: prod.condition("Degraded"), lambda c: c.get("status") == "False", 180, "the refusal cleared")
+
+
+def test_controller_quorum_3_to_5_to_3_keeps_a_leader_and_topics_keep_coming(prod: KafkaClusterHandle,
+                                                                            operator: KubeCluster):
+    seen: list[tuple[float, int]] = []
+    stop = threading.Event()
+
+    def watch_leader() -> None:
+        while not stop.is_set():
+            out = prod.kafka_tool("kafka-metadata-quorum.sh", "describe", "--status", timeout=60)
+            leader = re.search(r"LeaderId:\s+(-?\d+)", out)
+            seen.append((time.monotonic(), int(leader.group(1)) if leader else -1))
+
+    watcher = threading.Thread(target=watch_leader, daemon=True)
+    watcher.start()
+    created = 0
+    try:
+        for size in (5, 3):
+            prod.patch_spec({"controllers": {"replicas": size}})
+            wait_for(lambda: prod.status().get("quorum", {}).get("voters"),
+                     lambda voters, n=size: voters == [1000 + i for i in range(n)], 900, f"{size} voters")
+            wait_for(lambda: len(prod.pods("controller")), lambda n, s=size: n == s, 300, f"{size} controller pods")
+            # topic creation keeps working after each step
+            name = f"quorum-step-{size}"
+            operator.apply([topic_resource(name, "prod", partitions=1, replicas=2)])
+            wait_topic_ready(operator, name)
+            created += 1
+    finally:
+        stop.set()
+        watcher.join(90)
+    assert created == 2
+    assert seen, "the quorum was never described"
+    assert all(leader >= 1000 for _, leader in seen), f"moments without a leader: {seen}"
+    removed = {e["message"] for e in prod.events("VoterRemoved")}
+    assert removed == {"controller 1004 removed from the KRaft voters", "controller 1003 removed from the KRaft voters"}
+    assert NAMESPACE

@@ -1,0 +1,132 @@
+"""Metrics on real pods, seen through a real Prometheus (Debian's package, in a pod):
+values move with the cluster, an alert fires for a real condition, every dashboard panel has data."""
+
+from __future__ import annotations
+
+import json
+import urllib.parse
+from typing import Any
+
+import pytest
+from kafka_e2e import NAMESPACE, ClientPod, KafkaClusterHandle, repo_path, topic_resource, wait_topic_ready
+
+from krafty_testkit.kube import Image, KubeCluster
+from krafty_testkit.waiting import wait_for
+
+PROMETHEUS_IMAGE = Image("krafty/prometheus:e2e", repo_path("e2e", "images", "prometheus", "Dockerfile"),
+                         repo_path())
+
+
+class Prometheus:
+    def __init__(self, kube: KubeCluster) -> None:
+        self.kube = kube
+
+    def query(self, expr: str) -> list[dict[str, Any]]:
+        path = (f"/api/v1/namespaces/{NAMESPACE}/services/prometheus:9090/proxy/api/v1/query?"
+                + urllib.parse.urlencode({"query": expr}))
+        answer = json.loads(self.kube.kubectl("get", "--raw", path))
+        assert answer["status"] == "success", answer
+        return list(answer["data"]["result"])
+
+    def value(self, expr: str) -> float | None:
+        result = self.query(expr)
+        return float(result[0]["value"][1]) if result else None
+
+
+def prometheus_objects() -> list[dict[str, Any]]:
+    labels = {"app": "prometheus"}
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "prometheus", "namespace": NAMESPACE}},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "e2e-prometheus"},
+         "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+         "metadata": {"name": "e2e-prometheus"},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "e2e-prometheus"},
+         "subjects": [{"kind": "ServiceAccount", "name": "prometheus", "namespace": NAMESPACE}]},
+        {"apiVersion": "v1", "kind": "Pod",
+         "metadata": {"name": "prometheus", "namespace": NAMESPACE, "labels": labels},
+         "spec": {"serviceAccountName": "prometheus",
+                  "containers": [{"name": "prometheus", "image": PROMETHEUS_IMAGE.name,
+                                  "imagePullPolicy": "IfNotPresent", "ports": [{"containerPort": 9090}],
+                                  "resources": {"requests": {"cpu": "50m", "memory": "256Mi"}},
+                                  "readinessProbe": {"httpGet": {"path": "/-/ready", "port": 9090}}}]}},
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "prometheus", "namespace": NAMESPACE},
+         "spec": {"selector": labels, "ports": [{"port": 9090, "targetPort": 9090}]}},
+    ]
+
+
+@pytest.fixture(scope="module")
+def prometheus(operator: KubeCluster, prod: KafkaClusterHandle) -> Prometheus:
+    operator.load_images([PROMETHEUS_IMAGE])
+    operator.apply(prometheus_objects())
+    operator.kubectl("wait", "--for=condition=Ready", "pod/prometheus", "-n", NAMESPACE, "--timeout=180s",
+                     timeout=200)
+    prom = Prometheus(operator)
+    wait_for(lambda: prom.query('up{pod=~"prod-broker-.*"} == 1'), lambda r: len(r) == 3, 120,
+             "Prometheus scraping the three brokers")
+    return prom
+
+
+def test_prometheus_scrapes_the_operator_and_the_brokers(prometheus: Prometheus):
+    assert wait_for(lambda: prometheus.value('krafty_cluster_brokers_ready{cluster="prod"}'), lambda v: v == 3, 120,
+                    "the operator's broker count") == 3
+    states = prometheus.query('kafka_server_broker_state{cluster="prod"}')
+    assert {r["metric"]["pod"] for r in states} == {"prod-broker-0", "prod-broker-1", "prod-broker-2"}
+    assert all(r["value"][1] == "3" for r in states)  # RUNNING
+    assert prometheus.value('sum(kafka_controller_activecontrollercount{cluster="prod"})') == 1
+
+
+def test_under_replicated_partitions_rise_with_a_stopped_broker_and_return_to_zero(
+        prometheus: Prometheus, prod: KafkaClusterHandle, operator: KubeCluster):
+    operator.apply([topic_resource("metrics-urp", "prod", partitions=6, replicas=3)])
+    wait_topic_ready(operator, "metrics-urp")
+    expr = 'krafty_cluster_under_replicated_partitions{cluster="prod"}'
+    wait_for(lambda: prometheus.value(expr), lambda v: v == 0, 180, "no under-replicated partitions first")
+    operator.kubectl("delete", "pod", "prod-broker-1", "-n", NAMESPACE, "--wait=false")
+    wait_for(lambda: prometheus.value(expr), lambda v: (v or 0) > 0, 180, "under-replicated partitions")
+    wait_for(lambda: prometheus.value(expr), lambda v: v == 0, 300, "back to zero once the broker is back")
+    # The brokers' own gauge (JMX exporter) saw it too
+    brokers = 'max_over_time(sum(kafka_server_replicamanager_underreplicatedpartitions{cluster="prod"})[5m:5s])'
+    assert (prometheus.value(brokers) or 0) > 0
+    prod.wait_ready(300)
+
+
+def test_lag_grows_while_the_consumer_is_paused_and_drains_after(prometheus: Prometheus, prod: KafkaClusterHandle,
+                                                                 client: ClientPod, operator: KubeCluster):
+    operator.apply([topic_resource("metrics-lag", "prod", partitions=3, replicas=3)])
+    wait_topic_ready(operator, "metrics-lag")
+    lag = 'krafty_consumergroup_lag_sum{cluster="prod", group="lag-test", topic="metrics-lag"}'
+    client.cli("produce", prod.bootstrap, "metrics-lag", "--count", "1000", "--acked", "/tmp/acked-lag1.json")
+    assert client.cli("consume", prod.bootstrap, "metrics-lag", "--group", "lag-test")["consumed"] == 1000
+    wait_for(lambda: prometheus.value(lag), lambda v: v == 0, 180, "lag 0 after consuming")
+    # While the consumer is paused, 2000 more records arrive: the lag shows them
+    client.cli("produce", prod.bootstrap, "metrics-lag", "--count", "2000", "--acked", "/tmp/acked-lag2.json")
+    wait_for(lambda: prometheus.value(lag), lambda v: v == 2000, 180, "lag 2000 while paused")
+    # When it resumes, the lag drains
+    assert client.cli("consume", prod.bootstrap, "metrics-lag", "--group", "lag-test")["consumed"] == 2000
+    wait_for(lambda: prometheus.value(lag), lambda v: v == 0, 180, "lag drained")
+
+
+def test_under_min_isr_alert_fires_for_a_real_condition(prometheus: Prometheus, prod: KafkaClusterHandle):
+    # Given a topic (made with Kafka's tool) that can never have min.insync.replicas in sync
+    prod.kafka_tool("kafka-topics.sh", "--create", "--topic", "alert-min-isr", "--partitions", "1",
+                    "--replication-factor", "2", "--config", "min.insync.replicas=3")
+    try:
+        firing = 'ALERTS{alertname="KafkaUnderMinIsrPartitions", alertstate="firing", cluster="prod"}'
+        alerts = wait_for(lambda: prometheus.query(firing), bool, 300, "the alert firing")
+        assert alerts[0]["metric"]["severity"] == "critical"
+    finally:
+        prod.kafka_tool("kafka-topics.sh", "--delete", "--topic", "alert-min-isr")
+    wait_for(lambda: prometheus.value('krafty_cluster_under_min_isr_partitions{cluster="prod"}'), lambda v: v == 0,
+             180, "the condition gone")
+
+
+def test_every_dashboard_panel_returns_data(prometheus: Prometheus):
+    dashboard = json.loads(repo_path("charts", "krafty-operator", "files", "dashboards", "krafty.json").read_text())
+    empty = []
+    for panel in dashboard["panels"]:
+        for target in panel["targets"]:
+            expr = target["expr"].replace("$namespace", NAMESPACE).replace("$cluster", "prod")
+            if not prometheus.query(expr):
+                empty.append(f"{panel['title']}: {expr}")
+    assert not empty, "panels without data:\n" + "\n".join(empty)

@@ -1,0 +1,81 @@
+"""Spark on the cluster: spark-submit (k8s:// master, cluster mode) starts driver and executor pods
+that consume a topic the test produced; the output topic holds the right counts."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from kafka_e2e import NAMESPACE, ClientPod, KafkaClusterHandle, repo_path, topic_resource, wait_topic_ready
+
+from krafty_testkit.kube import Image, KubeCluster
+from krafty_testkit.waiting import wait_for
+
+SPARK_IMAGE = Image("krafty/spark:e2e", repo_path("spark", "Dockerfile"), repo_path())
+PAGES = ["/", "/cart", "/checkout", "/search"]
+
+
+def events() -> tuple[list[str], Counter[tuple[str, str]]]:
+    """Page views over five minutes, and the views per page per 1-minute window they make."""
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    lines, expected = [], Counter[tuple[str, str]]()
+    for i in range(600):
+        ts = start + timedelta(seconds=i // 2)
+        page = PAGES[(i * 7) % len(PAGES)]
+        lines.append(json.dumps({"event_id": f"e{i}", "user": f"u{i % 13}", "page": page,
+                                 "ts": ts.strftime("%Y-%m-%dT%H:%M:%S.000Z")}))
+        window = ts.replace(second=0).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+        expected[(page, window)] += 1
+    return lines, expected
+
+
+@pytest.fixture(scope="module")
+def spark_ready(operator: KubeCluster, prod: KafkaClusterHandle) -> KubeCluster:
+    operator.load_images([SPARK_IMAGE])
+    for manifest in ("rbac.yaml", "pvc.yaml"):
+        operator.kubectl("apply", "-n", NAMESPACE, "-f", str(repo_path("spark", "k8s", manifest)))
+    operator.apply([topic_resource("page-views", "prod", partitions=3, replicas=3),
+                    topic_resource("page-view-counts", "prod", partitions=3, replicas=3,
+                                   config={"cleanup.policy": "compact"})])
+    wait_topic_ready(operator, "page-views")
+    wait_topic_ready(operator, "page-view-counts")
+    return operator
+
+
+def submit(kube: KubeCluster, *job_args: str) -> None:
+    env = {**os.environ, "KUBECONFIG": str(kube.kubeconfig), "NAMESPACE": NAMESPACE, "IMAGE": SPARK_IMAGE.name,
+           "KAFKA_CLUSTER": "prod", "JOB_NAME": "pageviews-e2e", "EXECUTORS": "1",
+           "PATH": f"{kube.tools}:{os.environ['PATH']}"}
+    subprocess.run([str(repo_path("spark", "submit.sh")), *job_args], env=env, check=True, timeout=600)
+
+
+def test_spark_submit_runs_driver_and_executor_pods_that_count_right(spark_ready: KubeCluster, client: ClientPod,
+                                                                     prod: KafkaClusterHandle):
+    lines, expected = events()
+    assert client.cli("produce-lines", prod.bootstrap, "page-views", stdin="\n".join(lines))["acked"] == len(lines)
+    submit(spark_ready, "--job-name", "pageviews-e2e", "--input-topics", "page-views",
+           "--output-topic", "page-view-counts", "--checkpoint", "/data/pageviews-e2e/checkpoint",
+           "--trigger", "available-now", "--window", "1m", "--watermark", "2m")
+
+    def driver_phase() -> str:
+        pods = spark_ready.kubectl_json("get", "pods", "-n", NAMESPACE, "-l", "spark-role=driver")["items"]
+        return pods[-1]["status"]["phase"] if pods else "none"
+
+    wait_for(driver_phase, lambda phase: phase in ("Succeeded", "Failed"), 900, "the Spark driver to finish",
+             interval=5)
+    assert driver_phase() == "Succeeded", spark_ready.kubectl("logs", "-n", NAMESPACE, "-l", "spark-role=driver",
+                                                              "--tail=80")
+    scheduled = spark_ready.kubectl_json("get", "events", "-n", NAMESPACE, "--field-selector", "reason=Scheduled")
+    assert any("-exec-" in e["involvedObject"]["name"] for e in scheduled["items"]), "no executor pod ran"
+    counts = client.cli("last-values", prod.bootstrap, "page-view-counts")["values"]
+    got = {(v["page"], v["window_start"]): v["views"] for v in map(json.loads, counts.values())}
+    assert got == dict(expected)
+    # The job's progress is visible as consumer-group lag: it committed everything it read
+    described = prod.kafka_tool("kafka-consumer-groups.sh", "--describe", "--group", "spark-pageviews-e2e")
+    lags = [line.split()[5] for line in described.splitlines()[1:] if line.strip() and "page-views" in line]
+    assert lags
+    assert set(lags) == {"0"}

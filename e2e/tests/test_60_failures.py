@@ -1,0 +1,117 @@
+"""Failures on real pods, each with the operator restarted in the middle:
+a broker SIGKILLed under acks=all load, the active controller SIGKILLed, a node drain."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+from typing import Any
+
+from kafka_e2e import (
+    NAMESPACE,
+    OPERATOR_NAMESPACE,
+    ClientPod,
+    KafkaClusterHandle,
+    topic_resource,
+    wait_topic_ready,
+)
+
+from krafty_testkit.kube import KubeCluster
+from krafty_testkit.waiting import wait_for
+
+
+def restart_operator(kube: KubeCluster) -> None:
+    kube.kubectl("delete", "pod", "-n", OPERATOR_NAMESPACE, "-l", "app.kubernetes.io/name=krafty-operator",
+                 "--grace-period=0", "--force")
+
+
+def controller_servers(handle: KafkaClusterHandle) -> str:
+    return ",".join(f"{handle.name}-controller-{i}.{handle.name}-controllers.{NAMESPACE}.svc.cluster.local:9093"
+                    for i in range(3))
+
+
+def in_sync(handle: KafkaClusterHandle) -> None:
+    wait_for(lambda: handle.status().get("partitions", {}), lambda p: p.get("underReplicated") == 0 and p.get("total"),
+             600, f"{handle.name} fully in sync", interval=5)
+
+
+def test_sigkilled_broker_under_load_loses_nothing(prod: KafkaClusterHandle, client: ClientPod,
+                                                   operator: KubeCluster):
+    operator.apply([topic_resource("crash", "prod", partitions=6, replicas=3, config={"min.insync.replicas": 2})])
+    wait_topic_ready(operator, "crash")
+    with client.steady_producer(prod.bootstrap, "crash", rate=100) as report:
+        time.sleep(10)
+        # When a broker is killed outright and, meanwhile, the operator restarts
+        operator.kill_container(NAMESPACE, "prod-broker-1")
+        restart_operator(operator)
+        time.sleep(10)
+    verified = client.verify(prod.bootstrap, "crash")
+    # Then every acknowledged record is there, once, and the cluster returns to fully in sync
+    assert (verified["lost"], verified["duplicated"]) == (0, 0)
+    assert report["acked"] > 1000
+    in_sync(prod)
+    prod.wait_ready(600)
+
+
+def test_sigkilled_active_controller_is_replaced_within_seconds(prod: KafkaClusterHandle, client: ClientPod,
+                                                                operator: KubeCluster):
+    leader = prod.status()["quorum"]["leaderId"]
+    pod = f"prod-controller-{leader - 1000}"
+    watched: dict[str, Any] = {}
+
+    def watch() -> None:
+        watched.update(client.cli("watch-leader", controller_servers(prod), "--seconds", "40", timeout=120))
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    time.sleep(3)
+    operator.kill_container(NAMESPACE, pod)
+    restart_operator(operator)
+    watcher.join(150)
+    # A new leader within seconds, and it is another controller
+    assert watched["leaders"][0] == leader
+    assert any(new != leader for new in watched["leaders"][1:])
+    assert watched["longest_without_leader_s"] < 10, watched
+    # And topic creation keeps working
+    operator.apply([topic_resource("after-controller-crash", "prod", partitions=1, replicas=3)])
+    wait_topic_ready(operator, "after-controller-crash")
+    prod.wait_ready(600)
+
+
+def test_a_node_drain_honours_the_disruption_budget(prod: KafkaClusterHandle, operator: KubeCluster):
+    node = operator.kubectl_json("get", "nodes")["items"][0]["metadata"]["name"]
+    unavailable: list[int] = []
+    stop = threading.Event()
+
+    def count_unready_brokers() -> None:
+        while not stop.is_set():
+            pods = prod.pods("broker")
+            unavailable.append(3 - sum(1 for p in pods if any(
+                c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions", []))))
+            time.sleep(1)
+
+    counter = threading.Thread(target=count_unready_brokers, daemon=True)
+    counter.start()
+    restart_operator(operator)
+    try:
+        # On a single node a drain can never finish: every broker would have to go. The budget lets one go.
+        out = _drain(operator, node)
+    finally:
+        operator.kubectl("uncordon", node)
+        stop.set()
+        counter.join(10)
+    assert "Cannot evict pod as it would violate the pod's disruption budget" in out, out[-2000:]
+    assert max(unavailable) == 1, unavailable
+    prod.wait_ready(900)
+    in_sync(prod)
+
+
+def _drain(operator: KubeCluster, node: str) -> str:
+    """kubectl drain of the prod brokers, which must time out; returns what it printed."""
+    argv = [str(operator.tools / "kubectl"), "--kubeconfig", str(operator.kubeconfig), "drain", node,
+            "--pod-selector", "kafka.krafty.io/cluster=prod,kafka.krafty.io/pool=broker",
+            "--delete-emptydir-data", "--ignore-daemonsets", "--timeout=60s"]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=180, check=False)
+    assert proc.returncode != 0, "the drain should not have completed on a single node"
+    return proc.stdout + proc.stderr
