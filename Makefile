@@ -5,10 +5,10 @@ SHELL := /bin/bash
 ENV := source scripts/env.sh &&
 PYTEST := python -m pytest
 
-.PHONY: help setup lint unit integration test
+.PHONY: help setup lint unit integration e2e e2e-full test test-full bench bench-e2e demo demo-down cluster-up cluster-down
 
 help:  ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 18
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 18
 
 setup:  ## Python venv, Kafka distribution (cached)
 	@$(ENV) echo "venv: $$KRAFTY_VENV"; echo "kafka: $$KRAFTY_KAFKA_HOME"
@@ -22,4 +22,25 @@ unit:  ## pure logic: models, rendering, decisions, wire format
 integration:  ## real Kafka processes, a real API server, PySpark against real brokers
 	@$(ENV) $(PYTEST) -q testkit/tests operator/tests/integration spark/tests
 
-test: unit integration  ## what CI runs (.ci/run)
+e2e:  ## end-to-end on real pods (local cluster here, kind with Docker, KRAFTY_E2E_CLUSTER=existing)
+	@$(ENV) $(PYTEST) -q e2e/tests
+
+test: unit integration e2e  ## what CI runs (.ci/run): every tier
+
+bench:  ## benchmarks on local processes (printed tables)
+	@$(ENV) $(PYTEST) -q -m bench bench
+
+bench-e2e:  ## benchmarks on the local Kubernetes cluster (readiness, footprint, leader election)
+	@$(ENV) $(PYTEST) -q -m bench e2e/bench
+
+demo:  ## the main job: cluster, operator, Kafka, topics, events, Spark on the cluster, results, metrics
+	@$(ENV) python scripts/demo.py
+
+demo-down:  ## remove what `make demo` created (the Kubernetes cluster stays up)
+	@$(ENV) python scripts/demo.py down
+
+cluster-up:  ## the local single-node Kubernetes cluster
+	@e2e/localkube/localkube up
+
+cluster-down:
+	@e2e/localkube/localkube down

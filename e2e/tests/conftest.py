@@ -5,7 +5,8 @@ installed with Helm, an in-cluster client pod, and the two Kafka clusters most t
 from __future__ import annotations
 
 import pytest
-from kafka_e2e import (
+
+from krafty_testkit.k8s_kafka import (
     IMAGES,
     NAMESPACE,
     ClientPod,
@@ -13,7 +14,6 @@ from kafka_e2e import (
     cluster_spec,
     install_operator,
 )
-
 from krafty_testkit.kube import KubeCluster
 
 

@@ -8,8 +8,7 @@ import threading
 import time
 from collections import Counter
 
-from kafka_e2e import NAMESPACE, ClientPod, KafkaClusterHandle, topic_resource, wait_topic_ready
-
+from krafty_testkit.k8s_kafka import NAMESPACE, ClientPod, KafkaClusterHandle, topic_resource, wait_topic_ready
 from krafty_testkit.kube import KubeCluster
 from krafty_testkit.waiting import wait_for
 

@@ -8,8 +8,15 @@ import urllib.parse
 from typing import Any
 
 import pytest
-from kafka_e2e import NAMESPACE, ClientPod, KafkaClusterHandle, repo_path, topic_resource, wait_topic_ready
 
+from krafty_testkit.k8s_kafka import (
+    NAMESPACE,
+    ClientPod,
+    KafkaClusterHandle,
+    repo_path,
+    topic_resource,
+    wait_topic_ready,
+)
 from krafty_testkit.kube import Image, KubeCluster
 from krafty_testkit.waiting import wait_for
 

@@ -4,18 +4,25 @@ that consume a topic the test produced; the output topic holds the right counts.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from kafka_e2e import NAMESPACE, ClientPod, KafkaClusterHandle, repo_path, topic_resource, wait_topic_ready
 
-from krafty_testkit.kube import Image, KubeCluster
+from krafty_testkit.k8s_kafka import (
+    NAMESPACE,
+    SPARK_IMAGE,
+    ClientPod,
+    KafkaClusterHandle,
+    driver_phase,
+    repo_path,
+    submit_spark,
+    topic_resource,
+    wait_topic_ready,
+)
+from krafty_testkit.kube import KubeCluster
 from krafty_testkit.waiting import wait_for
 
-SPARK_IMAGE = Image("krafty/spark:e2e", repo_path("spark", "Dockerfile"), repo_path())
 PAGES = ["/", "/cart", "/checkout", "/search"]
 
 
@@ -46,29 +53,19 @@ def spark_ready(operator: KubeCluster, prod: KafkaClusterHandle) -> KubeCluster:
     return operator
 
 
-def submit(kube: KubeCluster, *job_args: str) -> None:
-    env = {**os.environ, "KUBECONFIG": str(kube.kubeconfig), "NAMESPACE": NAMESPACE, "IMAGE": SPARK_IMAGE.name,
-           "KAFKA_CLUSTER": "prod", "JOB_NAME": "pageviews-e2e", "EXECUTORS": "1",
-           "PATH": f"{kube.tools}:{os.environ['PATH']}"}
-    subprocess.run([str(repo_path("spark", "submit.sh")), *job_args], env=env, check=True, timeout=600)
-
-
 def test_spark_submit_runs_driver_and_executor_pods_that_count_right(spark_ready: KubeCluster, client: ClientPod,
                                                                      prod: KafkaClusterHandle):
     lines, expected = events()
     assert client.cli("produce-lines", prod.bootstrap, "page-views", stdin="\n".join(lines))["acked"] == len(lines)
-    submit(spark_ready, "--job-name", "pageviews-e2e", "--input-topics", "page-views",
-           "--output-topic", "page-view-counts", "--checkpoint", "/data/pageviews-e2e/checkpoint",
-           "--trigger", "available-now", "--window", "1m", "--watermark", "2m")
+    submit_spark(spark_ready, NAMESPACE, "prod", "pageviews-e2e",
+                 "--job-name", "pageviews-e2e", "--input-topics", "page-views", "--output-topic", "page-view-counts",
+                 "--checkpoint", "/data/pageviews-e2e/checkpoint", "--trigger", "available-now",
+                 "--window", "1m", "--watermark", "2m")
 
-    def driver_phase() -> str:
-        pods = spark_ready.kubectl_json("get", "pods", "-n", NAMESPACE, "-l", "spark-role=driver")["items"]
-        return pods[-1]["status"]["phase"] if pods else "none"
-
-    wait_for(driver_phase, lambda phase: phase in ("Succeeded", "Failed"), 900, "the Spark driver to finish",
-             interval=5)
-    assert driver_phase() == "Succeeded", spark_ready.kubectl("logs", "-n", NAMESPACE, "-l", "spark-role=driver",
-                                                              "--tail=80")
+    phase = wait_for(lambda: driver_phase(spark_ready, NAMESPACE, "pageviews-e2e"),
+                     lambda p: p in ("Succeeded", "Failed"), 900, "the Spark driver to finish", interval=5)
+    assert phase == "Succeeded", spark_ready.kubectl("logs", "-n", NAMESPACE, "-l", "spark-role=driver",
+                                                     "--tail=80")
     scheduled = spark_ready.kubectl_json("get", "events", "-n", NAMESPACE, "--field-selector", "reason=Scheduled")
     assert any("-exec-" in e["involvedObject"]["name"] for e in scheduled["items"]), "no executor pod ran"
     counts = client.cli("last-values", prod.bootstrap, "page-view-counts")["values"]

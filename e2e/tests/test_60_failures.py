@@ -8,7 +8,7 @@ import threading
 import time
 from typing import Any
 
-from kafka_e2e import (
+from krafty_testkit.k8s_kafka import (
     NAMESPACE,
     OPERATOR_NAMESPACE,
     ClientPod,
@@ -16,7 +16,6 @@ from kafka_e2e import (
     topic_resource,
     wait_topic_ready,
 )
-
 from krafty_testkit.kube import KubeCluster
 from krafty_testkit.waiting import wait_for
 

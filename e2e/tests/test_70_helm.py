@@ -8,8 +8,8 @@ import json
 from typing import Any
 
 import yaml
-from kafka_e2e import CHART, NAMESPACE, OPERATOR_NAMESPACE, SMALL_NODE, KafkaClusterHandle, repo_path
 
+from krafty_testkit.k8s_kafka import CHART, NAMESPACE, OPERATOR_NAMESPACE, SMALL_NODE, KafkaClusterHandle, repo_path
 from krafty_testkit.kafka_dist import kafka_home, pinned_versions
 from krafty_testkit.kube import KubeCluster
 from krafty_testkit.waiting import wait_for

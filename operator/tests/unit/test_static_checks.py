@@ -8,7 +8,7 @@ import pytest
 
 OPERATOR = Path(__file__).resolve().parents[2]
 ROOT = OPERATOR.parent
-PYTHON_TREES = ["operator/src", "operator/tests", "testkit", "spark", "e2e"]
+PYTHON_TREES = ["operator/src", "operator/tests", "testkit", "spark", "e2e", "bench", "scripts"]
 
 
 @pytest.mark.parametrize("command", [

@@ -1,10 +1,12 @@
-"""Helpers for the end-to-end tests: images, the installed operator, Kafka clusters,
-an in-cluster client pod, and reading Kafka from inside the cluster."""
+"""Driving krafty on a Kubernetes cluster: the product's images, the operator installed with
+Helm, KafkaClusters, an in-cluster client pod, and Kafka's own tools inside the brokers.
+The end-to-end tests and the demo (scripts/demo.py) both use it."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import subprocess
 import time
 from collections.abc import Iterator
@@ -27,12 +29,14 @@ IMAGES = [
     Image(BROKER_IMAGE, ROOT / "broker-image" / "Dockerfile", ROOT),
     Image(CLIENT_IMAGE, ROOT / "e2e" / "images" / "kafka-client" / "Dockerfile", ROOT),
 ]
+SPARK_IMAGE = Image("krafty/spark:e2e", ROOT / "spark" / "Dockerfile", ROOT)
 SMALL_NODE = {"resources": {"requests": {"cpu": "50m", "memory": "640Mi"}, "limits": {"memory": "640Mi"}},
               "jvm": {"heap": "256Mi"}, "storage": {"size": "1Gi"}}
 
 
 def install_operator(kube: KubeCluster, release: str = RELEASE, namespace: str = OPERATOR_NAMESPACE,
                      watch: tuple[str, ...] = (NAMESPACE,), *extra: str) -> None:
+    """helm upgrade --install of the chart with the locally built operator image."""
     watched = ",".join(watch)
     kube.run_helm("upgrade", "--install", release, str(CHART), "--namespace", namespace, "--create-namespace",
                   "--set", "image.repository=krafty/operator", "--set", "image.tag=e2e",
@@ -171,15 +175,15 @@ class ClientPod:
         return self.cli("verify", bootstrap, topic, "--acked", f"/tmp/acked-{topic}.json", timeout=600)
 
 
-def topic_resource(name: str, cluster: str, **spec: Any) -> dict[str, Any]:
+def topic_resource(name: str, cluster: str, namespace: str = NAMESPACE, **spec: Any) -> dict[str, Any]:
     return {"apiVersion": "kafka.krafty.io/v1alpha1", "kind": "Topic",
-            "metadata": {"name": name, "namespace": NAMESPACE},
+            "metadata": {"name": name, "namespace": namespace},
             "spec": {"clusterRef": {"name": cluster}, **spec}}
 
 
-def wait_topic_ready(kube: KubeCluster, name: str, timeout: float = 180) -> dict[str, Any]:
+def wait_topic_ready(kube: KubeCluster, name: str, timeout: float = 180, namespace: str = NAMESPACE) -> dict[str, Any]:
     def status() -> dict[str, Any]:
-        return dict(kube.kubectl_json("get", "topic", name, "-n", NAMESPACE).get("status") or {})
+        return dict(kube.kubectl_json("get", "topic", name, "-n", namespace).get("status") or {})
 
     def ready(s: dict[str, Any]) -> bool:
         return any(c["type"] == "Ready" and c["status"] == "True" for c in s.get("conditions", []))
@@ -197,6 +201,22 @@ def leader_stats(handle: KafkaClusterHandle, topic: str) -> tuple[int, int]:
             total += 1
             preferred += fields["Leader"] == fields["Replicas"].split(",")[0]
     return total, preferred
+
+
+def submit_spark(kube: KubeCluster, namespace: str, cluster: str, job_name: str, *job_args: str) -> None:
+    """spark/submit.sh: spark-submit with a k8s:// master, cluster mode, the krafty Spark image."""
+    env = {**os.environ, "KUBECONFIG": str(kube.kubeconfig), "NAMESPACE": namespace, "IMAGE": SPARK_IMAGE.name,
+           "KAFKA_CLUSTER": cluster, "JOB_NAME": job_name, "EXECUTORS": "1",
+           "PATH": f"{kube.tools}:{os.environ['PATH']}"}
+    subprocess.run([str(ROOT / "spark" / "submit.sh"), *job_args], env=env, check=True, timeout=600)
+
+
+def driver_phase(kube: KubeCluster, namespace: str, job_name: str) -> str:
+    """Phase of the job's latest Spark driver pod ("none" before it exists)."""
+    pods = kube.kubectl_json("get", "pods", "-n", namespace, "-l", "spark-role=driver")
+    items = sorted((p for p in pods["items"] if p["metadata"]["name"].startswith(f"{job_name}-")),
+                   key=lambda p: p["metadata"]["creationTimestamp"])
+    return str(items[-1]["status"]["phase"]) if items else "none"
 
 
 def repo_path(*parts: str) -> Path:

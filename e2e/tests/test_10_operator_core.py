@@ -8,7 +8,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kafka_e2e import (
+
+from krafty_testkit.k8s_kafka import (
     NAMESPACE,
     OPERATOR_NAMESPACE,
     ClientPod,
@@ -17,7 +18,6 @@ from kafka_e2e import (
     topic_resource,
     wait_topic_ready,
 )
-
 from krafty_testkit.kube import KubeCluster
 from krafty_testkit.plugin import report_table
 from krafty_testkit.waiting import wait_for

@@ -1,0 +1,173 @@
+"""The main job, end to end: `make demo`.
+
+Brings up a Kubernetes cluster (the local one here, kind where Docker answers, or the current kube
+context with KRAFTY_E2E_CLUSTER=existing), installs the operator with Helm, creates a KafkaCluster with
+dedicated controllers and its Topics, produces page-view events, runs the Spark job on the cluster,
+prints its results, the operator's metrics and the Spark job's consumer lag, and says how to tear
+down. Every step is idempotent: running it again reuses what exists. Any failure stops it with a
+message and a non-zero exit.
+
+  python scripts/demo.py          run the demo
+  python scripts/demo.py down     remove what the demo created (the Kubernetes cluster stays)
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+import yaml
+
+from krafty_testkit import k8s_kafka as k
+from krafty_testkit.kube import KubeCluster, KubeError, detect
+from krafty_testkit.waiting import WaitTimeout, wait_for
+
+NAMESPACE = "kafka-demo"
+OPERATOR_NAMESPACE = "krafty-demo"
+RELEASE = "krafty-demo"
+CLUSTER = "demo"
+JOB = "pageviews-demo"
+PAGES = ["/", "/products", "/cart", "/checkout", "/search", "/help"]
+T = TypeVar("T")
+STARTED = time.monotonic()
+
+
+def step(title: str, action: Callable[[], T]) -> T:
+    began = time.monotonic()
+    print(f"[{time.monotonic() - STARTED:7.1f}s] {title} ...", flush=True)
+    result = action()
+    print(f"[{time.monotonic() - STARTED:7.1f}s]   done in {time.monotonic() - began:.1f}s", flush=True)
+    return result
+
+
+def cluster_spec() -> dict[str, Any]:
+    """The dedicated-controllers example, sized for a small machine."""
+    spec = yaml.safe_load(k.repo_path("crds", "examples", "kafkacluster-dedicated.yaml").read_text())["spec"]
+    for pool in ("brokers", "controllers"):
+        spec[pool].update(k.SMALL_NODE)
+    spec["brokers"].pop("template", None)
+    return dict(spec)
+
+
+def events(count: int = 3000) -> list[str]:
+    start = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(minutes=10)
+    return [json.dumps({"event_id": f"e{i}", "user": f"u{i % 97}", "page": PAGES[(i * 7 + i // 5) % len(PAGES)],
+                        "ts": (start + timedelta(seconds=i * 0.2)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")[:-4] + "Z"})
+            for i in range(count)]
+
+
+def install(kube: KubeCluster) -> None:
+    ns = kube.kubectl("create", "namespace", NAMESPACE, "--dry-run=client", "-o", "yaml")
+    kube.kubectl("apply", "-f", "-", stdin=ns)
+    k.install_operator(kube, RELEASE, OPERATOR_NAMESPACE, (NAMESPACE,))
+
+
+def kafka(kube: KubeCluster) -> k.KafkaClusterHandle:
+    handle = k.KafkaClusterHandle(kube, CLUSTER, NAMESPACE)
+    handle.apply(cluster_spec())
+    handle.wait_ready(900)
+    print(kube.kubectl("get", "kafkaclusters", "-n", NAMESPACE))
+    return handle
+
+
+def topics(kube: KubeCluster) -> None:
+    kube.apply([k.topic_resource("page-views", CLUSTER, NAMESPACE, partitions=6, replicas=3,
+                                 config={"min.insync.replicas": 2, "retention.ms": 604800000}),
+                k.topic_resource("page-view-counts", CLUSTER, NAMESPACE, partitions=3, replicas=3,
+                                 config={"min.insync.replicas": 2, "cleanup.policy": "compact"})])
+    for name in ("page-views", "page-view-counts"):
+        k.wait_topic_ready(kube, name, namespace=NAMESPACE)
+    print(kube.kubectl("get", "topics", "-n", NAMESPACE))
+
+
+def produce(client: k.ClientPod, handle: k.KafkaClusterHandle) -> None:
+    lines = events()
+    result = client.cli("produce-lines", handle.bootstrap, "page-views", stdin="\n".join(lines))
+    if result["acked"] != len(lines):
+        raise RuntimeError(f"only {result['acked']} of {len(lines)} events were acknowledged")
+    print(f"  {len(lines)} page-view events written with acks=all")
+
+
+def spark(kube: KubeCluster) -> None:
+    for manifest in ("rbac.yaml", "pvc.yaml"):
+        kube.kubectl("apply", "-n", NAMESPACE, "-f", str(k.repo_path("spark", "k8s", manifest)))
+    k.submit_spark(kube, NAMESPACE, CLUSTER, JOB, "--job-name", JOB, "--input-topics", "page-views",
+                   "--output-topic", "page-view-counts", "--checkpoint", f"/data/{JOB}/checkpoint",
+                   "--trigger", "available-now", "--window", "1m", "--watermark", "2m")
+    phase = wait_for(lambda: k.driver_phase(kube, NAMESPACE, JOB), lambda p: p in ("Succeeded", "Failed"), 900,
+                     "the Spark driver to finish", interval=5)
+    if phase != "Succeeded":
+        raise RuntimeError("the Spark job failed:\n" + kube.kubectl("logs", "-n", NAMESPACE, "-l", "spark-role=driver",
+                                                                   "--tail=60"))
+
+
+def results(client: k.ClientPod, handle: k.KafkaClusterHandle) -> None:
+    counts = [json.loads(v) for v in client.cli("last-values", handle.bootstrap, "page-view-counts")["values"].values()]
+    counts.sort(key=lambda c: (c["window_start"], -c["views"]))
+    print(f"  {'window start (UTC)':<26} {'page':<12} views")
+    for c in counts[:24]:
+        print(f"  {c['window_start']:<26} {c['page']:<12} {c['views']}")
+    print(f"  ({len(counts)} page/window counts; all of them: spark job output topic page-view-counts)")
+
+
+def metrics(kube: KubeCluster, handle: k.KafkaClusterHandle) -> None:
+    service = f"{RELEASE}-metrics"
+    proxy = f"/api/v1/namespaces/{OPERATOR_NAMESPACE}/services/{service}:8080/proxy/metrics"
+    text = kube.kubectl("get", "--raw", proxy)
+    shown = [line for line in text.splitlines() if line.startswith(("krafty_cluster_", "krafty_consumergroup_lag_sum"))
+             and f'cluster="{CLUSTER}"' in line]
+    print("\n".join(f"  {line}" for line in shown[:20]))
+    lag = handle.kafka_tool("kafka-consumer-groups.sh", "--describe", "--group", f"spark-{JOB}")
+    print("  The Spark job's progress as consumer-group lag (kafka-consumer-groups.sh --describe):")
+    print("\n".join(f"    {line}" for line in lag.strip().splitlines()))
+    print(f"\n  Operator metrics: service {OPERATOR_NAMESPACE}/{service}, port 8080, /metrics")
+    print(f"  Kafka metrics: port 9404 (named 'metrics') of every pod of {NAMESPACE}/{CLUSTER}")
+    print("  Alerts: charts/krafty-operator/files/prometheus-rules.yaml; dashboard: charts/krafty-operator/files/"
+          "dashboards/krafty.json")
+
+
+def down(kube: KubeCluster) -> None:
+    kube.kubectl("delete", "topics,kafkaclusters", "--all", "-n", NAMESPACE, "--ignore-not-found", "--wait=true",
+                 timeout=600)
+    kube.run_helm("uninstall", RELEASE, "--namespace", OPERATOR_NAMESPACE, "--ignore-not-found", "--wait")
+    kube.kubectl("delete", "namespace", NAMESPACE, OPERATOR_NAMESPACE, "--ignore-not-found", "--wait=true",
+                 timeout=600)
+
+
+def main(argv: list[str]) -> int:
+    kube = step("Kubernetes cluster up", _up)
+    if argv[1:] == ["down"]:
+        step("removing the demo (operator, Kafka cluster, topics, Spark job)", lambda: down(kube))
+        return 0
+    step("building and loading the operator, Kafka, client and Spark images",
+         lambda: kube.load_images([*k.IMAGES, k.SPARK_IMAGE]))
+    step(f"installing the operator with Helm (release {RELEASE}, watching {NAMESPACE})", lambda: install(kube))
+    handle = step(f"creating KafkaCluster {CLUSTER}: 3 dedicated controllers + 3 brokers", lambda: kafka(kube))
+    step("creating Topics page-views and page-view-counts", lambda: topics(kube))
+    client = k.ClientPod(kube, namespace=NAMESPACE)
+    step("starting a client pod", client.create)
+    step("producing page-view events", lambda: produce(client, handle))
+    step("running the Spark job on the cluster (spark-submit, k8s:// master, cluster mode)", lambda: spark(kube))
+    step("page views per page and minute, as Spark counted them", lambda: results(client, handle))
+    step("metrics", lambda: metrics(kube, handle))
+    print("\nTear down: `make demo-down` (the demo), then `e2e/localkube/localkube down` (the local cluster).")
+    print(f"Explore: export KUBECONFIG={kube.kubeconfig}; kubectl get kafkaclusters,topics -n {NAMESPACE}")
+    return 0
+
+
+def _up() -> KubeCluster:
+    kube = detect()
+    kube.up()
+    return kube
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main(sys.argv))
+    except (KubeError, WaitTimeout, RuntimeError, OSError) as error:
+        print(f"\n[{time.monotonic() - STARTED:7.1f}s] FAILED: {error}", file=sys.stderr)
+        sys.exit(1)
