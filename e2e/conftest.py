@@ -14,11 +14,14 @@ so nothing another test set up is lost, and they leave the cluster up. They need
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 
 import pytest
 
 from krafty_testkit import kube
+from krafty_testkit.k8s_kafka import IMAGES, NAMESPACE, ClientPod, install_operator
+from krafty_testkit.kube import KubeCluster
 
 LIFECYCLE = "cluster_lifecycle"
 
@@ -65,3 +68,38 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     terminalreporter.section("Kubernetes cluster: measured durations")
     for what, seconds in _timings:
         terminalreporter.write_line(f"{seconds:>7.1f}s  {what}")
+
+
+@pytest.fixture(scope="session")
+def images(kube_cluster: KubeCluster, cluster_timings: list[tuple[str, float]]) -> KubeCluster:
+    began = time.monotonic()
+    kube_cluster.load_images(IMAGES)
+    cluster_timings.append(("build and load the operator, broker and client images", time.monotonic() - began))
+    return kube_cluster
+
+
+@pytest.fixture(scope="session")
+def operator(images: KubeCluster) -> KubeCluster:
+    """The operator installed with Helm, watching a namespace emptied of earlier runs' clusters.
+
+    The namespace itself stays: the operator's Role lives in it, and without it nobody could
+    release the Topics' finalizers.
+    """
+    namespace = images.kubectl("create", "namespace", NAMESPACE, "--dry-run=client", "-o", "yaml")
+    images.kubectl("apply", "-f", "-", stdin=namespace)
+    install_operator(images)
+    images.kubectl("delete", "topics,kafkaclusters", "--all", "-n", NAMESPACE, "--wait=true", timeout=600)
+    # Brokers of a deleted cluster wait out their grace period (their controllers are gone): no need here.
+    images.kubectl("delete", "pods", "-n", NAMESPACE, "-l", "app.kubernetes.io/part-of=krafty", "--grace-period=0",
+                   "--force", "--wait=true", timeout=600)
+    images.kubectl("delete", "pvc,configmaps", "-n", NAMESPACE, "-l", "app.kubernetes.io/part-of=krafty",
+                   "--wait=true", timeout=600)
+    images.kubectl("delete", "pod", "kafka-client", "-n", NAMESPACE, "--ignore-not-found", "--wait=true")
+    return images
+
+
+@pytest.fixture(scope="session")
+def client(operator: KubeCluster) -> ClientPod:
+    pod = ClientPod(operator)
+    pod.create()
+    return pod

@@ -8,7 +8,7 @@ import threading
 import time
 from collections import Counter
 
-from krafty_testkit.k8s_kafka import NAMESPACE, ClientPod, KafkaClusterHandle, topic_resource, wait_topic_ready
+from krafty_testkit.k8s_kafka import ClientPod, KafkaClusterHandle, topic_resource, wait_topic_ready
 from krafty_testkit.kube import KubeCluster
 from krafty_testkit.waiting import wait_for
 
@@ -119,4 +119,3 @@ def test_controller_quorum_3_to_5_to_3_keeps_a_leader_and_topics_keep_coming(pro
     assert all(leader >= 1000 for _, leader in seen), f"moments without a leader: {seen}"
     removed = {e["message"] for e in prod.events("VoterRemoved")}
     assert removed == {"controller 1004 removed from the KRaft voters", "controller 1003 removed from the KRaft voters"}
-    assert NAMESPACE

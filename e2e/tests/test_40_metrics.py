@@ -1,5 +1,6 @@
 """Metrics on real pods, seen through a real Prometheus (Debian's package, in a pod):
-values move with the cluster, an alert fires for a real condition, every dashboard panel has data."""
+values move with the cluster, an alert fires for a real condition, every dashboard panel has data.
+(Debian builds Prometheus without Kubernetes service discovery: its targets are named by DNS.)"""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 
 from krafty_testkit.k8s_kafka import (
     NAMESPACE,
+    OPERATOR_NAMESPACE,
     ClientPod,
     KafkaClusterHandle,
     repo_path,
@@ -40,23 +42,36 @@ class Prometheus:
         return float(result[0]["value"][1]) if result else None
 
 
+def prometheus_config() -> str:
+    """Static targets by stable DNS name: the operator's metrics Service and every Kafka pod of prod."""
+    kafka = [{"targets": [f"prod-{pool}-{i}.prod-{pool}s.{NAMESPACE}.svc.cluster.local:9404"],
+              "labels": {"namespace": NAMESPACE, "cluster": "prod", "pod": f"prod-{pool}-{i}"}}
+             for pool in ("broker", "controller") for i in range(3)]
+    config = {
+        "global": {"scrape_interval": "5s", "evaluation_interval": "5s"},
+        "rule_files": ["/etc/prometheus/rules/*.yaml"],
+        "scrape_configs": [
+            {"job_name": "krafty-operator", "honor_labels": True,
+             "static_configs": [{"targets": [f"krafty-metrics.{OPERATOR_NAMESPACE}.svc.cluster.local:8080"]}]},
+            {"job_name": "kafka", "static_configs": kafka},
+        ],
+    }
+    return json.dumps(config, indent=1)
+
+
 def prometheus_objects() -> list[dict[str, Any]]:
     labels = {"app": "prometheus"}
     return [
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "prometheus", "namespace": NAMESPACE}},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "e2e-prometheus"},
-         "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-         "metadata": {"name": "e2e-prometheus"},
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "e2e-prometheus"},
-         "subjects": [{"kind": "ServiceAccount", "name": "prometheus", "namespace": NAMESPACE}]},
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "prometheus", "namespace": NAMESPACE},
+         "data": {"prometheus.yml": prometheus_config()}},
         {"apiVersion": "v1", "kind": "Pod",
          "metadata": {"name": "prometheus", "namespace": NAMESPACE, "labels": labels},
-         "spec": {"serviceAccountName": "prometheus",
-                  "containers": [{"name": "prometheus", "image": PROMETHEUS_IMAGE.name,
+         "spec": {"containers": [{"name": "prometheus", "image": PROMETHEUS_IMAGE.name,
                                   "imagePullPolicy": "IfNotPresent", "ports": [{"containerPort": 9090}],
                                   "resources": {"requests": {"cpu": "50m", "memory": "256Mi"}},
-                                  "readinessProbe": {"httpGet": {"path": "/-/ready", "port": 9090}}}]}},
+                                  "readinessProbe": {"httpGet": {"path": "/-/ready", "port": 9090}},
+                                  "volumeMounts": [{"name": "config", "mountPath": "/etc/prometheus/krafty"}]}],
+                  "volumes": [{"name": "config", "configMap": {"name": "prometheus"}}]}},
         {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "prometheus", "namespace": NAMESPACE},
          "spec": {"selector": labels, "ports": [{"port": 9090, "targetPort": 9090}]}},
     ]

@@ -7,9 +7,6 @@
         keeps the acknowledged (key, sequence) pairs in FILE
   traffic_cli.py partitions BOOTSTRAP TOPIC
         prints the partitions a consumer sees: {"partitions": N}
-  traffic_cli.py wait-preferred BOOTSTRAP [--timeout S]
-        waits until every partition of every topic is led by its preferred replica;
-        prints {"seconds": time it took, "partitions": N}
   traffic_cli.py consume BOOTSTRAP TOPIC --group G [--idle S]
         reads with a consumer group, committing, until nothing new arrives for S seconds;
         prints {"consumed": N}
@@ -20,6 +17,10 @@
   traffic_cli.py watch-leader SERVERS --seconds S
         asks the metadata quorum for its leader every 100 ms for S seconds; prints the
         leaders seen and the longest time without one
+  traffic_cli.py watch-preferred BOOTSTRAP --seconds S
+        samples every 200 ms the share of partitions led by their preferred replica, until
+        S seconds passed or the share dropped below 1 and has been back at 1 for 5 s;
+        prints {"samples": [[epoch seconds, share], ...]} (only the changes)
   traffic_cli.py verify BOOTSTRAP TOPIC --acked FILE
         reads the topic from the beginning and prints a JSON verification:
         lost, duplicated and out-of-order records against FILE
@@ -69,20 +70,6 @@ def partitions(args: argparse.Namespace) -> dict[str, object]:
         return {"partitions": len(metadata.topics[args.topic].partitions)}
     finally:
         consumer.close()
-
-
-def wait_preferred(args: argparse.Namespace) -> dict[str, object]:
-    from confluent_kafka.admin import AdminClient
-
-    admin = AdminClient(traffic.client_config(args.bootstrap))
-    began = time.monotonic()
-    while time.monotonic() - began < args.timeout:
-        topics = admin.list_topics(timeout=10).topics.values()
-        parts = [p for t in topics for p in t.partitions.values()]
-        if parts and all(p.replicas and p.leader == p.replicas[0] for p in parts):
-            return {"seconds": round(time.monotonic() - began, 2), "partitions": len(parts)}
-        time.sleep(0.2)
-    return {"seconds": None, "partitions": 0}
 
 
 def consume(args: argparse.Namespace) -> dict[str, object]:
@@ -159,6 +146,32 @@ def watch_leader(args: argparse.Namespace) -> dict[str, object]:
     return {"leaders": leaders, "longest_without_leader_s": round(longest, 2)}
 
 
+def preferred_share(admin: object) -> float:
+    topics = admin.list_topics(timeout=10).topics.values()  # type: ignore[attr-defined]
+    parts = [p for t in topics for p in t.partitions.values()]
+    return sum(1 for p in parts if p.replicas and p.leader == p.replicas[0]) / max(1, len(parts))
+
+
+def watch_preferred(args: argparse.Namespace) -> dict[str, object]:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient(traffic.client_config(args.bootstrap))
+    samples: list[list[float]] = []
+    began, dropped = time.monotonic(), False
+    while time.monotonic() - began < args.seconds:
+        try:
+            share = round(preferred_share(admin), 4)
+        except Exception:  # noqa: BLE001 - a failed look counts as nothing learned
+            share = -1.0
+        if not samples or samples[-1][1] != share:
+            samples.append([time.time(), share])
+        dropped = dropped or share < 1.0
+        if dropped and share == 1.0 and time.time() - samples[-1][0] >= 5:
+            break
+        time.sleep(0.2)
+    return {"samples": samples}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="command", required=True)
@@ -190,16 +203,16 @@ def main() -> int:
     ql = sub.add_parser("watch-leader")
     ql.add_argument("servers")
     ql.add_argument("--seconds", type=float, default=30)
-    w = sub.add_parser("wait-preferred")
-    w.add_argument("bootstrap")
-    w.add_argument("--timeout", type=float, default=600)
+    wp = sub.add_parser("watch-preferred")
+    wp.add_argument("bootstrap")
+    wp.add_argument("--seconds", type=float, default=600)
     args = parser.parse_args()
     if args.command == "idle":
         while True:
             time.sleep(3600)
-    commands = {"produce": produce, "verify": verify, "partitions": partitions, "wait-preferred": wait_preferred,
+    commands = {"produce": produce, "verify": verify, "partitions": partitions,
                 "consume": consume, "produce-lines": produce_lines, "last-values": last_values,
-                "watch-leader": watch_leader}
+                "watch-leader": watch_leader, "watch-preferred": watch_preferred}
     result = commands[args.command](args)
     print(json.dumps(result), flush=True)
     return 0

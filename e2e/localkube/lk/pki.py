@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,8 +60,13 @@ def _openssl(*args: str, stdin: str | None = None) -> None:
     subprocess.run(["openssl", *args], check=True, capture_output=True, text=True, input=stdin)
 
 
+# RSA keys in PKCS#1 form: every client reads them, Java ones (Spark's fabric8 client) included,
+# which cannot read EC keys without extra providers.
+KEY_FORMAT = "rsa-pkcs1"
+
+
 def _new_key(path: Path) -> None:
-    _openssl("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", str(path))
+    _openssl("genrsa", "-traditional", "-out", str(path), "2048")
     path.chmod(0o600)
 
 
@@ -105,18 +111,25 @@ def kubeconfig(cfg: Settings, cert_name: str, server: str) -> dict[str, object]:
     }
 
 
+def _marker(node_ip: str) -> str:
+    return f"{node_ip} {KEY_FORMAT}"
+
+
 def _complete(cfg: Settings, node_ip: str) -> bool:
     marker = cfg.pki / "node-ip"
     needed = [cfg.pki / "ca.crt", cfg.pki / "sa.key", cfg.pki / "sa.pub"]
     needed += [cfg.pki / f"{c.name}.crt" for c in certificates(node_ip)]
     needed += [cfg.kubeconfigs / f"{name}.conf" for name in KUBECONFIGS]
-    return marker.exists() and marker.read_text() == node_ip and all(p.exists() for p in needed)
+    return marker.exists() and marker.read_text() == _marker(node_ip) and all(p.exists() for p in needed)
 
 
 def ensure(cfg: Settings, node_ip: str) -> bool:
     """Makes the CA, certificates, service-account keys and kubeconfigs unless they are there; True if made."""
     if _complete(cfg, node_ip):
         return False
+    marker = cfg.pki / "node-ip"
+    if marker.exists() and not marker.read_text().endswith(KEY_FORMAT):
+        shutil.rmtree(cfg.pki)  # keys of an older format: start the PKI over
     cfg.pki.mkdir(parents=True, exist_ok=True)
     cfg.pki.chmod(0o700)
     if not (cfg.pki / "ca.key").exists():
@@ -132,5 +145,5 @@ def ensure(cfg: Settings, node_ip: str) -> bool:
         path = cfg.kubeconfigs / f"{name}.conf"
         path.write_text(json.dumps(kubeconfig(cfg, cert_name, server), indent=2))
         path.chmod(0o600)
-    (cfg.pki / "node-ip").write_text(node_ip)
+    marker.write_text(_marker(node_ip))
     return True

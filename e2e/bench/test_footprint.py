@@ -1,0 +1,100 @@
+"""Benchmark: the operator's resident memory and idle CPU with one cluster and 200 topics,
+against an empty kopf operator (same image, same watches, no work) running alongside.
+
+Both processes are read from /proc inside their pods: VmRSS after the settle time, and CPU
+seconds (utime + stime) used over the last measuring window, when nothing changes any more.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from krafty_testkit.k8s_kafka import (
+    NAMESPACE,
+    OPERATOR_IMAGE,
+    OPERATOR_NAMESPACE,
+    KafkaClusterHandle,
+    cluster_spec,
+    topic_resource,
+    wait_topic_ready,
+)
+from krafty_testkit.kube import KubeCluster
+from krafty_testkit.plugin import report_table
+from krafty_testkit.waiting import wait_for
+
+pytestmark = pytest.mark.bench
+SETTLE_SECONDS = float(os.environ.get("KRAFTY_BENCH_SETTLE", "600"))
+WINDOW_SECONDS = 120.0
+TOPICS = 200
+
+EMPTY_OPERATOR = '''
+import kopf
+
+@kopf.on.event("kafka.krafty.io", "v1alpha1", "kafkaclusters")
+def cluster(**_): pass
+
+@kopf.on.event("kafka.krafty.io", "v1alpha1", "topics")
+def topic(**_): pass
+
+@kopf.on.event("", "v1", "pods", labels={"app.kubernetes.io/managed-by": "krafty"})
+def pod(**_): pass
+'''
+
+
+def empty_operator_pod(kube: KubeCluster) -> None:
+    kube.apply([
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "empty-kopf", "namespace": OPERATOR_NAMESPACE},
+         "data": {"empty.py": EMPTY_OPERATOR}},
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "empty-kopf", "namespace": OPERATOR_NAMESPACE},
+         "spec": {"serviceAccountName": "krafty", "enableServiceLinks": False,
+                  "containers": [{"name": "kopf", "image": OPERATOR_IMAGE, "imagePullPolicy": "IfNotPresent",
+                                  "command": ["kopf", "run", "--standalone", "--namespace", NAMESPACE,
+                                              "/code/empty.py"],
+                                  "volumeMounts": [{"name": "code", "mountPath": "/code"}]}],
+                  "volumes": [{"name": "code", "configMap": {"name": "empty-kopf"}}]}},
+    ])
+    kube.kubectl("wait", "--for=condition=Ready", "pod/empty-kopf", "-n", OPERATOR_NAMESPACE, "--timeout=120s",
+                 timeout=150)
+
+
+def proc_stats(kube: KubeCluster, target: list[str]) -> tuple[float, float]:
+    """(RSS in MiB, CPU seconds so far) of PID 1 of a pod."""
+    status = kube.kubectl("exec", *target, "--", "cat", "/proc/1/status")
+    rss_kib = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:"))
+    stat = kube.kubectl("exec", *target, "--", "cat", "/proc/1/stat").split(")")[-1].split()
+    ticks = int(stat[11]) + int(stat[12])  # utime, stime (fields 14 and 15)
+    return rss_kib / 1024, ticks / os.sysconf("SC_CLK_TCK")
+
+
+def test_operator_footprint_with_200_topics(operator: KubeCluster):
+    handle = KafkaClusterHandle(operator, "footprint")
+    handle.apply(cluster_spec("combined"))
+    handle.wait_ready(900)
+    operator.apply([topic_resource(f"fp-{i:03d}", "footprint", partitions=1, replicas=3) for i in range(TOPICS)])
+    wait_for(lambda: [t for t in operator.kubectl_json("get", "topics", "-n", NAMESPACE)["items"]
+                      if t["metadata"]["name"].startswith("fp-") and any(
+                          c["type"] == "Ready" and c["status"] == "True"
+                          for c in (t.get("status") or {}).get("conditions", []))],
+             lambda ready: len(ready) == TOPICS, 900, f"{TOPICS} topics ready", interval=5)
+    wait_topic_ready(operator, "fp-000")
+    empty_operator_pod(operator)
+    krafty = ["-n", OPERATOR_NAMESPACE, "deploy/krafty"]
+    empty = ["-n", OPERATOR_NAMESPACE, "empty-kopf"]
+    time.sleep(SETTLE_SECONDS - WINDOW_SECONDS)
+    before = {name: proc_stats(operator, target) for name, target in (("krafty", krafty), ("empty", empty))}
+    time.sleep(WINDOW_SECONDS)
+    after = {name: proc_stats(operator, target) for name, target in (("krafty", krafty), ("empty", empty))}
+    rows = []
+    for name, label in (("krafty", "krafty operator (1 cluster, 200 topics)"),
+                        ("empty", "empty kopf operator, same watches")):
+        cpu = (after[name][1] - before[name][1]) / WINDOW_SECONDS
+        rows.append([label, f"{after[name][0]:.0f}", f"{cpu * 1000:.1f}"])
+    report_table(f"Operator footprint after {SETTLE_SECONDS / 60:.0f} minutes (idle CPU over the last "
+                 f"{WINDOW_SECONDS:.0f} s)", ["process", "RSS (MiB)", "CPU (millicores)"], rows)
+    operator.kubectl("delete", "pod,configmap", "empty-kopf", "-n", OPERATOR_NAMESPACE, "--wait=false")
+    operator.kubectl("delete", "topics", "-n", NAMESPACE, "--wait=false", *[f"fp-{i:03d}" for i in range(TOPICS)])
+    handle.delete()
+    assert after["krafty"][0] > 0
