@@ -92,11 +92,16 @@ def produce(client: k.ClientPod, handle: k.KafkaClusterHandle) -> None:
     print(f"  {len(lines)} page-view events written with acks=all")
 
 
+def handle_id(kube: KubeCluster) -> str:
+    """The KafkaCluster's id: a checkpoint belongs to the topics of one cluster, not to its name."""
+    return str(k.KafkaClusterHandle(kube, CLUSTER, NAMESPACE).status()["clusterId"])
+
+
 def spark(kube: KubeCluster) -> None:
     for manifest in ("rbac.yaml", "pvc.yaml"):
         kube.kubectl("apply", "-n", NAMESPACE, "-f", str(k.repo_path("spark", "k8s", manifest)))
     k.submit_spark(kube, NAMESPACE, CLUSTER, JOB, "--job-name", JOB, "--input-topics", "page-views",
-                   "--output-topic", "page-view-counts", "--checkpoint", f"/data/{JOB}/checkpoint",
+                   "--output-topic", "page-view-counts", "--checkpoint", f"/data/{JOB}/{handle_id(kube)}/checkpoint",
                    "--trigger", "available-now", "--window", "1m", "--watermark", "2m")
     phase = wait_for(lambda: k.driver_phase(kube, NAMESPACE, JOB), lambda p: p in ("Succeeded", "Failed"), 900,
                      "the Spark driver to finish", interval=5)

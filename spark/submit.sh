@@ -17,6 +17,8 @@
 #   KAFKA_CLUSTER   default prod
 #   JOB_NAME        default pageviews (Spark app name, query name, lag group spark-$JOB_NAME)
 #   EXECUTORS       default 1
+#   CPU_REQUEST     CPU the driver and each executor pod request (default 250m; Spark's own
+#                   default would be a whole core per pod)
 #   SPARK_SUBMIT    default: spark-submit on PATH (PySpark's, e.g. after `source scripts/env.sh`)
 #   KRAFTY_SUBMIT_DRY_RUN=1   print the command and keep the rendered pod templates, submit nothing
 # spark-submit authenticates with the current kubeconfig; the driver then uses
@@ -63,6 +65,8 @@ command=("$spark_submit"
   --conf "spark.executor.instances=${EXECUTORS:-1}"
   --conf spark.driver.cores=1 --conf spark.driver.memory=1g
   --conf spark.executor.cores=1 --conf spark.executor.memory=1g
+  --conf "spark.kubernetes.driver.request.cores=${CPU_REQUEST:-250m}"
+  --conf "spark.kubernetes.executor.request.cores=${CPU_REQUEST:-250m}"
   --conf spark.sql.shuffle.partitions=4
   --conf spark.kubernetes.submission.waitAppCompletion=false
   local:///opt/krafty/jobs/pageviews.py "${job_args[@]}")

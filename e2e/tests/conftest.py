@@ -1,5 +1,5 @@
 """The two Kafka clusters most end-to-end tests share: a dedicated 3 controllers + 3 brokers
-"prod" and a combined 3-node "small" (images, operator and client pod: e2e/conftest.py)."""
+"prod" and a combined, rack-aware 3-node "small" (images, operator and client pod: e2e/conftest.py)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ def prod(operator: KubeCluster, cluster_timings: list[tuple[str, float]]) -> Kaf
 @pytest.fixture(scope="session")
 def small(operator: KubeCluster, cluster_timings: list[tuple[str, float]]) -> KafkaClusterHandle:
     handle = KafkaClusterHandle(operator, "small")
-    handle.apply(cluster_spec("combined"))
+    # Rack-aware by node name, a label every node has: each broker reads its rack from its node.
+    handle.apply(cluster_spec("combined", rack={"topologyKey": "kubernetes.io/hostname"}))
     cluster_timings.append(("KafkaCluster small (3 combined nodes): apply to Ready", handle.wait_ready(900)))
     return handle

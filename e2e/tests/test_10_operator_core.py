@@ -3,6 +3,7 @@ and a roll held back by a partition that would lose its in-sync replicas."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -71,6 +72,13 @@ def test_both_topologies_are_ready_and_say_so(prod: KafkaClusterHandle, small: K
     assert nodes["prod-controller-2"]["roles"] == ["controller"]
     assert all(n["ready"] for n in nodes.values())
     assert prod.status()["bootstrapServers"] == prod.bootstrap
+    # And the rack-aware cluster's brokers took their rack from the node they run on
+    node = operator.kubectl("get", "nodes", "-o", "jsonpath={.items[0].metadata.name}")
+    racks = re.findall(r"\(id: (\d+) rack: (\S+)\)", small.kafka_tool("kafka-broker-api-versions.sh"))
+    assert sorted(racks) == [("0", node), ("1", node), ("2", node)]
+    bindings = operator.kubectl("get", "clusterrolebindings", "-l", "app.kubernetes.io/part-of=krafty", "-o", "name")
+    assert f"clusterrolebinding.rbac.authorization.k8s.io/krafty-rack-{NAMESPACE}-small" in bindings.split()
+    assert f"krafty-rack-{NAMESPACE}-prod" not in bindings
 
 
 def test_a_client_pod_produces_and_consumes_through_the_bootstrap_service(prod, client: ClientPod, operator):
@@ -107,8 +115,7 @@ def test_a_static_change_rolls_every_node_in_the_safe_order_without_losing_a_wri
     assert all(reason in ("RestartConfigChanged", "RestartPodTemplateChanged")
                for _, reason in restart_events(prod, started))
     # And every partition is led by its preferred replica again
-    total, preferred = leader_stats(prod, "rolling")
-    assert (total, preferred) == (6, 6)
+    wait_for(lambda: leader_stats(prod, "rolling"), lambda stats: stats == (6, 6), 120, "preferred leaders back")
 
 
 def test_naive_roll_for_comparison(prod: KafkaClusterHandle, client: ClientPod, operator: KubeCluster):
@@ -163,7 +170,7 @@ def test_a_killed_operator_is_replaced_and_the_roll_completes(prod: KafkaCluster
     assert report["failed"] == {}
     assert (verified["lost"], verified["duplicated"]) == (0, 0)
     assert len(restart_events(prod, started)) == 3
-    assert leader_stats(prod, "rolling") == (6, 6)
+    wait_for(lambda: leader_stats(prod, "rolling"), lambda stats: stats == (6, 6), 120, "preferred leaders back")
 
 
 def test_a_roll_waits_for_a_partition_that_would_lose_its_isr_and_resumes_when_fixed(prod: KafkaClusterHandle):

@@ -105,7 +105,13 @@ def test_under_replicated_partitions_rise_with_a_stopped_broker_and_return_to_ze
     expr = 'krafty_cluster_under_replicated_partitions{cluster="prod"}'
     wait_for(lambda: prometheus.value(expr), lambda v: v == 0, 180, "no under-replicated partitions first")
     operator.kubectl("delete", "pod", "prod-broker-1", "-n", NAMESPACE, "--wait=false")
-    wait_for(lambda: prometheus.value(expr), lambda v: (v or 0) > 0, 180, "under-replicated partitions")
+
+    def urp_or_why() -> float | str:
+        value = prometheus.value(expr)
+        reachable = prometheus.value('krafty_cluster_kafka_reachable{cluster="prod"}')
+        return value if value is not None else f"no series (kafka reachable: {reachable}); {prod.summary()}"
+
+    wait_for(urp_or_why, lambda v: isinstance(v, float) and v > 0, 180, "under-replicated partitions")
     wait_for(lambda: prometheus.value(expr), lambda v: v == 0, 300, "back to zero once the broker is back")
     # The brokers' own gauge (JMX exporter) saw it too
     brokers = 'max_over_time(sum(kafka_server_replicamanager_underreplicatedpartitions{cluster="prod"})[5m:5s])'

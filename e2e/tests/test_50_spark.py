@@ -4,6 +4,7 @@ that consume a topic the test produced; the output topic holds the right counts.
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
@@ -57,9 +58,11 @@ def test_spark_submit_runs_driver_and_executor_pods_that_count_right(spark_ready
                                                                      prod: KafkaClusterHandle):
     lines, expected = events()
     assert client.cli("produce-lines", prod.bootstrap, "page-views", stdin="\n".join(lines))["acked"] == len(lines)
+    # (a fresh checkpoint: the volume outlives test runs, and an old checkpoint belongs to an older topic)
+    checkpoint = f"/data/pageviews-e2e/{int(time.time())}/checkpoint"
     submit_spark(spark_ready, NAMESPACE, "prod", "pageviews-e2e",
                  "--job-name", "pageviews-e2e", "--input-topics", "page-views", "--output-topic", "page-view-counts",
-                 "--checkpoint", "/data/pageviews-e2e/checkpoint", "--trigger", "available-now",
+                 "--checkpoint", checkpoint, "--trigger", "available-now",
                  "--window", "1m", "--watermark", "2m")
 
     phase = wait_for(lambda: driver_phase(spark_ready, NAMESPACE, "pageviews-e2e"),

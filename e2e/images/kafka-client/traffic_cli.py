@@ -76,8 +76,7 @@ def consume(args: argparse.Namespace) -> dict[str, object]:
     from confluent_kafka import Consumer
 
     consumer = Consumer(traffic.client_config(args.bootstrap, **{
-        "group.id": args.group, "auto.offset.reset": "earliest", "enable.auto.commit": True,
-        "auto.commit.interval.ms": 500}))
+        "group.id": args.group, "auto.offset.reset": "earliest", "enable.auto.commit": False}))
     consumer.subscribe([args.topic])
     consumed, last, began = 0, None, time.monotonic()
     try:

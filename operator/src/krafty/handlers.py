@@ -35,7 +35,8 @@ class Operator:
         kube_client.load_config()
         self.kube = kube_client.Kube()
         settings = Settings(broker_image=os.environ.get("KRAFTY_BROKER_IMAGE", "krafty/kafka:latest"),
-                            cluster_domain=os.environ.get("KRAFTY_CLUSTER_DOMAIN", "cluster.local"))
+                            cluster_domain=os.environ.get("KRAFTY_CLUSTER_DOMAIN", "cluster.local"),
+                            rack_cluster_role=os.environ.get("KRAFTY_RACK_CLUSTER_ROLE", "krafty-kafka-rack"))
         self.clusters = ClusterReconciler(self.kube, settings)
         # Outside the cluster (development, benchmarks) pod DNS names do not resolve: KRAFTY_KAFKA_BOOTSTRAP
         # points the topic and lag passes at a Kafka the operator can reach.
@@ -56,7 +57,8 @@ class Operator:
             raise
         finally:
             metrics.RECONCILE_SECONDS.labels(kind).observe(time.monotonic() - started)
-        metrics.RECONCILES.labels(kind, "ok" if delay is not None else "gone").inc()
+        if kind != "cluster":  # cluster passes count themselves, by outcome
+            metrics.RECONCILES.labels(kind, "ok" if delay is not None else "gone").inc()
         return delay
 
     def run_lag(self, namespace: str, cluster: str) -> float | None:
@@ -74,6 +76,7 @@ class Operator:
         body = self.kube.get(naming.CLUSTER_KIND, name, namespace)
         if body is None or body["metadata"].get("deletionTimestamp"):
             metrics.COLLECTOR.set_cluster(namespace, name, None)
+            self.clusters.release(namespace, name)
             return None
         outcome = self.clusters.reconcile(body)
         metrics.RECONCILES.labels("cluster", outcome.result).inc()

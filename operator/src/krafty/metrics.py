@@ -85,6 +85,9 @@ def _cluster_metrics(snap: Snapshot) -> Iterator[Metric]:
         "ready": _gauge("krafty_cluster_brokers_ready", "Brokers running, registered and ready", labels),
         "cluster_ready": _gauge("krafty_cluster_ready", "1 when the cluster's Ready condition is True", labels),
         "roll": _gauge("krafty_cluster_roll_in_progress", "1 while a rolling restart is under way", labels),
+        "reachable": _gauge("krafty_cluster_kafka_reachable",
+                            "1 when the last pass could read the partitions (else the partition gauges are absent)",
+                            labels),
         "urp": _gauge("krafty_cluster_under_replicated_partitions", "Partitions with fewer in-sync replicas than "
                                                                     "replicas", labels),
         "min_isr": _gauge("krafty_cluster_under_min_isr_partitions", "Partitions below min.insync.replicas", labels),
@@ -104,6 +107,7 @@ def _cluster_metrics(snap: Snapshot) -> Iterator[Metric]:
         g["cluster_ready"].add_metric(key, 1 if facts.ready else 0)
         g["roll"].add_metric(key, 1 if facts.roll_in_progress else 0)
         g["move"].add_metric(key, facts.partitions_to_move)
+        g["reachable"].add_metric(key, 0 if obs.partitions is None else 1)
         if obs.partitions is not None:
             g["urp"].add_metric(key, sum(p.under_replicated for p in obs.partitions))
             g["min_isr"].add_metric(key, sum(p.under_min_isr and not p.offline for p in obs.partitions))

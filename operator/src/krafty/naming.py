@@ -84,6 +84,11 @@ def service_account(cluster: str) -> str:
     return f"{cluster}-kafka"
 
 
+def rack_binding(cluster: str, namespace: str) -> str:
+    """The ClusterRoleBinding that lets a rack-aware cluster's pods read their node's labels."""
+    return f"krafty-rack-{namespace}-{cluster}"
+
+
 def pod_disruption_budget(cluster: str, pool: Pool) -> str:
     return f"{cluster}-{pool.value}"
 

@@ -90,13 +90,18 @@ def test_rendered_chart_passes_a_server_side_dry_run(api: LocalApiServer, values
     assert proc.returncode == 0, proc.stderr
 
 
-def test_namespaced_install_grants_no_cluster_wide_writes():
+def test_namespaced_install_grants_no_cluster_wide_writes_but_one_binding():
     rendered = run_helm("template", "krafty", str(CHART), "--kube-version", KUBE_VERSION,
                         "-f", str(CHART / "ci" / "namespaced-values.yaml")).stdout
     docs = [d for d in yaml.safe_load_all(rendered) if d]
-    cluster_roles = [d for d in docs if d["kind"] == "ClusterRole"]
-    assert [r["metadata"]["name"] for r in cluster_roles] == ["krafty-discovery"]
-    assert all(set(rule["verbs"]) <= {"list", "watch"} for rule in cluster_roles[0]["rules"])
+    roles = {d["metadata"]["name"]: d["rules"] for d in docs if d["kind"] == "ClusterRole"}
+    assert sorted(roles) == ["krafty-discovery", "krafty-kafka-rack", "krafty-rack-binder"]
+    assert all(set(rule["verbs"]) <= {"list", "watch"} for rule in roles["krafty-discovery"])
+    assert roles["krafty-kafka-rack"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]
+    # The only cluster-wide write: bindings, and of the rack role alone
+    bind = next(r for r in roles["krafty-rack-binder"] if r["resources"] == ["clusterroles"])
+    assert bind == {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"], "verbs": ["bind"],
+                    "resourceNames": ["krafty-kafka-rack"]}
     assert sorted(d["metadata"]["namespace"] for d in docs if d["kind"] == "Role") == ["kafka", "streaming"]
 
 
@@ -104,7 +109,7 @@ def test_shipped_alert_rules_pass_promtool():
     proc = subprocess.run(["promtool", "check", "rules", str(CHART / "files" / "prometheus-rules.yaml")],
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "SUCCESS: 6 rules found" in proc.stdout
+    assert "SUCCESS: 7 rules found" in proc.stdout
 
 
 def test_dashboard_is_valid_json_with_queries():

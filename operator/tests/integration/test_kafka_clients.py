@@ -54,12 +54,14 @@ def test_dynamic_cluster_defaults_round_trip(cluster: LocalKafkaCluster):
     # (Kafka 4 itself records min.insync.replicas as a cluster-wide dynamic default when it formats)
     before = admin.dynamic_cluster_defaults()
     admin.alter_dynamic_cluster_defaults({"log.retention.ms": "3600000", "num.io.threads": "6"}, [])
-    assert admin.dynamic_cluster_defaults() == before | {"log.retention.ms": "3600000", "num.io.threads": "6"}
+    # (brokers apply the change from the metadata log: the one asked may see it a moment later)
+    wanted = before | {"log.retention.ms": "3600000", "num.io.threads": "6"}
+    wait_for(admin.dynamic_cluster_defaults, lambda found: found == wanted, 30, "the new cluster defaults")
     configs = cluster.tool("kafka-configs.sh", "--bootstrap-server", cluster.bootstrap_servers,
                            "--entity-type", "brokers", "--entity-default", "--describe").stdout
     assert "log.retention.ms=3600000" in configs
     admin.alter_dynamic_cluster_defaults({}, ["log.retention.ms", "num.io.threads"])
-    assert admin.dynamic_cluster_defaults() == before
+    wait_for(admin.dynamic_cluster_defaults, lambda found: found == before, 30, "the defaults removed")
 
 
 def test_reassignment_and_preferred_election(cluster: LocalKafkaCluster):

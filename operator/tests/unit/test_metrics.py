@@ -35,5 +35,10 @@ def test_snapshot_series_follow_the_cluster_and_disappear_with_it():
     assert 'krafty_cluster_under_min_isr_partitions{cluster="c",namespace="ns"} 1.0' in text
     assert 'krafty_cluster_quorum_voter_lag{cluster="c",namespace="ns",voter="1001"} 7.0' in text
     assert 'krafty_cluster_roll_in_progress{cluster="c",namespace="ns"} 1.0' in text
+    assert 'krafty_cluster_kafka_reachable{cluster="c",namespace="ns"} 1.0' in text
+    collector.set_cluster("ns", "c", ClusterFacts(3, 1, False, False, 0, ClusterObservation((node,), None, None)))
+    unreachable = generate_latest(registry).decode()
+    assert 'krafty_cluster_kafka_reachable{cluster="c",namespace="ns"} 0.0' in unreachable
+    assert "krafty_cluster_under_replicated_partitions{" not in unreachable
     collector.set_cluster("ns", "c", None)
     assert 'cluster="c"' not in generate_latest(registry).decode()

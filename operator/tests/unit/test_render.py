@@ -95,6 +95,18 @@ def test_rack_awareness_reads_the_node_label():
     assert {"name": "KRAFTY_RACK_TOPOLOGY_KEY", "value": "topology.kubernetes.io/zone"} in pod["containers"][0]["env"]
 
 
+def test_rack_awareness_binds_the_node_reader_role_to_the_cluster_service_account_only_when_asked():
+    def binding(spec):
+        return next(c for c in children(context(spec)) if c.kind == "ClusterRoleBinding")
+
+    plain = example("kafkacluster-combined.yaml")["spec"]
+    assert binding(plain).desired is None
+    racked = binding(plain | {"rack": {"topologyKey": "topology.kubernetes.io/zone"}})
+    assert racked.desired["roleRef"]["name"] == "krafty-kafka-rack"
+    assert racked.desired["subjects"] == [{"kind": "ServiceAccount", "name": "demo-kafka", "namespace": "kafka"}]
+    assert set(racked.desired["metadata"]) == {"name", "labels"}  # cluster-scoped: no namespace, no owner
+
+
 @pytest.mark.parametrize(("pool", "mib"), [
     ({"jvm": {"heap": "768Mi"}}, 768),
     ({"resources": {"limits": {"memory": "2Gi"}}}, 1024),

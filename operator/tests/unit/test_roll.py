@@ -209,6 +209,16 @@ def test_after_the_last_restart_leaders_go_back_once_everyone_is_in_sync():
     assert isinstance(next_step(observe(nodes, partitions), restore_leaders=False), Done)
 
 
+def test_after_the_last_restart_a_broker_still_out_of_sync_is_watched_until_it_can_lead_again():
+    nodes = [node(i, outdated=False) for i in (1000, 1001, 1002, 0, 1, 2)]
+    lagging = (part(0, (0, 1, 2), isr=(1, 2), leader=1), part(1, (1, 2, 0)), part(2, (2, 0, 1)))
+    step = next_step(observe(nodes, lagging), restore_leaders=True, threshold_percent=10)
+    assert step == Wait("waiting for broker 0 to rejoin the ISR of t-0; preferred leaders are restored after that")
+    # a lagging replica that leaves every broker balanced is not a reason to keep watching
+    balanced = (part(0, (0, 1, 2), isr=(0, 1)), part(1, (1, 2, 0)), part(2, (2, 0, 1)))
+    assert isinstance(next_step(observe(nodes, balanced), restore_leaders=True, threshold_percent=10), Done)
+
+
 def test_a_pod_starting_after_its_restart_is_waited_for():
     nodes = dedicated(n1000=node(1000, outdated=False), n1001=node(1001, outdated=False),
                       n1002=node(1002, outdated=False),

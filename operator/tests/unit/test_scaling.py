@@ -83,6 +83,14 @@ def test_impossible_scale_down_is_refused_and_removes_nothing():
     assert result.reassign == {}
 
 
+def test_a_refused_scale_down_names_the_first_topics_and_counts_the_rest():
+    many = tuple(p for i in range(8) for p in partitions(3, [0, 1, 2], count=1, topic=f"t{i}"))
+    message = plan(inputs(desired_brokers=2, running_brokers=3), obs([0, 1, 2], many)).message
+    assert "t0 (replication factor 3), t1" in message
+    assert "t4 (replication factor 3) and 3 more topics would not fit" in message
+    assert "t5" not in message
+
+
 def test_controllers_grow_one_voter_at_a_time():
     step1 = plan(inputs(desired_controllers=5), obs([0, 1, 2], partitions(3, [0, 1, 2])))
     assert step1.controllers == 4

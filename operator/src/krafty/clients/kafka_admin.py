@@ -7,6 +7,7 @@ through krafty.clients.kraft.
 from __future__ import annotations
 
 import functools
+import logging
 import threading
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar, cast
@@ -33,6 +34,7 @@ from confluent_kafka.admin import (
 from krafty.clients import kraft
 from krafty.observed import PartitionState
 
+log = logging.getLogger(__name__)
 TIMEOUT = 15.0
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -56,6 +58,7 @@ class KafkaAdmin:
                                   "socket.timeout.ms": 10000, "client.id": "krafty-operator"}
         self.client = AdminClient(config)
         self._lock = threading.RLock()
+        self._min_isr: dict[str, int] = {}  # last read per topic, for when configs cannot be read
 
     @_serialized
     def registered_brokers(self) -> set[int]:
@@ -86,13 +89,19 @@ class KafkaAdmin:
         metadata = self.client.list_topics(timeout=TIMEOUT)
         topics = {name: t for name, t in metadata.topics.items()
                   if t.error is None and (include_internal or not name.startswith("__"))}
-        min_isr = {name: int(entries["min.insync.replicas"].value or 1)
-                   for name, entries in self.topic_configs(topics, {"min.insync.replicas"}).items()}
+        try:
+            self._min_isr.update({name: int(entries["min.insync.replicas"].value or 1)
+                                  for name, entries in self.topic_configs(topics, {"min.insync.replicas"}).items()})
+        except KafkaException as error:
+            # librdkafka sends this to the broker it believes is the controller, which may be the one
+            # restarting: the last values read stand in, and a topic never read counts as needing
+            # every replica in sync (the safe side for a roll).
+            log.info("topic configs unreadable (%s); using the last min.insync.replicas read", error)
         out = []
         for name, topic in sorted(topics.items()):
             for p in sorted(topic.partitions.values(), key=lambda x: x.id):
                 out.append(PartitionState(name, p.id, p.leader, tuple(p.replicas), tuple(p.isrs),
-                                          min_isr.get(name, 1)))
+                                          self._min_isr.get(name, len(p.replicas))))
         return tuple(out)
 
     @_serialized

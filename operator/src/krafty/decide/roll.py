@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from krafty.decide.leaders import electable, partitions_to_rebalance
+from krafty.decide.leaders import electable, imbalance_by_broker, partitions_to_rebalance
 from krafty.naming import Pool
 from krafty.observed import ClusterObservation, NodeState, PartitionState, QuorumState
 
@@ -199,9 +199,15 @@ def _not_yet(obs: ClusterObservation, order: list[NodeState], restore_leaders: b
 
 
 def _balance(obs: ClusterObservation, threshold_percent: int) -> Step:
-    if obs.partitions is None or any(n.terminating for n in obs.nodes) or catching_up(obs):
+    if obs.partitions is None or any(n.terminating for n in obs.nodes):
         return Done()
     alive = {n.node_id for n in obs.nodes if n.is_broker and n.registered}
+    waiting = catching_up(obs)
+    if waiting:
+        # A broker back from a restart leads nothing until it is in sync: keep watching closely
+        # while that leaves it above the threshold, so its leadership returns as soon as it can.
+        over = any(share * 100 > threshold_percent for share in imbalance_by_broker(obs.partitions, alive).values())
+        return Wait(f"{waiting}; preferred leaders are restored after that") if over else Done()
     targets = partitions_to_rebalance(obs.partitions, alive, threshold_percent)
     if not targets:
         return Done()

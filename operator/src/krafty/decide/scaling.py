@@ -26,6 +26,7 @@ from krafty.naming import Pool
 from krafty.observed import ClusterObservation, VoterState
 
 TopicPartition = tuple[str, int]
+NAMED_TOPICS = 5  # a refused scale-down names this many of the topics in the way, then counts the rest
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,9 @@ def _scale_down(inp: ScaleInput, obs: ClusterObservation) -> ScalePlan:
         return ScalePlan(inp.running_brokers, 0, "RemovingBrokers", f"waiting for Kafka: {obs.kafka_error}")
     wide = placement.infeasible_topics(obs.partitions, inp.desired_brokers)
     if wide:
-        topics = ", ".join(f"{t} (replication factor {rf})" for t, rf in sorted(wide.items()))
+        named = [f"{t} (replication factor {rf})" for t, rf in sorted(wide.items())]
+        topics = ", ".join(named[:NAMED_TOPICS]) + (f" and {len(named) - NAMED_TOPICS} more topics"
+                                                     if len(named) > NAMED_TOPICS else "")
         return ScalePlan(inp.running_brokers, 0, "Blocked", blocked=True, message=(
             f"cannot scale down to {inp.desired_brokers} brokers: {topics} would not fit. Nothing was removed; "
             f"lower those replication factors or set brokers.replicas back to {inp.running_brokers}"))

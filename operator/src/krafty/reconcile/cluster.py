@@ -33,12 +33,14 @@ from krafty.render.kafka_config import dynamic_broker_config
 from krafty.validation import validate_cluster
 
 log = logging.getLogger(__name__)
+CLUSTER_SCOPED = {"ClusterRoleBinding"}
 
 
 @dataclass(frozen=True)
 class Settings:
     broker_image: str
     cluster_domain: str = "cluster.local"
+    rack_cluster_role: str = "krafty-kafka-rack"
 
 
 @dataclass
@@ -154,7 +156,8 @@ class ClusterReconciler:
         meta = body["metadata"]
         config = self.kube.get("ConfigMap", naming.config_map(meta["name"]), meta["namespace"])
         draft = ClusterContext(meta["name"], meta["namespace"], meta["uid"], spec, "", (),
-                               spec.image or self.settings.broker_image, self.settings.cluster_domain)
+                               spec.image or self.settings.broker_image, self.settings.cluster_domain,
+                               self.settings.rack_cluster_role)
         try:
             found = identity.resolve((body.get("status") or {}).get("clusterId"),
                                      (config or {}).get("data") if config else None,
@@ -165,9 +168,13 @@ class ClusterReconciler:
             return None
         return replace(draft, cluster_id=found.cluster_id, initial_voters=found.initial_voters)
 
+    def release(self, namespace: str, name: str) -> None:
+        """Cleans up what no owner reference can: the cluster-scoped rack binding of a deleted cluster."""
+        self.kube.delete("ClusterRoleBinding", naming.rack_binding(name, namespace), None)
+
     def _apply(self, ctx: ClusterContext, kind: str, name: str, desired: dict[str, Any] | None) -> None:
         if desired is None:
-            self.kube.delete(kind, name, ctx.namespace)
+            self.kube.delete(kind, name, None if kind in CLUSTER_SCOPED else ctx.namespace)
         else:
             self.kube.apply(desired)
 

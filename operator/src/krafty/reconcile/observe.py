@@ -23,6 +23,8 @@ REVISION_LABEL = "controller-revision-hash"
 POD_FIELDS = ("terminationGracePeriodSeconds", "affinity", "tolerations", "nodeSelector", "priorityClassName",
               "topologySpreadConstraints")
 
+ADMISSION_TOLERATION_KEYS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+
 
 @dataclass(frozen=True)
 class PoolPods:
@@ -78,9 +80,18 @@ def pending_reasons(pod: dict[str, Any], template: dict[str, Any]) -> tuple[str,
             reasons.append(f"container {field} changed")
     pod_spec, template_spec = pod.get("spec") or {}, template.get("spec") or {}
     for field in POD_FIELDS:
-        if pod_spec.get(field) != template_spec.get(field):
-            reasons.append(f"pod {field} {pod_spec.get(field)} -> {template_spec.get(field)}")
+        running, wanted = pod_spec.get(field), template_spec.get(field)
+        if field == "tolerations":
+            running = _without_admission_defaults(running or [], wanted or []) or None
+        if running != wanted:
+            reasons.append(f"pod {field} {running} -> {wanted}")
     return tuple(reasons)
+
+
+def _without_admission_defaults(running: list[dict[str, Any]], wanted: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A pod's tolerations minus the ones the API server adds to every pod (DefaultTolerationSeconds)."""
+    return [t for t in running if t in wanted or not (t.get("key") in ADMISSION_TOLERATION_KEYS
+                                                       and t.get("effect") == "NoExecute")]
 
 
 def _starting(pod: dict[str, Any], timeout_seconds: int) -> bool:

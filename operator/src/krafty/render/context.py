@@ -25,6 +25,7 @@ class ClusterContext:
     initial_voters: tuple[Voter, ...]
     image: str
     cluster_domain: str = "cluster.local"
+    rack_cluster_role: str = "krafty-kafka-rack"  # installed by the chart: get on nodes
 
     @property
     def dedicated(self) -> bool:
