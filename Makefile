@@ -22,10 +22,15 @@ unit:  ## pure logic: models, rendering, decisions, wire format
 integration:  ## real Kafka processes, a real API server, PySpark against real brokers
 	@$(ENV) $(PYTEST) -q testkit/tests operator/tests/integration spark/tests
 
-e2e:  ## end-to-end on real pods (local cluster here, kind with Docker, KRAFTY_E2E_CLUSTER=existing)
+e2e:  ## end-to-end on real pods, every capability (local cluster here, kind with Docker, KRAFTY_E2E_CLUSTER=existing)
+	@$(ENV) $(PYTEST) -q -m "not full" e2e/tests
+
+e2e-full:  ## every end-to-end test, the slow variants too
 	@$(ENV) $(PYTEST) -q e2e/tests
 
 test: unit integration e2e  ## what CI runs (.ci/run): every tier
+
+test-full: unit integration e2e-full  ## every tier with the full end-to-end set
 
 bench:  ## benchmarks on local processes (printed tables)
 	@$(ENV) $(PYTEST) -q -m bench bench

@@ -74,7 +74,7 @@ def test_both_topologies_are_ready_and_say_so(prod: KafkaClusterHandle, small: K
     assert prod.status()["bootstrapServers"] == prod.bootstrap
     # And the rack-aware cluster's brokers took their rack from the node they run on
     node = operator.kubectl("get", "nodes", "-o", "jsonpath={.items[0].metadata.name}")
-    racks = re.findall(r"\(id: (\d+) rack: (\S+)\)", small.kafka_tool("kafka-broker-api-versions.sh"))
+    racks = re.findall(r"\(id: (\d+) rack: (\S+) ", small.kafka_tool("kafka-broker-api-versions.sh"))
     assert sorted(racks) == [("0", node), ("1", node), ("2", node)]
     bindings = operator.kubectl("get", "clusterrolebindings", "-l", "app.kubernetes.io/part-of=krafty", "-o", "name")
     assert f"clusterrolebinding.rbac.authorization.k8s.io/krafty-rack-{NAMESPACE}-small" in bindings.split()

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, TypeVar, cast
 
 from confluent_kafka import (
-    ConsumerGroupTopicPartitions,
+    Consumer,
     ElectionType,
     KafkaException,
     TopicCollection,
@@ -59,6 +59,7 @@ class KafkaAdmin:
         self.client = AdminClient(config)
         self._lock = threading.RLock()
         self._min_isr: dict[str, int] = {}  # last read per topic, for when configs cannot be read
+        self._offset_readers: dict[str, Consumer] = {}  # per consumer group, for committed offsets
 
     @_serialized
     def registered_brokers(self) -> set[int]:
@@ -241,18 +242,42 @@ class KafkaAdmin:
     # -- consumer lag ------------------------------------------------------------------
     @_serialized
     def committed_offsets(self) -> dict[str, dict[tuple[str, int], int]]:
-        """Committed offsets of every consumer group (one request per group, as the API allows)."""
+        """Committed offsets of every consumer group.
+
+        Asked through a consumer handle per group that never joins it: librdkafka's
+        ListConsumerGroupOffsets crashes the process (SIGSEGV) when the group's
+        coordinator goes away mid-request, as it does in every broker restart.
+        """
         listed = self.client.list_consumer_groups(request_timeout=TIMEOUT).result(timeout=TIMEOUT + 5)
+        groups = sorted(g.group_id for g in listed.valid)
+        for gone in set(self._offset_readers) - set(groups):
+            self._offset_readers.pop(gone).close()
+        metadata = self.client.list_topics(timeout=TIMEOUT)
+        partitions = [TopicPartition(name, p) for name, topic in sorted(metadata.topics.items())
+                      if topic.error is None and not name.startswith("__") for p in sorted(topic.partitions)]
         out: dict[str, dict[tuple[str, int], int]] = {}
-        for group in sorted(g.group_id for g in listed.valid):
-            futures = self.client.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
-                                                              request_timeout=TIMEOUT)
+        for group in groups if partitions else []:
             try:
-                result = futures[group].result(timeout=TIMEOUT + 5)
+                committed = self._offset_reader(group).committed(partitions, timeout=TIMEOUT)
             except KafkaException:
                 continue
-            out[group] = {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions if tp.offset >= 0}
+            out[group] = {(tp.topic, tp.partition): tp.offset for tp in committed
+                          if tp.error is None and tp.offset >= 0}
         return out
+
+    @_serialized
+    def close(self) -> None:
+        """Closes the consumer handles (the admin handle closes when dropped)."""
+        for reader in self._offset_readers.values():
+            reader.close()
+        self._offset_readers.clear()
+
+    def _offset_reader(self, group: str) -> Consumer:
+        if group not in self._offset_readers:
+            self._offset_readers[group] = Consumer({
+                "bootstrap.servers": self.bootstrap_servers, "group.id": group, "enable.auto.commit": False,
+                "client.id": "krafty-operator-lag", "log_level": 3})
+        return self._offset_readers[group]
 
     @_serialized
     def log_offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], tuple[int, int]]:

@@ -169,8 +169,13 @@ class ClusterReconciler:
         return replace(draft, cluster_id=found.cluster_id, initial_voters=found.initial_voters)
 
     def release(self, namespace: str, name: str) -> None:
-        """Cleans up what no owner reference can: the cluster-scoped rack binding of a deleted cluster."""
+        """Cleans up after a deleted cluster: what no owner reference can (its cluster-scoped rack
+        binding) and the operator's Kafka clients for it."""
         self.kube.delete("ClusterRoleBinding", naming.rack_binding(name, namespace), None)
+        prefix = f"{naming.bootstrap_service(name)}.{namespace}.svc."
+        with self._lock:
+            for bootstrap in [b for b in self._admins if b.startswith(prefix)]:
+                self._admins.pop(bootstrap).close()
 
     def _apply(self, ctx: ClusterContext, kind: str, name: str, desired: dict[str, Any] | None) -> None:
         if desired is None:
