@@ -118,6 +118,7 @@ def test_a_static_change_rolls_every_node_in_the_safe_order_without_losing_a_wri
     wait_for(lambda: leader_stats(prod, "rolling"), lambda stats: stats == (6, 6), 120, "preferred leaders back")
 
 
+@pytest.mark.full
 def test_naive_roll_for_comparison(prod: KafkaClusterHandle, client: ClientPod, operator: KubeCluster):
     """The baseline: pods deleted one by one, each as soon as Kubernetes calls the last one ready."""
     prod.kube.kubectl("annotate", "kafkacluster", "prod", "-n", NAMESPACE, "kafka.krafty.io/paused=true",
@@ -153,6 +154,7 @@ def test_a_dynamic_change_applies_without_a_restart(prod: KafkaClusterHandle):
     assert pod_uids(prod) == before
 
 
+@pytest.mark.full
 def test_a_killed_operator_is_replaced_and_the_roll_completes(prod: KafkaClusterHandle, client: ClientPod,
                                                               operator: KubeCluster):
     before = pod_uids(prod)
