@@ -24,7 +24,7 @@ from krafty.decide.status import DEGRADED, PROGRESSING, READY, Condition, merge_
 from krafty.kraft_wire import random_directory_id
 from krafty.model import KafkaClusterSpec, LeaderBalanceMode
 from krafty.naming import Pool
-from krafty.observed import ClusterObservation
+from krafty.observed import ClusterObservation, PartitionState
 from krafty.reconcile import observe as observing
 from krafty.reconcile import scaling as scaling_exec
 from krafty.render.cluster import children
@@ -126,12 +126,25 @@ class ClusterReconciler:
     def _plan_scaling(self, ctx: ClusterContext, obs: ClusterObservation, memory: scaling_exec.Memory,
                       admin: KafkaAdmin) -> scaling.ScalePlan:
         running_brokers, running_controllers = self._running(ctx)
+        ongoing = self.scaling.ongoing(admin) if obs.partitions is not None else {}
+        if ongoing is None:
+            obs = replace(obs, partitions=None, kafka_error="partition reassignments cannot be listed")
+        elif not ongoing:
+            # Replica lists read before this answer may still show a move that has just finished
+            # (target and old replicas together): plan from lists read after it instead.
+            obs = replace(obs, partitions=self._partitions_now(admin))
         return scaling.plan(scaling.ScaleInput(
             desired_brokers=ctx.spec.brokers.replicas, running_brokers=running_brokers,
             desired_controllers=ctx.spec.controllers.replicas if ctx.dedicated else 0,
-            running_controllers=running_controllers, dedicated=ctx.dedicated,
-            ongoing=self.scaling.ongoing(admin) if obs.partitions is not None else {},
+            running_controllers=running_controllers, dedicated=ctx.dedicated, ongoing=ongoing or {},
             balanced_for=memory.balanced_for, roll_pending=any(n.needs_restart for n in obs.nodes)), obs)
+
+    @staticmethod
+    def _partitions_now(admin: KafkaAdmin) -> tuple[PartitionState, ...] | None:
+        try:
+            return admin.partitions()
+        except Exception:  # noqa: BLE001 - None: the planner waits
+            return None
 
     def _valid_spec(self, body: dict[str, Any]) -> KafkaClusterSpec | None:
         try:

@@ -40,18 +40,19 @@ class ScalingExecutor:
     def __init__(self, kube: Kube) -> None:
         self.kube = kube
 
-    def ongoing(self, admin: KafkaAdmin) -> dict[tuple[str, int], Any]:
+    def ongoing(self, admin: KafkaAdmin) -> dict[tuple[str, int], Any] | None:
+        """The partition moves in flight; None when Kafka cannot say (then nothing may be planned)."""
         try:
             return dict(kraft.list_reassignments(admin.bootstrap_servers))
-        except Exception:  # noqa: BLE001 - unknown counts as "nothing moving"; the planner also needs partitions
-            return {}
+        except Exception:  # noqa: BLE001 - the planner waits for an answer
+            return None
 
     def execute(self, body: dict[str, Any], admin: KafkaAdmin, controller_servers: str, plan: scaling.ScalePlan,
                 memory: Memory, throttle_rate: int, obs: ClusterObservation,
                 cluster_id: str) -> Memory:
         if plan.reassign:
             self._move(body, admin, plan, memory, throttle_rate)
-        elif not plan.busy and memory.throttled_topics and not self.ongoing(admin):
+        elif not plan.busy and memory.throttled_topics and self.ongoing(admin) == {}:
             self._unthrottle(body, admin, memory)
         if plan.remove_voter is not None:
             self._remove_voter(body, controller_servers, plan, cluster_id)
