@@ -43,6 +43,7 @@ class RunningJob:
         """
         try:
             self.committer.commit_progress(self.query.lastProgress)
+            self.committer.flush()
         finally:
             self.spark.streams.removeListener(self.committer)
             self.committer.close()

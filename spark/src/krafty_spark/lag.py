@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -126,6 +127,25 @@ class LagCommitter(StreamingQueryListener):
                     if not any((f.topic, f.partition) == tp for f in failed)}
             self._committed.update(done)
             return done
+
+    def flush(self, timeout: float = 30.0) -> bool:
+        """Commits everything processed, retrying until timeout; True once nothing is left.
+
+        A run that ends right after its group's first commit may meet a coordinator that is
+        still loading (a new cluster creates its offsets topic on first use).
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._lock:
+                pending = advanced(self._latest, self._committed)
+            if not pending or self._closed:
+                return not pending
+            self.commit(pending, f"spark query={self.query_name} final")
+            if time.monotonic() >= deadline:
+                log.warning("offsets of %s not committed to group %s after %.0fs", self.query_name, self.group,
+                            timeout)
+                return False
+            time.sleep(1)
 
     def _client(self) -> Any:
         if self._consumer is None:
