@@ -129,3 +129,19 @@ def test_a_pending_roll_goes_before_new_moves():
                   obs([0, 1, 2, 3, 4], partitions(3, [0, 1, 2])))
     assert result.reassign == {}
     assert "rolling restart" in result.message
+
+
+def test_no_move_is_planned_from_replica_lists_that_disagree_in_length():
+    # A broker still answering with a finished move's in-flight list (target and old replicas together)
+    settled = partitions(2, [0, 1, 2], topic="__consumer_offsets")
+    stale = (*settled[1:], PartitionState("__consumer_offsets", 0, 3, (3, 4, 0, 1), (0, 1, 3, 4), 1))
+    growing = plan(inputs(desired_brokers=5, running_brokers=5), obs([0, 1, 2, 3, 4], stale))
+    assert growing.reassign == {}
+    assert growing.busy
+    assert "__consumer_offsets" in growing.message
+    shrinking = plan(inputs(desired_brokers=3, running_brokers=5), obs([0, 1, 2, 3, 4], stale))
+    assert (shrinking.reassign, shrinking.unregister, shrinking.blocked) == ({}, (), False)
+    # Once every broker agrees, the plan goes ahead
+    agreed = plan(inputs(desired_brokers=5, running_brokers=5), obs([0, 1, 2, 3, 4], settled))
+    assert agreed.reassign
+    assert all(len(replicas) == 2 for replicas in agreed.reassign.values())

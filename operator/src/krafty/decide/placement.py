@@ -122,6 +122,18 @@ def balance(partitions: Iterable[PartitionState], brokers: Iterable[int],
     return {tp: replicas for tp, replicas in assignment.items() if replicas != current[tp]}
 
 
+def uneven_topics(partitions: Iterable[PartitionState]) -> list[str]:
+    """Topics whose partitions do not all have the same number of replicas.
+
+    Right after a move a broker may still answer with the move's in-flight replica list (target
+    and old replicas together); planning from it would make that list the new replica set.
+    """
+    sizes: dict[str, set[int]] = {}
+    for p in partitions:
+        sizes.setdefault(p.topic, set()).add(len(p.replicas))
+    return sorted(topic for topic, found in sizes.items() if len(found) > 1)
+
+
 def infeasible_topics(partitions: Iterable[PartitionState], brokers: int) -> dict[str, int]:
     """Topics whose replication factor exceeds the number of brokers (by name, with their factor)."""
     out: dict[str, int] = {}

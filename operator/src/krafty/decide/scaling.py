@@ -23,7 +23,7 @@ from krafty import naming
 from krafty.decide import placement
 from krafty.decide.roll import MAX_VOTER_LAG
 from krafty.naming import Pool
-from krafty.observed import ClusterObservation, VoterState
+from krafty.observed import ClusterObservation, PartitionState, VoterState
 
 TopicPartition = tuple[str, int]
 NAMED_TOPICS = 5  # a refused scale-down names this many of the topics in the way, then counts the rest
@@ -103,6 +103,9 @@ def _scale_down(inp: ScaleInput, obs: ClusterObservation) -> ScalePlan:
     keep = range(inp.desired_brokers)
     if obs.partitions is None:
         return ScalePlan(inp.running_brokers, 0, "RemovingBrokers", f"waiting for Kafka: {obs.kafka_error}")
+    unsettled = _unsettled(obs.partitions, inp.running_brokers, "RemovingBrokers")
+    if unsettled:
+        return unsettled
     wide = placement.infeasible_topics(obs.partitions, inp.desired_brokers)
     if wide:
         named = [f"{t} (replication factor {rf})" for t, rf in sorted(wide.items())]
@@ -129,6 +132,17 @@ def _scale_down(inp: ScaleInput, obs: ClusterObservation) -> ScalePlan:
                      f"brokers {sorted(leaving)} hold no replicas: stopping them", unregister=tuple(sorted(leaving)))
 
 
+def _unsettled(partitions: tuple[PartitionState, ...], brokers: int, phase: str,
+               balanced_for: tuple[int, ...] | None = None) -> ScalePlan | None:
+    """A wait while some topic's replica lists disagree in length: no plan is made from them."""
+    uneven = placement.uneven_topics(partitions)
+    if not uneven:
+        return None
+    return ScalePlan(brokers, 0, phase, f"waiting for the replica lists of {', '.join(uneven[:NAMED_TOPICS])} to "
+                     "agree in length (a move that just finished may not have reached every broker yet)",
+                     balanced_for=balanced_for)
+
+
 def _rebalance(inp: ScaleInput, obs: ClusterObservation) -> ScalePlan:
     brokers = tuple(range(inp.desired_brokers))
     registered = {n.node_id for n in obs.nodes if n.is_broker and n.registered}
@@ -144,6 +158,9 @@ def _rebalance(inp: ScaleInput, obs: ClusterObservation) -> ScalePlan:
     if inp.roll_pending:
         return ScalePlan(inp.desired_brokers, 0, "AddingBrokers", "waiting for the rolling restart to finish",
                          balanced_for=inp.balanced_for)
+    unsettled = _unsettled(obs.partitions, inp.desired_brokers, "Rebalancing", inp.balanced_for)
+    if unsettled:
+        return unsettled
     moves = placement.balance(obs.partitions, brokers, inp.racks)
     if not moves:
         return ScalePlan(inp.desired_brokers, 0, balanced_for=brokers)
