@@ -36,7 +36,7 @@ class Operator:
         self.kube = kube_client.Kube()
         settings = Settings(broker_image=os.environ.get("KRAFTY_BROKER_IMAGE", "krafty/kafka:latest"),
                             cluster_domain=os.environ.get("KRAFTY_CLUSTER_DOMAIN", "cluster.local"),
-                            rack_cluster_role=os.environ.get("KRAFTY_RACK_CLUSTER_ROLE", "krafty-kafka-rack"))
+                            rack_cluster_role=os.environ.get("KRAFTY_RACK_CLUSTER_ROLE", naming.RACK_CLUSTER_ROLE))
         self.clusters = ClusterReconciler(self.kube, settings)
         # Outside the cluster (development, benchmarks) pod DNS names do not resolve: KRAFTY_KAFKA_BOOTSTRAP
         # points the topic and lag passes at a Kafka the operator can reach.

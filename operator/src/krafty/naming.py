@@ -12,6 +12,8 @@ CLUSTER_PLURAL = "kafkaclusters"
 TOPIC_KIND = "Topic"
 TOPIC_PLURAL = "topics"
 FIELD_MANAGER = "krafty-operator"
+# The chart's ClusterRole that lets rack-aware brokers read their node (get on nodes): the default name.
+RACK_CLUSTER_ROLE = "krafty-kafka-rack"
 
 # Annotations users set
 PAUSED_ANNOTATION = f"{GROUP}/paused"

@@ -40,7 +40,7 @@ CLUSTER_SCOPED = {"ClusterRoleBinding"}
 class Settings:
     broker_image: str
     cluster_domain: str = "cluster.local"
-    rack_cluster_role: str = "krafty-kafka-rack"
+    rack_cluster_role: str = naming.RACK_CLUSTER_ROLE
 
 
 @dataclass

@@ -25,7 +25,7 @@ class ClusterContext:
     initial_voters: tuple[Voter, ...]
     image: str
     cluster_domain: str = "cluster.local"
-    rack_cluster_role: str = "krafty-kafka-rack"  # installed by the chart: get on nodes
+    rack_cluster_role: str = naming.RACK_CLUSTER_ROLE
 
     @property
     def dedicated(self) -> bool:
