@@ -70,7 +70,9 @@ def test_time_to_ready_and_first_write(operator: KubeCluster, client: ClientPod)
     try:
         began = time.monotonic()
         operator.apply(raw_manifests(spec))
-        operator.kubectl("rollout", "status", "statefulset/raw-broker", "-n", RAW, "--timeout=900s", timeout=960)
+        # The StatefulSet rolls OnDelete (the operator restarts pods itself), so `rollout status` cannot wait on it.
+        operator.kubectl("wait", f"--for=jsonpath={{.status.readyReplicas}}={spec['brokers']['replicas']}",
+                         "statefulset/raw-broker", "-n", RAW, "--timeout=900s", timeout=960)
         ready_raw = time.monotonic() - began
         operator.kubectl("exec", "-n", RAW, "raw-broker-0", "--", "kafka-topics.sh", "--bootstrap-server",
                          "localhost:9092", "--create", "--topic", "first-write", "--partitions", "3",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from krafty import naming
 from krafty_testkit.k8s_kafka import NAMESPACE, ClientPod, KafkaClusterHandle, topic_resource, wait_topic_ready
 from krafty_testkit.kube import KubeCluster
 from krafty_testkit.waiting import wait_for
@@ -20,6 +21,9 @@ def test_topic_lifecycle_through_kubectl(small: KafkaClusterHandle, client: Clie
     described = small.kafka_tool("kafka-topics.sh", "--describe", "--topic", "orders")
     assert "PartitionCount: 2" in described
     assert "ReplicationFactor: 3" in described
+    # And it holds the operator's own finalizer, not kopf's default that every kopf operator shares
+    wait_for(lambda: operator.kubectl_json("get", "topic", "orders", "-n", NAMESPACE)["metadata"].get("finalizers"),
+             lambda found: found == [naming.TOPIC_FINALIZER], 30, "the Topic's finalizer")
     # When its config changes, Then kafka-configs --describe shows it
     operator.apply([topic_resource("orders", "small", partitions=2, replicas=3,
                                    config={"min.insync.replicas": 2, "retention.ms": 3600000})])

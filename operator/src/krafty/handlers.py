@@ -98,6 +98,9 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=naming.GROUP)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix=naming.GROUP, key="last-handled-configuration")
+    # Our own finalizer name: kopf's default one is shared by every kopf operator, and one that watches
+    # Topics without a deletion handler removes it as fast as we add it (a write storm on every Topic).
+    settings.persistence.finalizer = naming.TOPIC_FINALIZER
     settings.posting.level = logging.WARNING
     settings.watching.server_timeout = 300
     settings.networking.request_timeout = 60
