@@ -126,13 +126,15 @@ class ClusterReconciler:
     def _plan_scaling(self, ctx: ClusterContext, obs: ClusterObservation, memory: scaling_exec.Memory,
                       admin: KafkaAdmin) -> scaling.ScalePlan:
         running_brokers, running_controllers = self._running(ctx)
-        ongoing = self.scaling.ongoing(admin) if obs.partitions is not None else {}
-        if ongoing is None:
-            obs = replace(obs, partitions=None, kafka_error="partition reassignments cannot be listed")
-        elif not ongoing:
-            # Replica lists read before this answer may still show a move that has just finished
-            # (target and old replicas together): plan from lists read after it instead.
-            obs = replace(obs, partitions=self._partitions_now(admin))
+        ongoing: dict[tuple[str, int], Any] | None = {}
+        if obs.partitions is not None:  # Kafka answered this pass: ask it about moves too
+            ongoing = self.scaling.ongoing(admin)
+            if ongoing is None:
+                obs = replace(obs, partitions=None, kafka_error="partition reassignments cannot be listed")
+            elif not ongoing:
+                # Replica lists read before this answer may still show a move that has just finished
+                # (target and old replicas together): plan from lists read after it instead.
+                obs = replace(obs, partitions=self._partitions_now(admin))
         return scaling.plan(scaling.ScaleInput(
             desired_brokers=ctx.spec.brokers.replicas, running_brokers=running_brokers,
             desired_controllers=ctx.spec.controllers.replicas if ctx.dedicated else 0,

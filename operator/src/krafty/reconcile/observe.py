@@ -143,11 +143,16 @@ def observe(kube: Kube, admin: KafkaAdmin, ctx: ClusterContext) -> ClusterObserv
     registered: set[int] = set()
     partitions = None
     kafka_error = quorum_error = None
-    try:
-        registered = admin.registered_brokers()
-        partitions = admin.partitions()
-    except Exception as error:  # noqa: BLE001 - reported in status; the rest of the observation stands
-        kafka_error = describe_error(error)
+    if not any(_pod_ready(pod) for pod in pools[Pool.BROKER].pods.values()):
+        # The bootstrap Service has no endpoint to answer: asking would only wait out the client's
+        # timeout, and a new cluster's first passes would create nothing meanwhile.
+        kafka_error = "no broker pod is ready"
+    else:
+        try:
+            registered = admin.registered_brokers()
+            partitions = admin.partitions()
+        except Exception as error:  # noqa: BLE001 - reported in status; the rest of the observation stands
+            kafka_error = describe_error(error)
     quorum = None
     try:
         quorum = quorum_state(ctx.controller_bootstrap_servers())
