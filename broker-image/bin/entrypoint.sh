@@ -47,7 +47,8 @@ if [[ ! -f "$log_dir/meta.properties" ]]; then
     mode=(--no-initial-controllers)
   fi
   log "formatting $log_dir for cluster $cluster_id as node $node_id (${mode[0]})"
-  KAFKA_HEAP_OPTS="-Xmx256m" "$kafka_home/bin/kafka-storage.sh" format --cluster-id "$cluster_id" \
+  # "--cluster-id=": an id may start with "-", which would otherwise read as an option.
+  KAFKA_HEAP_OPTS="-Xmx256m" "$kafka_home/bin/kafka-storage.sh" format --cluster-id="$cluster_id" \
     --config "$props" "${mode[@]}"
 fi
 

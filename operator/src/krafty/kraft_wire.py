@@ -402,5 +402,11 @@ def decode_alter_configs(r: Reader) -> None:
     r.skip_tags()
 
 
-def random_directory_id() -> str:
-    return uuid_to_kafka(uuid.uuid4().bytes)
+def random_kafka_uuid(random_bytes: Callable[[], bytes] = lambda: uuid.uuid4().bytes) -> str:
+    """A new cluster or directory id, as Kafka makes them: never one of the reserved ids (the lowest
+    ones), and never starting with "-", which Kafka's tools would read as an option."""
+    while True:
+        raw = random_bytes()
+        text = uuid_to_kafka(raw)
+        if any(raw[:15]) and not text.startswith("-"):
+            return text

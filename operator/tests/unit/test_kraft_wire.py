@@ -21,6 +21,16 @@ def test_kafka_uuid_round_trip():
     assert wire.uuid_to_kafka(wire.uuid_from_kafka(text)) == text
 
 
+def test_new_ids_never_start_with_a_dash_nor_are_reserved():
+    # A cluster id starting with "-" made kafka-storage read it as an option: every broker crash-looped.
+    dash = bytes([0xF8]) + bytes(15)
+    reserved = bytes(15) + bytes([2])
+    good = bytes(range(1, 17))
+    candidates = iter([dash, reserved, good])
+    assert wire.uuid_to_kafka(dash).startswith("-")
+    assert wire.random_kafka_uuid(lambda: next(candidates)) == wire.uuid_to_kafka(good)
+
+
 def test_describe_quorum_request_names_the_metadata_partition():
     body = wire.encode_describe_quorum().bytes()
     assert body == bytes([2, 19]) + b"__cluster_metadata" + bytes([2, 0, 0, 0, 0, 0, 0, 0])

@@ -21,7 +21,7 @@ from krafty.clients.kafka_admin import KafkaAdmin, describe_error
 from krafty.clients.kube import Kube
 from krafty.decide import cluster_status, identity, roll, scaling
 from krafty.decide.status import DEGRADED, PROGRESSING, READY, Condition, merge_conditions
-from krafty.kraft_wire import random_directory_id
+from krafty.kraft_wire import random_kafka_uuid
 from krafty.model import KafkaClusterSpec, LeaderBalanceMode
 from krafty.naming import Pool
 from krafty.observed import ClusterObservation, PartitionState
@@ -176,7 +176,7 @@ class ClusterReconciler:
         try:
             found = identity.resolve((body.get("status") or {}).get("clusterId"),
                                      (config or {}).get("data") if config else None,
-                                     draft.voter_ids(), random_directory_id)
+                                     draft.voter_ids(), random_kafka_uuid)
         except identity.IdentityConflict as error:
             self.kube.event(body, naming.CLUSTER_KIND, "ClusterIdConflict", str(error), warning=True)
             self._status(body, {}, [Condition(DEGRADED, True, "ClusterIdConflict", str(error))])
