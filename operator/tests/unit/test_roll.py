@@ -15,6 +15,7 @@ from krafty.decide.roll import (
     Wait,
     broker_blockers,
     controller_blocker,
+    leaders_settled,
     next_step,
     restart_order,
 )
@@ -207,6 +208,20 @@ def test_after_the_last_restart_leaders_go_back_once_everyone_is_in_sync():
     many = (*(part(p, (p % 3, (p + 1) % 3, (p + 2) % 3)) for p in range(30)), part(30, (0, 1, 2), leader=1))
     assert isinstance(next_step(observe(nodes, many), restore_leaders=True, threshold_percent=10), Done)
     assert isinstance(next_step(observe(nodes, partitions), restore_leaders=False), Done)
+
+
+def test_leaders_are_settled_only_when_every_electable_partition_is_on_its_preferred_leader():
+    nodes = [node(i, outdated=False) for i in (1000, 1001, 1002, 0, 1, 2)]
+    assert leaders_settled(observe(nodes))
+    # one partition off its preferred leader is unsettled, even where a 10% threshold would leave it
+    many = (*(part(p, (p % 3, (p + 1) % 3, (p + 2) % 3)) for p in range(30)), part(30, (0, 1, 2), leader=1))
+    assert not leaders_settled(observe(nodes, many))
+    assert isinstance(next_step(observe(nodes, many), restore_leaders=True, threshold_percent=0), ElectLeaders)
+    # a preferred replica out of sync cannot lead yet: that is waited for, not settled
+    assert not leaders_settled(observe(nodes, (part(0, (0, 1, 2), isr=(1, 2), leader=1),)))
+    # nor is anything settled while nodes restart or Kafka cannot be asked
+    assert not leaders_settled(observe(dedicated()))
+    assert not leaders_settled(observe(nodes, None))
 
 
 def test_after_the_last_restart_a_broker_still_out_of_sync_is_watched_until_it_can_lead_again():

@@ -5,6 +5,8 @@ from __future__ import annotations
 from krafty.decide.scaling import ScaleInput, plan
 from krafty.naming import Pool
 from krafty.observed import ClusterObservation, NodeState, PartitionState, QuorumState, VoterState
+from krafty.reconcile.scaling import Memory
+from krafty.reconcile.scaling import status as scaling_status
 
 
 def broker(node_id: int, registered: bool = True) -> NodeState:
@@ -145,3 +147,13 @@ def test_no_move_is_planned_from_replica_lists_that_disagree_in_length():
     agreed = plan(inputs(desired_brokers=5, running_brokers=5), obs([0, 1, 2, 3, 4], settled))
     assert agreed.reassign
     assert all(len(replicas) == 2 for replicas in agreed.reassign.values())
+
+
+def test_pending_leader_elections_survive_in_status_and_are_dropped_once_done():
+    memory = Memory.from_status({"scaling": {"balancedBrokers": [0, 1, 2, 3], "leadersPending": True}})
+    assert memory.leaders_pending
+    stable = plan(inputs(), obs([0, 1, 2], partitions(3, [0, 1, 2])))
+    assert Memory.from_status({"scaling": scaling_status(stable, memory)}) == memory
+    memory.leaders_pending = False
+    assert scaling_status(stable, memory)["leadersPending"] is None
+    assert not Memory.from_status({"scaling": scaling_status(stable, memory)}).leaders_pending

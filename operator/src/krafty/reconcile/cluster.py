@@ -95,12 +95,17 @@ class ClusterReconciler:
         self._apply_dynamic_config(body, ctx, obs)
         memory = self.scaling.execute(body, admin, ctx.controller_bootstrap_servers(), scale, memory,
                                       spec.leader_balance.replication_throttle_bytes_per_second, obs, ctx.cluster_id)
+        balance = spec.leader_balance
+        restore_leaders = balance.mode is LeaderBalanceMode.OPERATOR
         if scale.busy:
             step: roll.Step = roll.Wait(f"scaling first: {scale.message}")
         else:
-            balance = spec.leader_balance
-            step = roll.next_step(obs, restore_leaders=balance.mode is LeaderBalanceMode.OPERATOR,
-                                  threshold_percent=balance.imbalance_threshold_percent)
+            # After replicas moved, every partition goes back to its preferred leader, not only those of
+            # brokers above the threshold: scaling promises new brokers their full share of leaders.
+            threshold = 0 if memory.leaders_pending else balance.imbalance_threshold_percent
+            step = roll.next_step(obs, restore_leaders=restore_leaders, threshold_percent=threshold)
+            memory.leaders_pending = (memory.leaders_pending and restore_leaders
+                                      and not roll.leaders_settled(obs))
         outcome = self._act(body, ctx, obs, step)
         outcome.busy = outcome.busy or forming or scale.busy or not isinstance(step, roll.Done)
         self._report(body, ctx, obs, step, scale, memory)

@@ -26,6 +26,7 @@ class Memory:
     balanced_for: tuple[int, ...] | None
     throttled_topics: list[str]
     pending_unregister: list[int]
+    leaders_pending: bool = False  # replicas moved: every preferred leader goes back, whatever the threshold
 
     @classmethod
     def from_status(cls, status: dict[str, Any] | None) -> Memory:
@@ -33,7 +34,8 @@ class Memory:
         balanced = scaling_status.get("balancedBrokers")
         return cls(tuple(balanced) if balanced is not None else None,
                    list(scaling_status.get("throttledTopics") or []),
-                   list(scaling_status.get("pendingUnregister") or []))
+                   list(scaling_status.get("pendingUnregister") or []),
+                   bool(scaling_status.get("leadersPending")))
 
 
 class ScalingExecutor:
@@ -52,6 +54,7 @@ class ScalingExecutor:
                 cluster_id: str) -> Memory:
         if plan.reassign:
             self._move(body, admin, plan, memory, throttle_rate)
+            memory.leaders_pending = True
         elif not plan.busy and memory.throttled_topics and self.ongoing(admin) == {}:
             self._unthrottle(body, admin, memory)
         if plan.remove_voter is not None:
@@ -112,4 +115,5 @@ def status(plan: scaling.ScalePlan, memory: Memory) -> dict[str, Any]:
         "phase": plan.phase, "message": plan.message, "partitionsToMove": plan.partitions_to_move,
         "balancedBrokers": list(memory.balanced_for) if memory.balanced_for is not None else None,
         "throttledTopics": memory.throttled_topics or None, "pendingUnregister": memory.pending_unregister or None,
+        "leadersPending": memory.leaders_pending or None,
     }
