@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable, Hashable
 from concurrent.futures import ThreadPoolExecutor
 
+from confluent_kafka import KafkaException
+
 log = logging.getLogger(__name__)
 
 ERROR_DELAY = 15.0
@@ -73,6 +75,8 @@ class Scheduler:
         delay: float | None = ERROR_DELAY
         try:
             delay = self._run(key)
+        except KafkaException as error:  # Kafka starting, restarting or unreachable: one line, no traceback
+            log.warning("reconcile of %s: Kafka did not answer (%s); retrying in %ss", key, error, delay)
         except Exception:
             log.exception("reconcile of %s failed; retrying in %ss", key, delay)
         finally:
