@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 
 import pytest
 
@@ -24,6 +24,7 @@ from krafty_testkit.k8s_kafka import IMAGES, NAMESPACE, ClientPod, install_opera
 from krafty_testkit.kube import KubeCluster
 
 LIFECYCLE = "cluster_lifecycle"
+OPERATOR_LABEL = "app.kubernetes.io/name=krafty-operator"
 
 _timings: list[tuple[str, float]] = []
 
@@ -42,6 +43,40 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         print(f"\ndeselected {len(lifecycle)} {LIFECYCLE} test(s): they need the local cluster")
         return
     items[:] = lifecycle + [item for item in items if item not in lifecycle]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item) -> Generator[None, pytest.TestReport, None]:
+    """A failed test's report carries what the cluster looked like: pods, KafkaClusters, the operators' logs."""
+    outcome = yield
+    report = outcome.get_result()
+    values = item.funcargs.values() if isinstance(item, pytest.Function) else ()
+    cluster = next((value for value in values if isinstance(value, KubeCluster)), None)
+    if report.failed and cluster is not None:
+        report.sections.append(("cluster when it failed", _diagnostics(cluster)))
+
+
+def _diagnostics(cluster: KubeCluster) -> str:
+    queries = [
+        ("pods", ["get", "pods", "-A", "-o", "wide"]),
+        ("KafkaClusters", ["get", "kafkaclusters", "-A", "-o",
+                           "custom-columns=NS:.metadata.namespace,NAME:.metadata.name,CONDITIONS:.status.conditions"]),
+        ("warning events", ["get", "events", "-A", "--field-selector", "type=Warning"]),
+    ]
+    try:
+        operators = cluster.kubectl_json("get", "deployments", "-A", "-l", OPERATOR_LABEL, timeout=30)["items"]
+    except kube.KubeError:
+        operators = []
+    for deployment in operators:
+        namespace = deployment["metadata"]["namespace"]
+        queries.append((f"operator log, {namespace}", ["logs", "-n", namespace, "-l", OPERATOR_LABEL, "--tail=60"]))
+    parts = []
+    for title, args in queries:
+        try:
+            parts.append(f"--- {title}\n{cluster.kubectl(*args, timeout=30)}")
+        except kube.KubeError as error:
+            parts.append(f"--- {title}: {error}")
+    return "\n".join(parts)
 
 
 @pytest.fixture(scope="session")

@@ -35,7 +35,8 @@ def operator_pod(kube: KubeCluster) -> dict[str, Any]:
     return running[0]
 
 
-def test_helm_install_test_upgrade_uninstall(operator: KubeCluster, small: KafkaClusterHandle):
+def test_helm_install_test_upgrade_uninstall(operator: KubeCluster, prod: KafkaClusterHandle,
+                                             small: KafkaClusterHandle):
     small.delete()  # its CPU goes to this release's cluster
     clusters = json.dumps([{"name": "demo", "spec": example_spec()}])
     base = ["--namespace", HELM_NS, "--set", "image.repository=krafty/operator", "--set", "image.tag=e2e",
@@ -43,7 +44,7 @@ def test_helm_install_test_upgrade_uninstall(operator: KubeCluster, small: Kafka
     # Install: the operator comes up and the KafkaCluster from values reaches Ready
     helm(operator, "install", RELEASE, str(CHART), "--create-namespace", "--wait", *base)
     demo = KafkaClusterHandle(operator, "demo", HELM_NS)
-    demo.wait_ready(900)
+    demo.wait_ready(600)
     # helm test passes
     assert "Phase:          Succeeded" in helm(operator, "test", RELEASE, "--namespace", HELM_NS)
     # Upgrade with a changed value: the operator pod is replaced, the cluster stays Ready
@@ -70,7 +71,7 @@ def test_helm_install_test_upgrade_uninstall(operator: KubeCluster, small: Kafka
     assert len(claims) == 3
     other = operator.kubectl_json("get", "deployment", "krafty", "-n", OPERATOR_NAMESPACE)
     assert other["status"]["readyReplicas"] == 1
-    assert KafkaClusterHandle(operator, "prod").condition("Ready")["status"] == "True"
+    assert prod.condition("Ready")["status"] == "True"
     operator.kubectl("delete", "namespace", HELM_NS, "--wait=false")
 
 
