@@ -33,6 +33,7 @@ def wait_scaled(handle: KafkaClusterHandle, brokers: int, timeout: float = 900) 
         status = handle.status()
         scaling = status.get("scaling") or {}
         return (scaling.get("phase") == "Stable" and scaling.get("balancedBrokers") == list(range(brokers))
+                and not scaling.get("leadersPending")
                 and len(handle.pods("broker")) == brokers and status.get("readyBrokers") == brokers)
 
     wait_for(handle.summary, settled, timeout, f"{handle.name} settled on {brokers} brokers", interval=5)
