@@ -200,9 +200,8 @@ def _not_yet(obs: ClusterObservation, order: list[NodeState], restore_leaders: b
 
 def leaders_settled(obs: ClusterObservation) -> bool:
     """Every partition whose preferred replica can lead is led by it, with nothing restarting or catching up."""
-    if obs.partitions is None or restart_order(obs.nodes, obs.quorum) or any(n.terminating for n in obs.nodes):
-        return False
-    if catching_up(obs):
+    if (obs.partitions is None or restart_order(obs.nodes, obs.quorum) or any(n.terminating for n in obs.nodes)
+            or catching_up(obs)):
         return False
     alive = {n.node_id for n in obs.nodes if n.is_broker and n.registered}
     return not electable(obs.partitions, alive)
