@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from krafty.kraft_wire import random_kafka_uuid
 from krafty.model import KafkaClusterSpec
 from krafty.render.cluster import children
 from krafty.render.context import ClusterContext, Voter
@@ -26,7 +27,6 @@ from krafty_testkit.k8s_kafka import (
     wait_topic_ready,
 )
 from krafty_testkit.kube import KubeCluster
-from krafty_testkit.local_kafka import kafka_uuid
 from krafty_testkit.plugin import report_table
 from krafty_testkit.waiting import wait_for
 
@@ -41,8 +41,8 @@ def first_write(client: ClientPod, bootstrap: str, topic: str) -> None:
 
 def raw_manifests(spec: dict[str, Any]) -> list[dict[str, Any]]:
     parsed = KafkaClusterSpec.model_validate(spec)
-    voters = tuple(Voter(i, kafka_uuid()) for i in range(parsed.controllers.replicas))
-    ctx = ClusterContext("raw", RAW, "none", parsed, kafka_uuid(), voters, BROKER_IMAGE)
+    voters = tuple(Voter(i, random_kafka_uuid()) for i in range(parsed.controllers.replicas))
+    ctx = ClusterContext("raw", RAW, "none", parsed, random_kafka_uuid(), voters, BROKER_IMAGE)
     docs = []
     for child in children(ctx):
         if child.desired is not None and child.kind not in ("PodDisruptionBudget",):

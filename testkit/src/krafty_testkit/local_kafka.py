@@ -18,11 +18,9 @@ with the test process even when that is killed; close() stops what is left.
 from __future__ import annotations
 
 import atexit
-import base64
 import contextlib
 import ctypes
 import os
-import secrets
 import signal
 import socket
 import subprocess
@@ -51,14 +49,6 @@ class LayoutError(ValueError):
 
 class ClusterStartError(RuntimeError):
     """A node exited or the cluster did not become ready in time."""
-
-
-def kafka_uuid() -> str:
-    """A random Kafka Uuid in its base64 string form (cluster and directory ids)."""
-    while True:
-        text = base64.urlsafe_b64encode(secrets.token_bytes(16)).decode().rstrip("=")
-        if not text.startswith("-"):
-            return text
 
 
 @dataclass(frozen=True)
@@ -109,7 +99,7 @@ class Node:
     directory: Path
     broker_port: int | None
     controller_port: int | None
-    directory_id: str = field(default_factory=kafka_uuid)
+    directory_id: str = field(default_factory=kraft_wire.random_kafka_uuid)
     process: subprocess.Popen[bytes] | None = None
     metrics_port: int | None = None
 
@@ -177,7 +167,7 @@ class LocalKafkaCluster:
         self.layout = layout
         self.workdir = workdir
         self.heap = heap
-        self.cluster_id = kafka_uuid()
+        self.cluster_id = kraft_wire.random_kafka_uuid()
         self.extra_config = dict(config or {})
         roles = layout.node_roles()
         purposes = []

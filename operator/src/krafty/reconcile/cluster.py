@@ -93,9 +93,9 @@ class ClusterReconciler:
             self._apply(ctx, child.kind, child.name, child.desired)
         forming = self._advance_quorum_formation(body, ctx, obs)
         self._apply_dynamic_config(body, ctx, obs)
-        memory = self.scaling.execute(body, admin, ctx.controller_bootstrap_servers(), scale, memory,
-                                      spec.leader_balance.replication_throttle_bytes_per_second, obs, ctx.cluster_id)
         balance = spec.leader_balance
+        memory = self.scaling.execute(body, admin, ctx.controller_bootstrap_servers(), scale, memory,
+                                      balance.replication_throttle_bytes_per_second, obs, ctx.cluster_id)
         restore_leaders = balance.mode is LeaderBalanceMode.OPERATOR
         if scale.busy:
             step: roll.Step = roll.Wait(f"scaling first: {scale.message}")
