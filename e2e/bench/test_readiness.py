@@ -16,8 +16,8 @@ import pytest
 
 from krafty.kraft_wire import random_kafka_uuid
 from krafty.model import KafkaClusterSpec
+from krafty.model.context import ClusterContext, Voter
 from krafty.render.cluster import children
-from krafty.render.context import ClusterContext, Voter
 from krafty_testkit.k8s_kafka import (
     BROKER_IMAGE,
     ClientPod,

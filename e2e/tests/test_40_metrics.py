@@ -5,6 +5,8 @@ values move with the cluster, an alert fires for a real condition, every dashboa
 from __future__ import annotations
 
 import json
+import re
+import time
 import urllib.parse
 from typing import Any
 
@@ -20,6 +22,7 @@ from krafty_testkit.k8s_kafka import (
     wait_topic_ready,
 )
 from krafty_testkit.kube import Image, KubeCluster
+from krafty_testkit.plugin import report_table
 from krafty_testkit.waiting import wait_for
 
 PROMETHEUS_IMAGE = Image("krafty/prometheus:e2e", repo_path("e2e", "images", "prometheus", "Dockerfile"),
@@ -104,6 +107,8 @@ def test_under_replicated_partitions_rise_with_a_stopped_broker_and_return_to_ze
     wait_topic_ready(operator, "metrics-urp")
     expr = 'krafty_cluster_under_replicated_partitions{cluster="prod"}'
     wait_for(lambda: prometheus.value(expr), lambda v: v == 0, 180, "no under-replicated partitions first")
+    old_ip = operator.kubectl_json("get", "pod", "prod-broker-1", "-n", NAMESPACE)["status"]["podIP"]
+    deleted = time.monotonic()
     operator.kubectl("delete", "pod", "prod-broker-1", "-n", NAMESPACE, "--wait=false")
 
     def urp_or_why() -> float | str:
@@ -111,8 +116,15 @@ def test_under_replicated_partitions_rise_with_a_stopped_broker_and_return_to_ze
         reachable = prometheus.value('krafty_cluster_kafka_reachable{cluster="prod"}')
         return value if value is not None else f"no series (kafka reachable: {reachable}); {prod.summary()}"
 
-    wait_for(urp_or_why, lambda v: isinstance(v, float) and v > 0, 180, "under-replicated partitions")
+    # The pod deletion pokes a pass at once: the next pass (and the next scrape, 5 s) shows the partitions
+    wait_for(urp_or_why, lambda v: isinstance(v, float) and v > 0, 30, "under-replicated partitions")
+    rose = time.monotonic() - deleted
     wait_for(lambda: prometheus.value(expr), lambda v: v == 0, 300, "back to zero once the broker is back")
+    back = time.monotonic() - deleted
+    new_ip = operator.kubectl_json("get", "pod", "prod-broker-1", "-n", NAMESPACE)["status"]["podIP"]
+    report_table("prod-broker-1 deleted: krafty_cluster_under_replicated_partitions as Prometheus saw it",
+                 ["pod IP before", "pod IP after", "above 0 after (s)", "back to 0 after (s)"],
+                 [[old_ip, new_ip, f"{rose:.1f}", f"{back:.1f}"]])
     # The brokers' own gauge (JMX exporter) saw it too
     brokers = 'max_over_time(sum(kafka_server_replicamanager_underreplicatedpartitions{cluster="prod"})[5m:5s])'
     assert (prometheus.value(brokers) or 0) > 0
@@ -133,6 +145,58 @@ def test_lag_grows_while_the_consumer_is_paused_and_drains_after(prometheus: Pro
     # When it resumes, the lag drains
     assert client.cli("consume", prod.bootstrap, "metrics-lag", "--group", "lag-test")["consumed"] == 2000
     wait_for(lambda: prometheus.value(lag), lambda v: v == 0, 180, "lag drained")
+
+
+def tool_lag(prod: KafkaClusterHandle, group: str) -> dict[int, int]:
+    """Lag per partition as Kafka's own kafka-consumer-groups.sh --describe shows it."""
+    out = prod.kafka_tool("kafka-consumer-groups.sh", "--describe", "--group", group)
+    rows = re.findall(rf"^{group}\s+\S+\s+(\d+)\s+\d+\s+\d+\s+(\d+)", out, re.M)
+    return {int(partition): int(lag) for partition, lag in rows}
+
+
+def operator_lag(prometheus: Prometheus, group: str, topic: str) -> dict[int, int]:
+    found = prometheus.query(f'krafty_consumergroup_lag{{cluster="prod", group="{group}", topic="{topic}"}}')
+    return {int(r["metric"]["partition"]): int(float(r["value"][1])) for r in found}
+
+
+def compare_lag(prometheus: Prometheus, prod: KafkaClusterHandle, group: str, topic: str, when: str,
+                rows: list[list[object]]) -> None:
+    """Within two lag collections (10 s each) and a scrape (5 s), the operator's lag per partition is Kafka's."""
+    truth = tool_lag(prod, group)
+    began = time.monotonic()
+    seen = wait_for(lambda: operator_lag(prometheus, group, topic), lambda v: v == truth, 25,
+                    f"the operator's lag of {group} equal to kafka-consumer-groups.sh's {truth}")
+    waited = time.monotonic() - began
+    rows += [[when, partition, truth[partition], seen[partition], f"{waited:.1f}"] for partition in sorted(truth)]
+
+
+def test_lag_per_partition_matches_kafkas_own_tool_after_scaling_and_after_a_roll(
+        prometheus: Prometheus, prod: KafkaClusterHandle, client: ClientPod, operator: KubeCluster):
+    # Given a group with a known lag on each partition (this file runs after the roll and scaling tests)
+    operator.apply([topic_resource("metrics-lag-roll", "prod", partitions=3, replicas=3)])
+    wait_topic_ready(operator, "metrics-lag-roll")
+    client.cli("produce", prod.bootstrap, "metrics-lag-roll", "--count", "600", "--acked", "/tmp/acked-lr1.json")
+    assert client.cli("consume", prod.bootstrap, "metrics-lag-roll", "--group", "lag-roll")["consumed"] == 600
+    client.cli("produce", prod.bootstrap, "metrics-lag-roll", "--count", "900", "--acked", "/tmp/acked-lr2.json")
+    rows: list[list[object]] = []
+    compare_lag(prometheus, prod, "lag-roll", "metrics-lag-roll", "after scaling 3 -> 5 -> 3", rows)
+    # When every broker restarts (a rolling restart asked for with the restart annotation)
+    before = {p["metadata"]["name"]: p["metadata"]["uid"] for p in prod.pods()}
+    for pod in before:
+        operator.kubectl("annotate", "pod", pod, "-n", NAMESPACE, "kafka.krafty.io/restart=true", "--overwrite")
+    wait_for(lambda: {p["metadata"]["name"]: p["metadata"]["uid"] for p in prod.pods()},
+             lambda now: all(now.get(pod) not in (None, uid) for pod, uid in before.items()), 900,
+             "every broker restarted")
+    prod.wait_ready(600)
+    # And more records arrive right after it
+    client.cli("produce", prod.bootstrap, "metrics-lag-roll", "--count", "300", "--acked", "/tmp/acked-lr3.json")
+    # Then the operator's lag is Kafka's again within two collection intervals
+    compare_lag(prometheus, prod, "lag-roll", "metrics-lag-roll", "right after a rolling restart", rows)
+    report_table("Consumer lag of group lag-roll: kafka-consumer-groups.sh against the operator's metric",
+                 ["when", "partition", "kafka-consumer-groups.sh", "krafty_consumergroup_lag", "seen after (s)"],
+                 rows)
+    unknown = prometheus.value('max(krafty_consumergroup_lag_unknown_partitions{cluster="prod", group="lag-roll"})')
+    assert unknown == 0
 
 
 def test_under_min_isr_alert_fires_for_a_real_condition(prometheus: Prometheus, prod: KafkaClusterHandle):

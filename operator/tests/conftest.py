@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from krafty.model import KafkaClusterSpec
-from krafty.render.context import ClusterContext, Voter
+from krafty.model.context import ClusterContext, Voter
 
 REPO = Path(__file__).resolve().parents[2]
 CRDS = REPO / "crds"

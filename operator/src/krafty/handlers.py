@@ -1,7 +1,10 @@
-"""kopf registrations: thin handlers that hand every KafkaCluster to the scheduler.
+"""kopf registrations: thin handlers that hand every KafkaCluster and its Topics to the scheduler.
 
 Level-based: whatever changed (spec, pods, Kafka itself), each pass reads the
-whole state again, so the handlers only say "look at this one now".
+whole state again, so the handlers only say "look at this one now". Both kinds
+are watched the same way, as plain events: no per-object bookkeeping writes,
+and only a change of what a user sets (generation, annotations, deletion)
+pokes a pass, never the operator's own status writes.
 """
 
 from __future__ import annotations
@@ -16,38 +19,43 @@ import kopf
 
 from krafty import metrics, naming
 from krafty.clients import kube as kube_client
-from krafty.decide.lag import partition_lag
-from krafty.reconcile.cluster import ClusterReconciler, Settings
+from krafty.clients.kafka_admin import AdminPool
+from krafty.reconcile.cluster import ClusterReconciler, Endpoints, Settings
+from krafty.reconcile.lag import LagPass
 from krafty.reconcile.topics import Held, TopicReconciler, in_cluster_bootstrap
 from krafty.scheduler import Scheduler
 
-log = logging.getLogger(__name__)
-
 BUSY_INTERVAL = 5.0
 IDLE_INTERVAL = 30.0
-LAG_INTERVAL = 10.0
+JOBS = ("cluster", "topics", "lag")
 
 
 class Operator:
-    """Process-wide state: the API client, the reconcilers and the scheduler."""
+    """Process-wide state: the API client, the passes and the scheduler (kept in kopf's memo)."""
 
     def __init__(self) -> None:
         kube_client.load_config()
         self.kube = kube_client.Kube()
+        # Outside the cluster (development, benchmarks) pod DNS names do not resolve: KRAFTY_KAFKA_BOOTSTRAP
+        # points the topic and lag passes at a Kafka the operator can reach, and with KRAFTY_KAFKA_CONTROLLERS
+        # the cluster pass too.
+        override = os.environ.get("KRAFTY_KAFKA_BOOTSTRAP")
+        controllers = os.environ.get("KRAFTY_KAFKA_CONTROLLERS")
         settings = Settings(broker_image=os.environ.get("KRAFTY_BROKER_IMAGE", "krafty/kafka:latest"),
                             cluster_domain=os.environ.get("KRAFTY_CLUSTER_DOMAIN", "cluster.local"),
-                            rack_cluster_role=os.environ.get("KRAFTY_RACK_CLUSTER_ROLE", naming.RACK_CLUSTER_ROLE))
+                            rack_cluster_role=os.environ.get("KRAFTY_RACK_CLUSTER_ROLE", naming.RACK_CLUSTER_ROLE),
+                            endpoints=Endpoints(override, controllers) if override and controllers else None)
         self.clusters = ClusterReconciler(self.kube, settings)
-        # Outside the cluster (development, benchmarks) pod DNS names do not resolve: KRAFTY_KAFKA_BOOTSTRAP
-        # points the topic and lag passes at a Kafka the operator can reach.
-        override = os.environ.get("KRAFTY_KAFKA_BOOTSTRAP")
         bootstrap = (lambda _ns, _name, _spec: override) if override else in_cluster_bootstrap(settings.cluster_domain)
-        self.topics = TopicReconciler(self.kube, bootstrap, self.clusters.admin)
+        self.topic_admins = AdminPool()
+        self.topics = TopicReconciler(self.kube, bootstrap, self.topic_admins.get)
+        self.lag = LagPass(self.lag_bootstrap)
         self.scheduler = Scheduler(self.run)
+        self._seen: dict[tuple[str, str, str], tuple[Any, ...]] = {}
 
     def run(self, key: Any) -> float | None:
         kind, namespace, name = key
-        jobs = {"cluster": self.run_cluster, "topics": self.topics.reconcile, "lag": self.run_lag}
+        jobs = {"cluster": self.run_cluster, "topics": self.topics.reconcile, "lag": self.lag.reconcile}
         started = time.monotonic()
         try:
             delay = jobs[kind](namespace, name)
@@ -61,40 +69,46 @@ class Operator:
             metrics.RECONCILES.labels(kind, "ok" if delay is not None else "gone").inc()
         return delay
 
-    def run_lag(self, namespace: str, cluster: str) -> float | None:
-        """Consumer lag of every group (Spark jobs' included: their listener commits offsets)."""
+    def lag_bootstrap(self, namespace: str, cluster: str) -> str | None:
         spec = self.topics.cluster_spec(namespace, cluster)
-        if spec is None:
-            return None
-        admin = self.clusters.admin(self.topics.bootstrap(namespace, cluster, spec))
-        committed = admin.committed_offsets()
-        logs = admin.log_offsets({tp for offsets in committed.values() for tp in offsets})
-        metrics.COLLECTOR.set_lag(namespace, cluster, partition_lag(committed, logs))
-        return LAG_INTERVAL
+        return None if spec is None else self.topics.bootstrap(namespace, cluster, spec)
 
     def run_cluster(self, namespace: str, name: str) -> float | None:
         body = self.kube.get(naming.CLUSTER_KIND, name, namespace)
         if body is None or body["metadata"].get("deletionTimestamp"):
             metrics.COLLECTOR.set_cluster(namespace, name, None)
             self.clusters.release(namespace, name)
+            self.topic_admins.release(namespace, name)
+            self.lag.release(namespace, name)
             return None
         outcome = self.clusters.reconcile(body)
-        metrics.RECONCILES.labels("cluster", outcome.result).inc()
+        metrics.RECONCILES.labels("cluster", outcome.result.value).inc()
         return BUSY_INTERVAL if outcome.busy else IDLE_INTERVAL
 
+    def changed(self, kind: str, body: Mapping[str, Any], deleted: bool) -> bool:
+        """Whether what a user sets on the object changed since the last event (the operator's own
+        status writes change none of it)."""
+        meta = body.get("metadata") or {}
+        key = (kind, str(meta.get("namespace")), str(meta.get("name")))
+        if deleted:
+            self._seen.pop(key, None)
+            return True
+        seen = (meta.get("generation"), dict(meta.get("annotations") or {}), meta.get("deletionTimestamp"))
+        if self._seen.get(key) == seen:
+            return False
+        self._seen[key] = seen
+        return True
 
-OPERATOR: Operator | None = None
 
-
-def _operator() -> Operator:
-    if OPERATOR is None:
+def _operator(memo: kopf.Memo) -> Operator:
+    found = getattr(memo, "operator", None)
+    if not isinstance(found, Operator):
         raise kopf.TemporaryError("the operator is still starting", delay=2)
-    return OPERATOR
+    return found
 
 
 @kopf.on.startup()
-def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
-    global OPERATOR  # noqa: PLW0603 - one operator per process, built when kopf starts
+def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=naming.GROUP)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix=naming.GROUP, key="last-handled-configuration")
@@ -104,57 +118,63 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.posting.level = logging.WARNING
     settings.watching.server_timeout = 300
     settings.networking.request_timeout = 60
-    OPERATOR = Operator()
-    OPERATOR.scheduler.start()
+    memo.operator = Operator()
+    memo.operator.scheduler.start()
 
 
 @kopf.on.cleanup()
-def stop(**_: Any) -> None:
-    if OPERATOR is not None:
-        OPERATOR.scheduler.stop()
+def stop(memo: kopf.Memo, **_: Any) -> None:
+    operator = getattr(memo, "operator", None)
+    if isinstance(operator, Operator):
+        operator.scheduler.stop()
 
 
-@kopf.on.resume(naming.GROUP, naming.VERSION, naming.CLUSTER_PLURAL)
-@kopf.on.create(naming.GROUP, naming.VERSION, naming.CLUSTER_PLURAL)
-@kopf.on.update(naming.GROUP, naming.VERSION, naming.CLUSTER_PLURAL)
-def cluster_changed(namespace: str | None, name: str, **_: Any) -> None:
-    for job in ("cluster", "topics", "lag"):
-        _operator().scheduler.poke((job, namespace, name))
-
-
-@kopf.on.delete(naming.GROUP, naming.VERSION, naming.CLUSTER_PLURAL, optional=True)
-def cluster_deleted(namespace: str | None, name: str, **_: Any) -> None:
-    for job in ("cluster", "topics", "lag"):
-        _operator().scheduler.forget((job, namespace, name))
+@kopf.on.event(naming.GROUP, naming.VERSION, naming.CLUSTER_PLURAL)
+def cluster_event(type: str | None, body: kopf.Body, namespace: str | None, name: str, memo: kopf.Memo,
+                  **_: Any) -> None:
+    """A KafkaCluster appeared, changed or went: its cluster, topic and lag passes look now (or stop)."""
+    operator = _operator(memo)
+    deleted = type == "DELETED"
+    if not operator.changed(naming.CLUSTER_KIND, body, deleted):
+        return
+    if deleted:  # the cluster pass then releases what the cluster held
+        operator.scheduler.forget(("topics", namespace, name))
+        operator.scheduler.forget(("lag", namespace, name))
+        operator.scheduler.poke(("cluster", namespace, name))
+        return
+    for job in JOBS:
+        operator.scheduler.poke((job, namespace, name))
 
 
 @kopf.on.event(naming.GROUP, naming.VERSION, naming.TOPIC_PLURAL)
-def topic_changed(namespace: str | None, spec: Mapping[str, Any], **_: Any) -> None:
-    """Topics are reconciled per cluster, all together, so any event looks at the cluster's topics
-    (a plain event handler: no per-object bookkeeping writes, which matters with hundreds of topics)."""
+def topic_event(type: str | None, body: kopf.Body, spec: Mapping[str, Any], namespace: str | None,
+                memo: kopf.Memo, **_: Any) -> None:
+    """Topics are reconciled per cluster, all together, so a Topic's change looks at all of its cluster's."""
+    operator = _operator(memo)
     cluster = (spec.get("clusterRef") or {}).get("name")
-    if cluster:
-        _operator().scheduler.poke(("topics", namespace, cluster))
+    if cluster and operator.changed(naming.TOPIC_KIND, body, type == "DELETED"):
+        operator.scheduler.poke(("topics", namespace, cluster))
 
 
 @kopf.on.delete(naming.GROUP, naming.VERSION, naming.TOPIC_PLURAL)
-def topic_deleted(body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
+def topic_deleted(body: kopf.Body, logger: kopf.Logger, memo: kopf.Memo, **_: Any) -> None:
     """deletionPolicy Delete removes the Kafka topic (held while consumer groups read it); Retain keeps it."""
     try:
-        outcome = _operator().topics.delete(dict(body))
+        outcome = _operator(memo).topics.delete(dict(body))
     except Held as held:
         raise kopf.TemporaryError(str(held), delay=15) from held
     logger.info("Topic deleted: %s", outcome)
 
 
 @kopf.on.event("", "v1", "pods", labels={"app.kubernetes.io/managed-by": "krafty"})
-def kafka_pod_event(namespace: str | None, labels: Mapping[str, str], **_: Any) -> None:
+def kafka_pod_event(namespace: str | None, labels: Mapping[str, str], memo: kopf.Memo, **_: Any) -> None:
     """A Kafka pod changed (ready, deleted, drained): look at its cluster now."""
     cluster = labels.get(naming.CLUSTER_LABEL)
-    if cluster and OPERATOR is not None:
-        OPERATOR.scheduler.poke(("cluster", namespace, cluster))
+    operator = getattr(memo, "operator", None)
+    if cluster and isinstance(operator, Operator):
+        operator.scheduler.poke(("cluster", namespace, cluster))
 
 
 @kopf.on.probe(id="scheduler")
-def scheduler_alive(**_: Any) -> str:
-    return "running" if OPERATOR is not None else "starting"
+def scheduler_alive(memo: kopf.Memo, **_: Any) -> str:
+    return "running" if isinstance(getattr(memo, "operator", None), Operator) else "starting"

@@ -16,8 +16,9 @@ from prometheus_client import Counter, Histogram
 from prometheus_client.core import REGISTRY, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from krafty.decide.leaders import cluster_imbalance
-from krafty.observed import ClusterObservation, PartitionLag
+from krafty.decide.health import summarize
+from krafty.decide.lag import PartitionLag, by_topic
+from krafty.observed import ClusterObservation
 
 RECONCILES = Counter("krafty_reconcile_total", "Reconcile passes by resource kind and result", ["kind", "result"])
 RECONCILE_ERRORS = Counter("krafty_reconcile_errors_total", "Reconcile passes that failed with an error", ["kind"])
@@ -25,6 +26,9 @@ RECONCILE_SECONDS = Histogram("krafty_reconcile_duration_seconds", "Duration of 
                               buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60))
 RESTARTS = Counter("krafty_restarts_total", "Kafka node restarts by the operator, by reason",
                    ["namespace", "cluster", "reason"])
+KAFKA_REQUESTS = Counter("krafty_kafka_requests_total", "Calls the operator made to Kafka, by call", ["call"])
+KUBE_REQUESTS = Counter("krafty_kube_requests_total", "Kubernetes API requests the operator made, by verb and kind",
+                        ["verb", "kind"])
 
 
 @dataclass(frozen=True)
@@ -109,10 +113,11 @@ def _cluster_metrics(snap: Snapshot) -> Iterator[Metric]:
         g["move"].add_metric(key, facts.partitions_to_move)
         g["reachable"].add_metric(key, 0 if obs.partitions is None else 1)
         if obs.partitions is not None:
-            g["urp"].add_metric(key, sum(p.under_replicated for p in obs.partitions))
-            g["min_isr"].add_metric(key, sum(p.under_min_isr and not p.offline for p in obs.partitions))
-            g["offline"].add_metric(key, sum(p.offline for p in obs.partitions))
-            g["imbalance"].add_metric(key, cluster_imbalance(obs.partitions))
+            health = summarize(obs.partitions)
+            g["urp"].add_metric(key, health.under_replicated)
+            g["min_isr"].add_metric(key, health.under_min_isr)
+            g["offline"].add_metric(key, health.offline)
+            g["imbalance"].add_metric(key, health.imbalance)
         if obs.quorum is not None:
             g["leader"].add_metric(key, obs.quorum.leader_id)
             for voter in obs.quorum.voters:
@@ -134,25 +139,31 @@ def _topic_metrics(snap: Snapshot) -> Iterator[Metric]:
 
 def _lag_metrics(snap: Snapshot) -> Iterator[Metric]:
     labels = ["namespace", "cluster", "group", "topic"]
-    lag = _gauge("krafty_consumergroup_lag", "Records a consumer group is behind the end of a partition",
-                 [*labels, "partition"])
-    total = _gauge("krafty_consumergroup_lag_sum", "Records a consumer group is behind, summed over a topic", labels)
+    lag = _gauge("krafty_consumergroup_lag", "Records a consumer group is behind the end of a partition (absent "
+                 "while it cannot be read)", [*labels, "partition"])
+    total = _gauge("krafty_consumergroup_lag_sum", "Records a consumer group is behind, summed over a topic (only "
+                   "when every partition of it was read)", labels)
     headroom = _gauge("krafty_consumergroup_retention_headroom_ratio",
                       "Smallest share of a topic's retained records a group has not yet read past the oldest one: "
-                      "near 0, retention deletes records before the group reads them", labels)
+                      "near 0, retention deletes records before the group reads them (only when every partition "
+                      "was read)", labels)
+    unknown = _gauge("krafty_consumergroup_lag_unknown_partitions",
+                     "Partitions of a topic whose lag for the group cannot be read now (0: the lag shown is complete)",
+                     labels)
     for (namespace, cluster), entries in sorted(snap.lag.items()):
-        sums: dict[tuple[str, str], int] = {}
-        worst: dict[tuple[str, str], float] = {}
         for e in entries:
-            lag.add_metric([namespace, cluster, e.group, e.topic, str(e.partition)], e.lag)
-            sums[(e.group, e.topic)] = sums.get((e.group, e.topic), 0) + e.lag
-            worst[(e.group, e.topic)] = min(worst.get((e.group, e.topic), 1.0), e.headroom)
-        for (group, topic), value in sorted(sums.items()):
-            total.add_metric([namespace, cluster, group, topic], value)
-            headroom.add_metric([namespace, cluster, group, topic], worst[(group, topic)])
+            if e.lag is not None:
+                lag.add_metric([namespace, cluster, e.group, e.topic, str(e.partition)], e.lag)
+        for topic in by_topic(entries):
+            key = [namespace, cluster, topic.group, topic.topic]
+            unknown.add_metric(key, topic.unknown)
+            if topic.total is not None and topic.headroom is not None:
+                total.add_metric(key, topic.total)
+                headroom.add_metric(key, topic.headroom)
     yield lag
     yield total
     yield headroom
+    yield unknown
 
 
 COLLECTOR = KafkaCollector()

@@ -68,6 +68,11 @@ def bootstrap_service(cluster: str) -> str:
     return f"{cluster}-kafka-bootstrap"
 
 
+def bootstrap_address(cluster: str, namespace: str, domain: str, port: int) -> str:
+    """Where clients inside Kubernetes find a cluster: its bootstrap Service and first listener's port."""
+    return f"{bootstrap_service(cluster)}.{namespace}.svc.{domain}:{port}"
+
+
 def metrics_service(cluster: str) -> str:
     return f"{cluster}-kafka-metrics"
 
@@ -107,11 +112,6 @@ def pool_and_ordinal(node: int) -> tuple[Pool, int]:
     if node >= CONTROLLER_ID_OFFSET:
         return Pool.CONTROLLER, node - CONTROLLER_ID_OFFSET
     return Pool.BROKER, node
-
-
-def pod_of_node(cluster: str, node: int) -> str:
-    pool, ordinal = pool_and_ordinal(node)
-    return pod(cluster, pool, ordinal)
 
 
 def pod_host(cluster: str, namespace: str, pool: Pool, ordinal: int, domain: str) -> str:

@@ -1,13 +1,15 @@
 """What the operator observed of a cluster: frozen facts the decisions work on.
 
-Built by krafty.reconcile.observe from the Kubernetes API and the Kafka APIs;
-every decision module takes these and nothing else, so each can be tested
-with a table of situations.
+Built once per pass by krafty.reconcile.observe from the Kubernetes API and the
+Kafka APIs (pods parsed by krafty.pods); every decision module takes these and
+nothing else, so each can be tested with a table of situations.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from krafty.naming import Pool
 
@@ -63,6 +65,56 @@ class QuorumState:
         return {v.node_id for v in self.voters if 0 <= v.lag <= max_lag}
 
 
+class PodPhase(StrEnum):
+    """Where a node's pod is in its life, as the roll needs to know it."""
+
+    MISSING = "Missing"  # no pod: not created yet, or deleted and not re-created yet
+    TERMINATING = "Terminating"  # being deleted (a restart in flight)
+    STARTING = "Starting"  # created recently, its container not running yet
+    DOWN = "Down"  # its container has not run for longer than a start takes (crash loop, unschedulable, ...)
+    WARMING_UP = "WarmingUp"  # running, not ready yet, created recently
+    NOT_READY = "NotReady"  # running, not ready for longer than a start takes
+    READY = "Ready"  # running and ready
+
+    @property
+    def exists(self) -> bool:
+        return self is not PodPhase.MISSING
+
+    @property
+    def running(self) -> bool:
+        return self in (PodPhase.WARMING_UP, PodPhase.NOT_READY, PodPhase.READY)
+
+    @property
+    def starting(self) -> bool:
+        return self in (PodPhase.STARTING, PodPhase.WARMING_UP)
+
+
+class ChangeKind(StrEnum):
+    """What differs between a node's pod and the template it should run."""
+
+    CONFIG = "config"  # a restart-only server.properties key
+    IMAGE = "image"
+    CONTAINER = "container"  # resources, environment (JVM options, heap)
+    POD = "pod"  # scheduling and lifecycle fields of the pod
+
+
+@dataclass(frozen=True)
+class PendingChange:
+    kind: ChangeKind
+    field: str  # the config key or the field's name
+    before: str | None  # None: unset (a config key at its default)
+    after: str | None
+
+    def describe(self) -> str:
+        if self.kind is ChangeKind.CONFIG:
+            return f"{self.field}={self.after if self.after is not None else '(default)'}"
+        if self.kind is ChangeKind.IMAGE:
+            return f"image {self.before} -> {self.after}"
+        if self.kind is ChangeKind.CONTAINER:
+            return f"container {self.field} changed"
+        return f"pod {self.field} {self.before} -> {self.after}"
+
+
 @dataclass(frozen=True)
 class NodeState:
     """One Kafka node as Kubernetes and Kafka see it."""
@@ -71,15 +123,11 @@ class NodeState:
     pool: Pool
     pod: str
     roles: tuple[str, ...]
-    pod_exists: bool
-    pod_ready: bool
-    pod_running: bool
+    phase: PodPhase
     revision_current: bool  # the pod runs the StatefulSet's current template
     restart_requested: bool = False  # the pod carries the manual-restart annotation
-    terminating: bool = False  # the pod is being deleted (a restart in flight)
-    starting: bool = False  # a recently created pod that is not running and ready yet
     registered: bool = False  # brokers: registered and unfenced
-    pending_reasons: tuple[str, ...] = ()  # why the pod differs from the current template
+    pending: tuple[PendingChange, ...] = ()  # how the pod differs from the current template
 
     @property
     def is_broker(self) -> bool:
@@ -90,29 +138,56 @@ class NodeState:
         return "controller" in self.roles
 
     @property
+    def exists(self) -> bool:
+        return self.phase.exists
+
+    @property
+    def running(self) -> bool:
+        return self.phase.running
+
+    @property
+    def ready(self) -> bool:
+        return self.phase is PodPhase.READY
+
+    @property
+    def terminating(self) -> bool:
+        return self.phase is PodPhase.TERMINATING
+
+    @property
+    def serving(self) -> bool:
+        """Ready, and (for a broker) registered with the controller."""
+        return self.ready and (self.registered or not self.is_broker)
+
+    @property
     def needs_restart(self) -> bool:
-        return self.pod_exists and not self.terminating and (not self.revision_current or self.restart_requested)
+        return self.exists and not self.terminating and (not self.revision_current or self.restart_requested)
+
+
+@dataclass(frozen=True)
+class BrokerRegistration:
+    node_id: int
+    fenced: bool
 
 
 @dataclass(frozen=True)
 class ClusterObservation:
+    """Everything one pass knows, read once at its start."""
+
     nodes: tuple[NodeState, ...]
     partitions: tuple[PartitionState, ...] | None  # None: Kafka could not be asked
     quorum: QuorumState | None  # None: the quorum could not be described
     kafka_error: str | None = None
     quorum_error: str | None = None
-    errors: tuple[str, ...] = field(default=())
+    statefulset_replicas: Mapping[Pool, int] = field(default_factory=dict)  # pools whose StatefulSet exists
+    reassignments: Mapping[tuple[str, int], object] | None = field(default_factory=dict)  # None: cannot be listed
+    registrations: tuple[BrokerRegistration, ...] = ()  # every registered broker, fenced ones too
+    cluster_defaults: Mapping[str, str] | None = None  # dynamic cluster-wide broker config; None: unread
+    throttled_topics: frozenset[str] | None = frozenset()  # topics with replication throttles; None: unread
 
     def node(self, node_id: int) -> NodeState | None:
         return next((n for n in self.nodes if n.node_id == node_id), None)
 
-
-@dataclass(frozen=True)
-class PartitionLag:
-    """How far a consumer group is behind on one partition."""
-
-    group: str
-    topic: str
-    partition: int
-    lag: int  # records between the committed offset and the log end
-    headroom: float  # (committed - log start) / (log end - log start): near 0, retention deletes unread records
+    @property
+    def registered(self) -> set[int]:
+        """Brokers registered and not fenced."""
+        return {r.node_id for r in self.registrations if not r.fenced}

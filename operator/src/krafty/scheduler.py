@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Hashable
 from concurrent.futures import ThreadPoolExecutor
 
-from confluent_kafka import KafkaException
+from krafty.clients.errors import KafkaUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ class Scheduler:
         delay: float | None = ERROR_DELAY
         try:
             delay = self._run(key)
-        except KafkaException as error:  # Kafka starting, restarting or unreachable: one line, no traceback
+        except KafkaUnavailable as error:  # Kafka starting, restarting or unreachable: one line, no traceback
             log.warning("reconcile of %s: Kafka did not answer (%s); retrying in %ss", key, error, delay)
         except Exception:
             log.exception("reconcile of %s failed; retrying in %ss", key, delay)

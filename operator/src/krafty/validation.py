@@ -106,6 +106,14 @@ def check_config(section: str, config: Mapping[str, str], field: str) -> list[Pr
     return problems
 
 
+def _operator_owned(config: Mapping[str, str], field: str) -> list[Problem]:
+    """Replication throttles belong to the operator's replica moves: it sets and removes them itself (the
+    brokers' throttle rates are not broker configurations at all, so check_config refuses those)."""
+    return [Problem(f"{field}.{key}", "is set by the operator while replicas move, and removed after "
+                                      "(spec.leaderBalance.replicationThrottleBytesPerSecond sets the rate)")
+            for key in sorted(config) if key in naming.THROTTLED_REPLICAS_KEYS]
+
+
 def _min_isr_problem(field: str, min_isr: int, replicas: int) -> Problem | None:
     if min_isr > replicas:
         return Problem(field, f"min.insync.replicas ({min_isr}) exceeds the replication factor ({replicas}): "
@@ -157,6 +165,7 @@ def validate_topic(resource_name: str, spec: TopicSpec, cluster: KafkaClusterSpe
                                                 "in this namespace")]
     problems = _name_problems(naming.kafka_topic_name(resource_name, spec.topic_name))
     problems += check_config("topic", spec.config, "spec.config")
+    problems += _operator_owned(spec.config, "spec.config")
     replicas = spec.replicas or cluster.topic_defaults.replication_factor
     brokers = cluster.brokers.replicas
     if replicas > brokers:

@@ -1,15 +1,21 @@
-"""The committed offsets behind the lag metrics, against real brokers that restart."""
+"""The lag pass's reads against real brokers that restart: complete and right, or marked unknown."""
 
 from __future__ import annotations
 
 import re
 import threading
 
-from confluent_kafka import Consumer, Producer
+import pytest
+from confluent_kafka import Consumer, ElectionType, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from krafty.clients.kafka_admin import KafkaAdmin
+from krafty.clients.lag import LagReader
+from krafty.decide.lag import LagRead, LogRange
 from krafty_testkit import kafka_admin
 from krafty_testkit.local_kafka import Layout, LocalKafkaCluster
+from krafty_testkit.waiting import wait_for
+
+GROUPS = ("g1", "g2", "g3")
 
 
 def consume_and_commit(bootstrap: str, group: str, topic: str, count: int) -> None:
@@ -24,48 +30,101 @@ def consume_and_commit(bootstrap: str, group: str, topic: str, count: int) -> No
     consumer.close()
 
 
-def tool_offsets(cluster: LocalKafkaCluster, group: str) -> dict[tuple[str, int], int]:
+def tool_offsets(cluster: LocalKafkaCluster, group: str) -> dict[tuple[str, int], tuple[int, int]]:
+    """(committed offset, log end offset) per partition, as kafka-consumer-groups.sh shows them."""
     out = cluster.tool("kafka-consumer-groups.sh", "--bootstrap-server", cluster.bootstrap_servers, "--describe",
                        "--group", group).stdout
-    return {(m[0], int(m[1])): int(m[2]) for m in re.findall(rf"^{group}\s+(\S+)\s+(\d+)\s+(\d+)", out, re.M)}
+    return {(m[0], int(m[1])): (int(m[2]), int(m[3]))
+            for m in re.findall(rf"^{group}\s+(\S+)\s+(\d+)\s+(\d+)\s+(\d+)", out, re.M)}
 
 
-def test_committed_offsets_match_kafka_and_survive_coordinators_restarting(local_kafka):
+@pytest.fixture
+def lagged(local_kafka) -> LocalKafkaCluster:
+    """Three brokers, a topic of 3 partitions (RF 3) with 300 records, groups g1..g3 that read 100."""
     cluster = local_kafka(Layout.dedicated(1, 3))
-    kafka_admin.create_topic(cluster.admin(), "lagged", 3, 2)
+    kafka_admin.create_topic(cluster.admin(), "lagged", 3, 3)
     kafka_admin.wait_fully_in_sync(cluster.admin(), "lagged")
     producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
     for i in range(300):
         producer.produce("lagged", key=str(i).encode(), value=b"v")
     assert producer.flush(30) == 0
-    for group in ("g1", "g2", "g3"):
+    for group in GROUPS:
         consume_and_commit(cluster.bootstrap_servers, group, "lagged", 100)
-    admin = KafkaAdmin(cluster.bootstrap_servers)
-    # Then the offsets are the ones Kafka's own tool shows
-    before = admin.committed_offsets()
-    assert {g: before[g] for g in ("g1", "g2", "g3")} == {g: tool_offsets(cluster, g) for g in ("g1", "g2", "g3")}
-    # And asking while each broker (so each group coordinator) restarts neither crashes nor loses offsets
+    return cluster
+
+
+def _as_tool_shows(read: LagRead, group: str) -> dict[tuple[str, int], tuple[int | None, int | None]]:
+    logs = {tp: (r.end if r else None) for tp, r in read.logs.items()}
+    return {tp: (offset, logs.get(tp)) for tp, offset in read.committed[group].items()}
+
+
+def test_committed_offsets_match_kafka_and_survive_coordinators_restarting(lagged: LocalKafkaCluster):
+    reader = LagReader(lagged.bootstrap_servers)
+    # Then the offsets and log ends are the ones Kafka's own tool shows
+    before = reader.read()
+    assert {g: _as_tool_shows(before, g) for g in GROUPS} == {g: tool_offsets(lagged, g) for g in GROUPS}
+    # And reading while each broker (so each group coordinator) restarts neither crashes nor loses offsets
     # (librdkafka's ListConsumerGroupOffsets killed the process with SIGSEGV here)
     stop = threading.Event()
-    asked = []
+    reads: list[LagRead | None] = []
 
-    def ask() -> None:
+    def read() -> None:
         while not stop.is_set():
             try:
-                asked.append(admin.committed_offsets())
-            except Exception:  # noqa: BLE001 - a broker being down may fail a call; a crash would end the test
-                asked.append({})
+                reads.append(reader.read())
+            except Exception:  # noqa: BLE001 - a broker being down may fail a read; a crash would end the test
+                reads.append(None)
 
-    threads = [threading.Thread(target=ask, daemon=True) for _ in range(2)]
+    threads = [threading.Thread(target=read, daemon=True) for _ in range(2)]
     for thread in threads:
         thread.start()
     for broker in (0, 1, 2):
-        cluster.kill_node(broker) if broker == 1 else cluster.stop_node(broker)
-        cluster.start_node(broker)
-        kafka_admin.wait_fully_in_sync(cluster.admin(), "lagged")
+        lagged.kill_node(broker) if broker == 1 else lagged.stop_node(broker)
+        lagged.start_node(broker)
+        kafka_admin.wait_fully_in_sync(lagged.admin(), "lagged")
     stop.set()
     for thread in threads:
         thread.join(60)
-    assert len(asked) > 3
-    assert {g: admin.committed_offsets()[g] for g in ("g1", "g2", "g3")} == {g: before[g] for g in ("g1", "g2", "g3")}
-    admin.close()
+    assert len(reads) > 3
+    # And every read made meanwhile was right where it said it knew the offset
+    truth = {g: before.committed[g] for g in GROUPS}
+    for seen in filter(None, reads):
+        for group in GROUPS:
+            for tp, offset in seen.committed.get(group, {}).items():
+                assert offset in (None, truth[group][tp]), (group, tp, offset)
+    after = wait_for(reader.read, lambda r: not r.unknown_groups and all(r.logs.values()), 60, "a complete read")
+    assert {g: after.committed[g] for g in GROUPS} == truth
+    reader.close()
+
+
+def test_log_ends_are_read_right_after_leaders_move(lagged: LocalKafkaCluster):
+    # Given a client that has cached each partition's leader epoch, as librdkafka does
+    cached = AdminClient({"bootstrap.servers": lagged.bootstrap_servers})
+    reader = LagReader(lagged.bootstrap_servers)
+    partitions = [("lagged", p) for p in range(3)]
+    assert all(reader.log_ranges(partitions).values())
+    cached.list_topics(timeout=10)
+    # When a broker restarts and its leadership comes back to it (every partition's leader epoch moves on)
+    lagged.restart_node(1)
+    kafka_admin.wait_fully_in_sync(lagged.admin(), "lagged")
+    lagged.admin().elect_leaders(ElectionType.PREFERRED,
+                                 [TopicPartition(t, p) for t, p in partitions]).result(timeout=30)
+    # Then the cached epochs are refused (the trap: librdkafka refreshes them only every few minutes, so a
+    # lag read that dropped what failed showed a smaller lag for minutes)
+    futures = cached.list_offsets({TopicPartition(t, p): OffsetSpec.latest() for t, p in partitions},
+                                  request_timeout=10)
+    refused = []
+    for tp, future in futures.items():
+        try:
+            future.result(timeout=15)
+        except KafkaException as error:
+            refused.append(f"{tp.partition}: {error.args[0].name()}")
+    assert refused, "the cached leader epochs were still accepted: this test no longer shows the trap"
+    print(f"\nlist_offsets with cached leader epochs after the election: refused for {refused}")
+    # And the lag reader, whose epochs are as old, still reads every partition right
+    ranges = reader.log_ranges(partitions)
+    shown = lagged.tool("kafka-get-offsets.sh", "--bootstrap-server", lagged.bootstrap_servers, "--topic",
+                        "lagged").stdout
+    ends = {("lagged", int(p)): int(end) for p, end in re.findall(r"^lagged:(\d+):(\d+)$", shown, re.M)}
+    assert ranges == {tp: LogRange(0, ends[tp]) for tp in partitions}
+    reader.close()

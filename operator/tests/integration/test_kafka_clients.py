@@ -34,34 +34,54 @@ def test_describe_quorum_agrees_with_kafka_metadata_quorum(cluster: LocalKafkaCl
     assert kraft.describe_quorum(cluster.bootstrap_servers).leader_id == ours.leader_id
 
 
-def test_partitions_carry_their_topics_min_isr(cluster: LocalKafkaCluster):
+def test_partitions_carry_their_topics_min_isr_and_throttled_topics_are_seen(cluster: LocalKafkaCluster):
     admin = KafkaAdmin(cluster.bootstrap_servers)
     kafka_admin.create_topic(cluster.admin(), "clients-a", 3, 3, **{"min.insync.replicas": "2"})
-    kafka_admin.create_topic(cluster.admin(), "clients-b", 2, 1)
+    kafka_admin.create_topic(cluster.admin(), "clients-b", 2, 1, **{"leader.replication.throttled.replicas": "*"})
     kafka_admin.wait_fully_in_sync(cluster.admin(), "clients-a")
     kafka_admin.wait_fully_in_sync(cluster.admin(), "clients-b")
     # (a fresh client may see a new topic's metadata a moment later than the one that created it)
-    partitions = wait_for(lambda: {p.name: p for p in admin.partitions()},
-                          lambda found: {"clients-a-2", "clients-b-1"} <= set(found), 30, "both topics")
-    assert partitions["clients-a-0"].min_isr == 2
-    assert partitions["clients-b-1"].min_isr == 1
-    assert len(partitions["clients-a-2"].isr) == 3
+    partitions, throttled = wait_for(admin.topic_state, lambda found: {"clients-a-2", "clients-b-1"} <= {
+        p.name for p in found[0]}, 30, "both topics")
+    by_name = {p.name: p for p in partitions}
+    assert by_name["clients-a-0"].min_isr == 2
+    assert by_name["clients-b-1"].min_isr == 1
+    assert len(by_name["clients-a-2"].isr) == 3
+    assert throttled == frozenset({"clients-b"})
     assert admin.registered_brokers() == {0, 1, 2}
+
+
+def test_describe_brokers_sees_fenced_brokers_that_describe_cluster_leaves_out(cluster: LocalKafkaCluster):
+    # Given every broker up, the wire client's DescribeCluster (v2) lists them as Kafka's tool does
+    brokers = kraft.describe_brokers(cluster.bootstrap_servers)
+    assert {(b.node_id, b.fenced) for b in brokers} == {(0, False), (1, False), (2, False)}
+    tool = cluster.tool("kafka-cluster.sh", "list-endpoints", "--bootstrap-server", cluster.bootstrap_servers).stdout
+    assert {int(i) for i in re.findall(r"^(\d+)\s", tool, re.M)} == {0, 1, 2}
+    # When a broker stops, Then it is still registered, fenced (librdkafka's describe_cluster drops it)
+    cluster.stop_node(1)
+    try:
+        fenced = wait_for(lambda: kraft.describe_brokers(cluster.running_bootstrap_servers),
+                          lambda found: (1, True) in {(b.node_id, b.fenced) for b in found}, 60, "broker 1 fenced")
+        assert {b.node_id for b in fenced} == {0, 1, 2}
+        assert KafkaAdmin(cluster.running_bootstrap_servers).registered_brokers() == {0, 2}
+    finally:
+        cluster.start_node(1)
+        cluster.wait_ready()
 
 
 def test_dynamic_cluster_defaults_round_trip(cluster: LocalKafkaCluster):
     admin = KafkaAdmin(cluster.bootstrap_servers)
     # (Kafka 4 itself records min.insync.replicas as a cluster-wide dynamic default when it formats)
-    before = admin.dynamic_cluster_defaults()
+    before = admin.dynamic_cluster_defaults(0)
     admin.alter_dynamic_cluster_defaults({"log.retention.ms": "3600000", "num.io.threads": "6"}, [])
     # (brokers apply the change from the metadata log: the one asked may see it a moment later)
     wanted = before | {"log.retention.ms": "3600000", "num.io.threads": "6"}
-    wait_for(admin.dynamic_cluster_defaults, lambda found: found == wanted, 30, "the new cluster defaults")
+    wait_for(lambda: admin.dynamic_cluster_defaults(0), lambda found: found == wanted, 30, "the new cluster defaults")
     configs = cluster.tool("kafka-configs.sh", "--bootstrap-server", cluster.bootstrap_servers,
                            "--entity-type", "brokers", "--entity-default", "--describe").stdout
     assert "log.retention.ms=3600000" in configs
     admin.alter_dynamic_cluster_defaults({}, ["log.retention.ms", "num.io.threads"])
-    wait_for(admin.dynamic_cluster_defaults, lambda found: found == before, 30, "the defaults removed")
+    wait_for(lambda: admin.dynamic_cluster_defaults(0), lambda found: found == before, 30, "the defaults removed")
 
 
 def test_reassignment_and_preferred_election(cluster: LocalKafkaCluster):
@@ -88,6 +108,7 @@ def test_unregister_a_stopped_broker(cluster: LocalKafkaCluster):
     cluster.stop_node(2)
     wait_for(cluster.registered_brokers, lambda b: 2 not in b, 60, "broker 2 fenced")
     kraft.unregister_broker(cluster.controller_bootstrap_servers, 2)
+    assert 2 not in {b.node_id for b in kraft.describe_brokers(cluster.running_bootstrap_servers)}
     described = cluster.tool("kafka-cluster.sh", "list-endpoints", "--bootstrap-server", cluster.bootstrap_servers,
                              check=False)
     assert "2" not in re.findall(r"^(\d+)\s", described.stdout, re.M)

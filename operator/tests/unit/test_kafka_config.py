@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from krafty.kafka_configs import catalog
+from krafty.model.context import ClusterContext
 from krafty.naming import Pool
-from krafty.render.context import ClusterContext
 from krafty.render.kafka_config import dynamic_broker_config, node_properties, restart_hash
 
 from ..conftest import context, example

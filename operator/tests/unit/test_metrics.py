@@ -5,27 +5,17 @@ from __future__ import annotations
 from prometheus_client import generate_latest
 from prometheus_client.registry import CollectorRegistry
 
-from krafty.decide.lag import partition_lag
+from krafty.decide.lag import LagRead, LogRange, partition_lag
 from krafty.metrics import ClusterFacts, KafkaCollector
 from krafty.naming import Pool
-from krafty.observed import ClusterObservation, NodeState, PartitionState, QuorumState, VoterState
-
-
-def test_lag_and_retention_headroom():
-    committed = {"spark-pageviews": {("views", 0): 900, ("views", 1): 100}, "gone": {("deleted", 0): 5}}
-    logs = {("views", 0): (0, 1000), ("views", 1): (90, 1090)}
-    lags = {(e.group, e.topic, e.partition): e for e in partition_lag(committed, logs)}
-    assert lags[("spark-pageviews", "views", 0)].lag == 100
-    assert lags[("spark-pageviews", "views", 1)].lag == 990
-    assert lags[("spark-pageviews", "views", 1)].headroom == 0.01  # 10 of 1000 retained records left: danger
-    assert ("gone", "deleted", 0) not in lags
+from krafty.observed import ClusterObservation, NodeState, PartitionState, PodPhase, QuorumState, VoterState
 
 
 def test_snapshot_series_follow_the_cluster_and_disappear_with_it():
     collector = KafkaCollector()
     registry = CollectorRegistry()
     registry.register(collector)
-    node = NodeState(0, Pool.BROKER, "c-broker-0", ("broker",), True, True, True, True, registered=True)
+    node = NodeState(0, Pool.BROKER, "c-broker-0", ("broker",), PodPhase.READY, True, registered=True)
     parts = (PartitionState("t", 0, 0, (0, 1), (0,), 2), PartitionState("t", 1, -1, (1, 0), (), 2))
     obs = ClusterObservation((node,), parts, QuorumState(1000, 2, (VoterState(1000, "d", 0), VoterState(1001, "e", 7))))
     collector.set_cluster("ns", "c", ClusterFacts(3, 1, False, True, 0, obs))
@@ -42,3 +32,21 @@ def test_snapshot_series_follow_the_cluster_and_disappear_with_it():
     assert "krafty_cluster_under_replicated_partitions{" not in unreachable
     collector.set_cluster("ns", "c", None)
     assert 'cluster="c"' not in generate_latest(registry).decode()
+
+
+def test_lag_series_are_complete_or_absent_and_the_unknown_gauge_says_which():
+    # Given one group read completely and one partition of another topic whose log end could not be read
+    collector = KafkaCollector()
+    registry = CollectorRegistry()
+    registry.register(collector)
+    read = LagRead({"g": {("a", 0): 5, ("b", 0): 1, ("b", 1): 2}}, frozenset(),
+                   {("a", 0): LogRange(0, 10), ("b", 0): LogRange(0, 4), ("b", 1): None})
+    collector.set_lag("ns", "c", partition_lag(read))
+    text = generate_latest(registry).decode()
+    # Then topic a has its sum, topic b has none (never a smaller one) and says one partition is unknown
+    assert 'krafty_consumergroup_lag_sum{cluster="c",group="g",namespace="ns",topic="a"} 5.0' in text
+    assert 'krafty_consumergroup_lag_sum{cluster="c",group="g",namespace="ns",topic="b"}' not in text
+    assert 'krafty_consumergroup_retention_headroom_ratio{cluster="c",group="g",namespace="ns",topic="b"}' not in text
+    assert 'krafty_consumergroup_lag_unknown_partitions{cluster="c",group="g",namespace="ns",topic="b"} 1.0' in text
+    assert 'krafty_consumergroup_lag_unknown_partitions{cluster="c",group="g",namespace="ns",topic="a"} 0.0' in text
+    assert 'krafty_consumergroup_lag{cluster="c",group="g",namespace="ns",partition="0",topic="b"} 3.0' in text

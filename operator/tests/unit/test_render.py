@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from krafty.model.context import ClusterContext
 from krafty.naming import Pool
 from krafty.render.cluster import children
-from krafty.render.context import ClusterContext
 from krafty.render.workloads import heap_mib, statefulset
 
 from ..conftest import context, example

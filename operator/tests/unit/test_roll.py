@@ -20,17 +20,26 @@ from krafty.decide.roll import (
     restart_order,
 )
 from krafty.naming import Pool
-from krafty.observed import ClusterObservation, NodeState, PartitionState, QuorumState, VoterState
+from krafty.observed import (
+    ChangeKind,
+    ClusterObservation,
+    NodeState,
+    PartitionState,
+    PendingChange,
+    PodPhase,
+    QuorumState,
+    VoterState,
+)
 
 
 def node(node_id: int, *, outdated: bool = True, ready: bool = True, running: bool = True,
          registered: bool = True, roles: tuple[str, ...] | None = None) -> NodeState:
     pool = Pool.CONTROLLER if node_id >= 1000 else Pool.BROKER
     roles = roles or (("controller",) if pool is Pool.CONTROLLER else ("broker",))
-    return NodeState(node_id=node_id, pool=pool, pod=f"c-{pool.value}-{node_id % 1000}", roles=roles,
-                     pod_exists=True, pod_ready=ready and running, pod_running=running,
+    phase = (PodPhase.READY if ready else PodPhase.NOT_READY) if running else PodPhase.DOWN
+    return NodeState(node_id=node_id, pool=pool, pod=f"c-{pool.value}-{node_id % 1000}", roles=roles, phase=phase,
                      revision_current=not outdated, registered=registered and "broker" in roles,
-                     pending_reasons=("config: num.network.threads changed",) if outdated else ())
+                     pending=(PendingChange(ChangeKind.CONFIG, "num.network.threads", "3", "8"),) if outdated else ())
 
 
 def quorum(leader: int, voters: dict[int, int]) -> QuorumState:
@@ -132,7 +141,7 @@ def test_only_in_sync_replica_blocks_even_under_min_isr():
     partitions = (part(0, (0, 1), isr=(0,), min_isr=1),)
     # broker 1 is running but out of the ISR: the roll waits for it first
     assert isinstance(next_step(observe(nodes, partitions), restore_leaders=True), Wait)
-    nodes[4] = replace(nodes[4], pod_running=False, pod_ready=False)
+    nodes[4] = replace(nodes[4], phase=PodPhase.DOWN)
     step = next_step(observe(nodes, partitions), restore_leaders=True)
     assert isinstance(step, Blocked)
     assert "would go offline" in step.message
@@ -193,7 +202,7 @@ def test_combined_mode_restarts_the_quorum_leader_last():
 
 
 def test_a_stopping_pod_is_waited_for_not_restarted_again():
-    nodes = dedicated(n1000=replace(node(1000), pod_running=False, pod_ready=False, terminating=True))
+    nodes = dedicated(n1000=replace(node(1000), phase=PodPhase.TERMINATING))
     step = next_step(observe(nodes), restore_leaders=True)
     assert step == Wait("waiting for c-controller-0 to stop (controlled shutdown)")
 
@@ -237,11 +246,11 @@ def test_after_the_last_restart_a_broker_still_out_of_sync_is_watched_until_it_c
 def test_a_pod_starting_after_its_restart_is_waited_for():
     nodes = dedicated(n1000=node(1000, outdated=False), n1001=node(1001, outdated=False),
                       n1002=node(1002, outdated=False),
-                      n0=replace(node(0, outdated=False, running=False), starting=True))
+                      n0=replace(node(0, outdated=False), phase=PodPhase.STARTING))
     assert next_step(observe(nodes), restore_leaders=True) == Wait("waiting for c-broker-0 to start")
 
 
 def test_a_pod_not_created_yet_is_waited_for():
     nodes = [node(i, outdated=False) for i in (1000, 1001, 1002)] + [
-        replace(node(0, outdated=False), pod_exists=False, pod_running=False, pod_ready=False), node(1), node(2)]
+        replace(node(0, outdated=False), phase=PodPhase.MISSING), node(1), node(2)]
     assert next_step(observe(nodes), restore_leaders=True) == Wait("waiting for c-broker-0 to be created")

@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+from krafty.decide.cluster_status import scaling_fields
 from krafty.decide.scaling import ScaleInput, plan
 from krafty.naming import Pool
-from krafty.observed import ClusterObservation, NodeState, PartitionState, QuorumState, VoterState
-from krafty.reconcile.scaling import Memory
-from krafty.reconcile.scaling import status as scaling_status
+from krafty.observed import (
+    BrokerRegistration,
+    ClusterObservation,
+    NodeState,
+    PartitionState,
+    PodPhase,
+    QuorumState,
+    VoterState,
+)
+from krafty.plan import Facts
 
 
 def broker(node_id: int, registered: bool = True) -> NodeState:
-    return NodeState(node_id, Pool.BROKER, f"c-broker-{node_id}", ("broker",), True, True, True, True,
+    return NodeState(node_id, Pool.BROKER, f"c-broker-{node_id}", ("broker",), PodPhase.READY, True,
                      registered=registered)
 
 
@@ -26,10 +34,13 @@ def voters(*ids: int, lagging: int | None = None) -> QuorumState:
     return QuorumState(ids[0], 1, tuple(VoterState(i, f"dir{i}", 99_999 if i == lagging else 0) for i in ids))
 
 
-def obs(brokers: list[int], parts, quorum=None, registered: list[int] | None = None) -> ClusterObservation:
+def obs(brokers: list[int], parts, quorum=None, registered: list[int] | None = None,
+        fenced: tuple[int, ...] = ()) -> ClusterObservation:
     registered = brokers if registered is None else registered
     nodes = tuple(broker(b, b in registered) for b in brokers)
-    return ClusterObservation(nodes, parts, quorum or voters(1000, 1001, 1002))
+    registrations = tuple(BrokerRegistration(b, False) for b in registered) + tuple(
+        BrokerRegistration(b, True) for b in fenced)
+    return ClusterObservation(nodes, parts, quorum or voters(1000, 1001, 1002), registrations=registrations)
 
 
 def inputs(**kw) -> ScaleInput:
@@ -73,8 +84,16 @@ def test_scale_down_moves_replicas_before_shrinking():
                      obs([0, 1, 2, 3, 4], data))
     assert (in_flight.brokers, in_flight.reassign) == (5, {})
     emptied = plan(inputs(desired_brokers=3, running_brokers=5), obs([0, 1, 2, 3, 4], partitions(3, [0, 1, 2])))
-    assert emptied.brokers == 3
-    assert emptied.unregister == (3, 4)
+    assert (emptied.brokers, emptied.unregister) == (3, ())
+    # Once their pods are gone, the removed brokers still registered (fenced) are unregistered
+    gone = plan(inputs(desired_brokers=3), obs([0, 1, 2], partitions(3, [0, 1, 2]), fenced=(3, 4)))
+    assert gone.unregister == (3, 4)
+
+
+def test_a_broker_of_the_cluster_that_is_down_is_never_unregistered():
+    # Given broker 2 fenced (its pod crash-looping, or gone for a moment) in a cluster of three
+    down = plan(inputs(), obs([0, 1], partitions(3, [0, 1, 2]), fenced=(2,)))
+    assert down.unregister == ()
 
 
 def test_impossible_scale_down_is_refused_and_removes_nothing():
@@ -150,10 +169,11 @@ def test_no_move_is_planned_from_replica_lists_that_disagree_in_length():
 
 
 def test_pending_leader_elections_survive_in_status_and_are_dropped_once_done():
-    memory = Memory.from_status({"scaling": {"balancedBrokers": [0, 1, 2, 3], "leadersPending": True}})
-    assert memory.leaders_pending
+    facts = Facts.from_status({"scaling": {"balancedBrokers": [0, 1, 2, 3], "leadersPending": True}})
+    assert facts == Facts((0, 1, 2, 3), leaders_pending=True)
     stable = plan(inputs(), obs([0, 1, 2], partitions(3, [0, 1, 2])))
-    assert Memory.from_status({"scaling": scaling_status(stable, memory)}) == memory
-    memory.leaders_pending = False
-    assert scaling_status(stable, memory)["leadersPending"] is None
-    assert not Memory.from_status({"scaling": scaling_status(stable, memory)}).leaders_pending
+    status = scaling_fields(stable, obs([0, 1, 2], ()), facts.balanced_for, facts.leaders_pending)
+    assert Facts.from_status({"scaling": status}) == facts
+    cleared = scaling_fields(stable, obs([0, 1, 2], ()), facts.balanced_for, False)
+    assert cleared["leadersPending"] is None
+    assert not Facts.from_status({"scaling": cleared}).leaders_pending

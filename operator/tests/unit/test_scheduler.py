@@ -6,8 +6,8 @@ import logging
 import threading
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException
 
+from krafty.clients.errors import KafkaUnavailable
 from krafty.scheduler import Scheduler
 
 
@@ -29,7 +29,7 @@ def _run_once(error: Exception, caplog: pytest.LogCaptureFixture) -> logging.Log
 
 
 def test_kafka_not_answering_is_one_warning_line_without_a_traceback(caplog: pytest.LogCaptureFixture) -> None:
-    record = _run_once(KafkaException(KafkaError(KafkaError._TRANSPORT, "brokers down")), caplog)
+    record = _run_once(KafkaUnavailable("partitions: brokers down"), caplog)
     assert record.levelno == logging.WARNING
     assert record.exc_info is None
     assert "Kafka did not answer" in record.getMessage()

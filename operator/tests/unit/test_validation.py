@@ -76,3 +76,14 @@ def test_long_resource_name_needs_a_topic_name():
 ])
 def test_cluster_spec(spec, expected):
     assert [str(p) for p in validate_cluster(KafkaClusterSpec.model_validate(spec))] == expected
+
+
+def test_replication_throttles_are_the_operators_own():
+    # Given throttles set by hand, the operator would remove them after its next replica move: refused
+    cluster = KafkaClusterSpec.model_validate(
+        {"brokers": {"replicas": 3, "config": {"leader.replication.throttled.rate": "1048576"}}})
+    assert [str(p) for p in validate_cluster(cluster)] == [
+        "spec.brokers.config.leader.replication.throttled.rate: not a broker configuration of Kafka 4.3.1"]
+    problems = validate_topic("t", topic(config={"follower.replication.throttled.replicas": "*"}), CLUSTER)
+    assert [p.field for p in problems] == ["spec.config.follower.replication.throttled.replicas"]
+    assert "set by the operator while replicas move" in problems[0].message

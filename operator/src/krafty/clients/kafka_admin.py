@@ -9,11 +9,12 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, TypeVar, cast
 
 from confluent_kafka import (
-    Consumer,
     ElectionType,
     KafkaException,
     TopicCollection,
@@ -27,24 +28,68 @@ from confluent_kafka.admin import (
     ConfigSource,
     NewPartitions,
     NewTopic,
-    OffsetSpec,
     ResourceType,
 )
 
+from krafty import metrics, naming
 from krafty.clients import kraft
+from krafty.clients.errors import KafkaUnavailable, describe_error
 from krafty.observed import PartitionState
 
 log = logging.getLogger(__name__)
 TIMEOUT = 15.0
+# A librdkafka handle whose calls have failed for this long is replaced by a new one: whatever it holds
+# (connections, metadata, addresses) is then read afresh.
+RECYCLE_AFTER = 60.0
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _serialized(method: F) -> F:
-    """One call at a time per client: the reconcile, topic and lag passes share it from several threads."""
+def admin_config(bootstrap_servers: str, client_id: str) -> dict[str, Any]:
+    # librdkafka logs to stderr itself (a Python logger callback would run on its threads).
+    return {"bootstrap.servers": bootstrap_servers, "log_level": 3, "socket.timeout.ms": 10000,
+            "client.id": client_id}
+
+
+class Recycler:
+    """Decides when a client handle that keeps failing is replaced (bounded in time, never per call)."""
+
+    def __init__(self, after: float = RECYCLE_AFTER, clock: Callable[[], float] = time.monotonic) -> None:
+        self._after = after
+        self._clock = clock
+        self._failing_since: float | None = None
+
+    def succeeded(self) -> None:
+        self._failing_since = None
+
+    def failed(self) -> bool:
+        """Records a failure; True when the handle has failed for long enough to be replaced."""
+        now = self._clock()
+        if self._failing_since is None:
+            self._failing_since = now
+            return False
+        if now - self._failing_since >= self._after:
+            self._failing_since = None
+            return True
+        return False
+
+
+def _kafka_call(method: F) -> F:
+    """One call at a time per client (the cluster and topic passes share it from several threads); a
+    client error leaves as KafkaUnavailable, and a handle that keeps failing is replaced."""
     @functools.wraps(method)
     def wrapper(self: KafkaAdmin, *args: Any, **kwargs: Any) -> Any:
+        metrics.KAFKA_REQUESTS.labels(method.__name__).inc()
         with self._lock:
-            return method(self, *args, **kwargs)
+            try:
+                result = method(self, *args, **kwargs)
+            except (KafkaException, FutureTimeout, ConnectionError) as error:
+                if self._recycler.failed():
+                    log.warning("Kafka admin client for %s failed for %.0fs: replacing it", self.bootstrap_servers,
+                                RECYCLE_AFTER)
+                    self.client = AdminClient(admin_config(self.bootstrap_servers, "krafty-operator"))
+                raise KafkaUnavailable(f"{method.__name__}: {describe_error(error)}") from error
+            self._recycler.succeeded()
+            return result
     return cast(F, wrapper)
 
 
@@ -53,21 +98,18 @@ class KafkaAdmin:
 
     def __init__(self, bootstrap_servers: str) -> None:
         self.bootstrap_servers = bootstrap_servers
-        # librdkafka logs to stderr itself (a Python logger callback would run on its threads).
-        config: dict[str, Any] = {"bootstrap.servers": bootstrap_servers, "log_level": 3,
-                                  "socket.timeout.ms": 10000, "client.id": "krafty-operator"}
-        self.client = AdminClient(config)
+        self.client = AdminClient(admin_config(bootstrap_servers, "krafty-operator"))
         self._lock = threading.RLock()
+        self._recycler = Recycler()
         self._min_isr: dict[str, int] = {}  # last read per topic, for when configs cannot be read
-        self._offset_readers: dict[str, Consumer] = {}  # per consumer group, for committed offsets
 
-    @_serialized
+    @_kafka_call
     def registered_brokers(self) -> set[int]:
         """Brokers registered with the controller and not fenced."""
         description = self.client.describe_cluster(request_timeout=TIMEOUT).result(timeout=TIMEOUT + 5)
         return {node.id for node in description.nodes}
 
-    @_serialized
+    @_kafka_call
     def topic_configs(self, topics: Iterable[str], keys: set[str] | None = None) -> dict[str, dict[str, ConfigEntry]]:
         """Config entries of the given topics (optionally only some keys)."""
         resources = [ConfigResource(ResourceType.TOPIC, topic) for topic in topics]
@@ -84,35 +126,39 @@ class KafkaAdmin:
             out[resource.name] = {k: v for k, v in entries.items() if keys is None or k in keys}
         return out
 
-    @_serialized
-    def partitions(self, include_internal: bool = True) -> tuple[PartitionState, ...]:
-        """Every partition with its leader, replicas, ISR and its topic's min.insync.replicas."""
+    @_kafka_call
+    def topic_state(self) -> tuple[tuple[PartitionState, ...], frozenset[str] | None]:
+        """Every partition with its leader, replicas, ISR and its topic's min.insync.replicas; and the topics
+        with replication throttles set (None when topic configs could not be read)."""
         metadata = self.client.list_topics(timeout=TIMEOUT)
-        topics = {name: t for name, t in metadata.topics.items()
-                  if t.error is None and (include_internal or not name.startswith("__"))}
+        topics = {name: t for name, t in metadata.topics.items() if t.error is None}
+        throttled: frozenset[str] | None = None
         try:
-            self._min_isr.update({name: int(entries["min.insync.replicas"].value or 1)
-                                  for name, entries in self.topic_configs(topics, {"min.insync.replicas"}).items()})
-        except KafkaException as error:
+            configs = self.topic_configs(topics, {"min.insync.replicas", *naming.THROTTLED_REPLICAS_KEYS})
+        except KafkaUnavailable as error:
             # librdkafka sends this to the broker it believes is the controller, which may be the one
             # restarting: the last values read stand in, and a topic never read counts as needing
             # every replica in sync (the safe side for a roll).
             log.info("topic configs unreadable (%s); using the last min.insync.replicas read", error)
+        else:
+            self._min_isr.update({name: int(entries["min.insync.replicas"].value or 1)
+                                  for name, entries in configs.items()})
+            throttled = frozenset(name for name, entries in configs.items()
+                                  if any(entries[k].value for k in naming.THROTTLED_REPLICAS_KEYS if k in entries))
         out = []
         for name, topic in sorted(topics.items()):
             for p in sorted(topic.partitions.values(), key=lambda x: x.id):
                 out.append(PartitionState(name, p.id, p.leader, tuple(p.replicas), tuple(p.isrs),
                                           self._min_isr.get(name, len(p.replicas))))
-        return tuple(out)
+        return tuple(out), throttled
 
-    @_serialized
-    def dynamic_cluster_defaults(self) -> dict[str, str]:
+    @_kafka_call
+    def dynamic_cluster_defaults(self, broker: int) -> dict[str, str]:
         """Cluster-wide dynamic broker settings currently set.
 
         librdkafka cannot describe the default broker resource (""), so one broker is
         described with synonyms and the values whose source is the dynamic default kept.
         """
-        broker = min(self.registered_brokers())
         resource = ConfigResource(ResourceType.BROKER, str(broker))
         entries = self.client.describe_configs([resource], request_timeout=TIMEOUT)[resource].result(TIMEOUT + 5)
         default_source = ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
@@ -124,13 +170,13 @@ class KafkaAdmin:
                 out[name] = str(value)
         return out
 
-    @_serialized
+    @_kafka_call
     def alter_dynamic_cluster_defaults(self, set_values: dict[str, str], delete: Iterable[str]) -> None:
         # librdkafka refuses the default broker resource (name ""): the wire client sends it.
         changes: dict[str, str | None] = {**dict(set_values), **dict.fromkeys(delete)}
         kraft.alter_cluster_defaults(self.bootstrap_servers, changes)
 
-    @_serialized
+    @_kafka_call
     def elect_preferred(self, partitions: Iterable[tuple[str, int]]) -> dict[str, str]:
         """Preferred leader elections; returns partitions that failed, with the error."""
         targets = [TopicPartition(topic, partition) for topic, partition in partitions]
@@ -143,7 +189,7 @@ class KafkaAdmin:
 
 
     # -- topics ----------------------------------------------------------------
-    @_serialized
+    @_kafka_call
     def describe_topics(self, names: Iterable[str]) -> dict[str, tuple[str, tuple[PartitionState, ...]]]:
         """Topic id and partitions of each existing topic among `names` (missing ones are left out)."""
         wanted = sorted(set(names))
@@ -169,14 +215,14 @@ class KafkaAdmin:
             out[name] = (str(description.topic_id), partitions)
         return out
 
-    @_serialized
+    @_kafka_call
     def topic_overrides(self, names: Iterable[str]) -> dict[str, dict[str, str]]:
         """The configuration set on each topic itself (not inherited from the brokers)."""
         source = ConfigSource.DYNAMIC_TOPIC_CONFIG.value
         return {name: {k: str(e.value) for k, e in entries.items() if _source(e) == source}
                 for name, entries in self.topic_configs(names).items()}
 
-    @_serialized
+    @_kafka_call
     def create_topics(self, topics: Iterable[tuple[str, int, int, dict[str, str]]],
                       validate_only: bool = False) -> dict[str, str | None]:
         """Creates (or only validates) topics in one request; returns each topic's error, or None."""
@@ -188,7 +234,7 @@ class KafkaAdmin:
                                             operation_timeout=TIMEOUT)
         return {name: _error_of(future) for name, future in futures.items()}
 
-    @_serialized
+    @_kafka_call
     def create_partitions(self, counts: dict[str, int], validate_only: bool = False) -> dict[str, str | None]:
         if not counts:
             return {}
@@ -197,7 +243,7 @@ class KafkaAdmin:
                                                 operation_timeout=TIMEOUT)
         return {name: _error_of(future) for name, future in futures.items()}
 
-    @_serialized
+    @_kafka_call
     def alter_topic_configs(self, changes: dict[str, dict[str, str | None]],
                             validate_only: bool = False) -> dict[str, str | None]:
         """Incremental config changes for many topics in one request (None: back to the default)."""
@@ -212,14 +258,14 @@ class KafkaAdmin:
                                                         request_timeout=TIMEOUT)
         return {resource.name: _error_of(future) for resource, future in futures.items()}
 
-    @_serialized
+    @_kafka_call
     def delete_topics(self, names: list[str]) -> dict[str, str | None]:
         if not names:
             return {}
         futures = self.client.delete_topics(names, request_timeout=TIMEOUT, operation_timeout=TIMEOUT)
         return {name: _error_of(future) for name, future in futures.items()}
 
-    @_serialized
+    @_kafka_call
     def groups_reading(self, topic: str) -> list[str]:
         """Consumer groups with a live member assigned a partition of the topic."""
         listed = self.client.list_consumer_groups(request_timeout=TIMEOUT).result(timeout=TIMEOUT + 5)
@@ -239,62 +285,26 @@ class KafkaAdmin:
         return sorted(reading)
 
 
-    # -- consumer lag ------------------------------------------------------------------
-    @_serialized
-    def committed_offsets(self) -> dict[str, dict[tuple[str, int], int]]:
-        """Committed offsets of every consumer group.
+class AdminPool:
+    """One KafkaAdmin per cluster for one kind of pass: each kind has its own clients, so one pass
+    waiting on Kafka (a topic pass, say) never holds up another's calls (a roll's)."""
 
-        Asked through a consumer handle per group that never joins it: librdkafka's
-        ListConsumerGroupOffsets crashes the process (SIGSEGV) when the group's
-        coordinator goes away mid-request, as it does in every broker restart.
-        """
-        listed = self.client.list_consumer_groups(request_timeout=TIMEOUT).result(timeout=TIMEOUT + 5)
-        groups = sorted(g.group_id for g in listed.valid)
-        for gone in set(self._offset_readers) - set(groups):
-            self._offset_readers.pop(gone).close()
-        metadata = self.client.list_topics(timeout=TIMEOUT)
-        partitions = [TopicPartition(name, p) for name, topic in sorted(metadata.topics.items())
-                      if topic.error is None and not name.startswith("__") for p in sorted(topic.partitions)]
-        out: dict[str, dict[tuple[str, int], int]] = {}
-        for group in groups if partitions else []:
-            try:
-                committed = self._offset_reader(group).committed(partitions, timeout=TIMEOUT)
-            except KafkaException:
-                continue
-            out[group] = {(tp.topic, tp.partition): tp.offset for tp in committed
-                          if tp.error is None and tp.offset >= 0}
-        return out
+    def __init__(self) -> None:
+        self._admins: dict[str, KafkaAdmin] = {}
+        self._lock = threading.Lock()
 
-    @_serialized
-    def close(self) -> None:
-        """Closes the consumer handles (the admin handle closes when dropped)."""
-        for reader in self._offset_readers.values():
-            reader.close()
-        self._offset_readers.clear()
+    def get(self, bootstrap: str) -> KafkaAdmin:
+        with self._lock:
+            if bootstrap not in self._admins:
+                self._admins[bootstrap] = KafkaAdmin(bootstrap)
+            return self._admins[bootstrap]
 
-    def _offset_reader(self, group: str) -> Consumer:
-        if group not in self._offset_readers:
-            self._offset_readers[group] = Consumer({
-                "bootstrap.servers": self.bootstrap_servers, "group.id": group, "enable.auto.commit": False,
-                "client.id": "krafty-operator-lag", "log_level": 3})
-        return self._offset_readers[group]
-
-    @_serialized
-    def log_offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], tuple[int, int]]:
-        """(log start offset, log end offset) of each partition."""
-        wanted = sorted(set(partitions))
-        if not wanted:
-            return {}
-        ends: dict[tuple[str, int], list[int]] = {tp: [0, 0] for tp in wanted}
-        for index, spec in enumerate((OffsetSpec.earliest(), OffsetSpec.latest())):
-            futures = self.client.list_offsets({TopicPartition(t, p): spec for t, p in wanted},
-                                               request_timeout=TIMEOUT)
-            for tp, future in futures.items():
-                try:
-                    ends[(tp.topic, tp.partition)][index] = future.result(timeout=TIMEOUT + 5).offset
-                except KafkaException:
-                    ends.pop((tp.topic, tp.partition), None)
-        return {tp: (v[0], v[1]) for tp, v in ends.items()}
+    def release(self, namespace: str, cluster: str) -> None:
+        """Drops the clients of a deleted cluster (librdkafka closes a handle when it is dropped)."""
+        prefix = f"{naming.bootstrap_service(cluster)}.{namespace}.svc."
+        with self._lock:
+            for bootstrap in [b for b in self._admins if b.startswith(prefix)]:
+                del self._admins[bootstrap]
 
 
 def _source(entry: ConfigEntry) -> int:
@@ -309,11 +319,3 @@ def _error_of(future: Any) -> str | None:
     except KafkaException as error:
         return describe_error(error)
     return None
-
-
-def describe_error(error: BaseException) -> str:
-    """A short, readable text for a client error."""
-    if isinstance(error, KafkaException) and error.args:
-        kafka_error: Any = error.args[0]
-        return str(getattr(kafka_error, "str", lambda: kafka_error)())
-    return f"{type(error).__name__}: {error}"

@@ -2,7 +2,9 @@
 
 Each call tries the given servers in turn (brokers forward these requests to
 the active controller; controllers answer them directly) and returns the
-first answer that is not "ask someone else".
+first answer that is not "ask someone else". Every call opens a new
+connection, so a restarted node's new address is always the one used; when
+no server answers, KafkaUnavailable says why for each.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 from krafty import kraft_wire as wire
+from krafty import metrics
+from krafty.clients.errors import KafkaUnavailable
 
 T = TypeVar("T")
 
@@ -58,6 +62,7 @@ def _exchange(address: tuple[str, int], api_key: int, version: int, body: bytes,
 def call(servers: str, api_key: int, version: int, body: wire.Writer,
          decode: Callable[[wire.Reader], T], timeout: float = 10.0) -> T:
     errors: list[str] = []
+    metrics.KAFKA_REQUESTS.labels(wire_name(api_key)).inc()
     for address in _addresses(servers):
         try:
             return decode(_exchange(address, api_key, version, body.bytes(), timeout))
@@ -67,7 +72,24 @@ def call(servers: str, api_key: int, version: int, body: wire.Writer,
             errors.append(f"{address[0]}:{address[1]}: {error.error_name}")
         except OSError as error:
             errors.append(f"{address[0]}:{address[1]}: {error}")
-    raise ConnectionError("no server answered: " + "; ".join(errors))
+    raise KafkaUnavailable(f"{wire_name(api_key)}: no server answered: " + "; ".join(errors))
+
+
+def wire_name(api_key: int) -> str:
+    return _NAMES.get(api_key, f"request {api_key}")
+
+
+_NAMES = {wire.DESCRIBE_QUORUM: "DescribeQuorum", wire.DESCRIBE_CLUSTER: "DescribeCluster",
+          wire.REMOVE_RAFT_VOTER: "RemoveRaftVoter", wire.UNREGISTER_BROKER: "UnregisterBroker",
+          wire.ALTER_PARTITION_REASSIGNMENTS: "AlterPartitionReassignments",
+          wire.LIST_PARTITION_REASSIGNMENTS: "ListPartitionReassignments",
+          wire.INCREMENTAL_ALTER_CONFIGS: "IncrementalAlterConfigs"}
+
+
+def describe_brokers(servers: str, timeout: float = 10.0) -> tuple[wire.Broker, ...]:
+    """Every registered broker, fenced ones too (sent to brokers: the bootstrap address)."""
+    return call(servers, wire.DESCRIBE_CLUSTER, 2, wire.encode_describe_cluster(), wire.decode_describe_cluster,
+                timeout)
 
 
 def describe_quorum(servers: str, timeout: float = 10.0) -> wire.Quorum:

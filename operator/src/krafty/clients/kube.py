@@ -12,7 +12,7 @@ import kubernetes
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 
-from krafty import naming
+from krafty import metrics, naming
 
 _API_VERSIONS = {
     "ServiceAccount": "v1", "ConfigMap": "v1", "Service": "v1", "Pod": "v1", "Event": "v1", "Node": "v1",
@@ -48,12 +48,14 @@ class Kube:
     def apply(self, body: dict[str, Any]) -> dict[str, Any]:
         """Server-side apply as the operator's field manager (taking over conflicting fields)."""
         meta = body["metadata"]
+        metrics.KUBE_REQUESTS.labels("apply", body["kind"]).inc()
         result = self._resource(body["kind"]).server_side_apply(
             body=body, name=meta["name"], namespace=meta.get("namespace"),
             field_manager=naming.FIELD_MANAGER, force_conflicts=True)
         return dict(result.to_dict())
 
     def get(self, kind: str, name: str, namespace: str | None) -> dict[str, Any] | None:
+        metrics.KUBE_REQUESTS.labels("get", kind).inc()
         try:
             return dict(self._resource(kind).get(name=name, namespace=namespace).to_dict())
         except ApiException as error:
@@ -63,12 +65,14 @@ class Kube:
 
     def list(self, kind: str, namespace: str | None, selector: dict[str, str] | None = None) -> list[dict[str, Any]]:
         label_selector = ",".join(f"{k}={v}" for k, v in (selector or {}).items()) or None
+        metrics.KUBE_REQUESTS.labels("list", kind).inc()
         items = self._resource(kind).get(namespace=namespace, label_selector=label_selector).to_dict()["items"]
         return [dict(item) for item in items]
 
     def delete(self, kind: str, name: str, namespace: str | None, grace_seconds: int | None = None) -> bool:
         """Deletes if present; returns whether something was deleted."""
         body = {"gracePeriodSeconds": grace_seconds} if grace_seconds is not None else None
+        metrics.KUBE_REQUESTS.labels("delete", kind).inc()
         try:
             self._resource(kind).delete(name=name, namespace=namespace, body=body)
         except ApiException as error:
@@ -79,12 +83,9 @@ class Kube:
 
     def patch_status(self, kind: str, name: str, namespace: str, status: dict[str, Any]) -> None:
         resource = self._resource(kind)
+        metrics.KUBE_REQUESTS.labels("patch-status", kind).inc()
         resource.status.patch(body={"status": status}, name=name, namespace=namespace,
                               content_type="application/merge-patch+json")
-
-    def patch_metadata(self, kind: str, name: str, namespace: str, metadata: dict[str, Any]) -> None:
-        self._resource(kind).patch(body={"metadata": metadata}, name=name, namespace=namespace,
-                                   content_type="application/merge-patch+json")
 
     def event(self, involved: dict[str, Any], kind: str, reason: str, message: str, warning: bool = False) -> None:
         """Records a Kubernetes Event on the object (same reason and message: counted, not repeated)."""
@@ -94,10 +95,12 @@ class Kube:
         name = f"{meta['name']}.{digest}"
         existing = self.get("Event", name, meta["namespace"])
         if existing is not None:
+            metrics.KUBE_REQUESTS.labels("patch", "Event").inc()
             self._resource("Event").patch(
                 body={"count": int(existing.get("count") or 1) + 1, "lastTimestamp": now},
                 name=name, namespace=meta["namespace"], content_type="application/merge-patch+json")
             return
+        metrics.KUBE_REQUESTS.labels("create", "Event").inc()
         self._resource("Event").create(namespace=meta["namespace"], body={
             "apiVersion": "v1", "kind": "Event",
             "metadata": {"name": name, "namespace": meta["namespace"]},

@@ -6,10 +6,11 @@ from collections import Counter
 from typing import Any
 
 from krafty.decide import roll
-from krafty.decide.leaders import cluster_imbalance
+from krafty.decide.health import summarize
 from krafty.decide.scaling import ScalePlan
 from krafty.decide.status import DEGRADED, PROGRESSING, READY, Condition
-from krafty.observed import ClusterObservation, NodeState
+from krafty.model.context import ClusterContext
+from krafty.observed import ClusterObservation, NodeState, PodPhase
 
 
 def _in_sync(node: NodeState, obs: ClusterObservation) -> bool | None:
@@ -18,13 +19,19 @@ def _in_sync(node: NodeState, obs: ClusterObservation) -> bool | None:
     return all(node.node_id in p.isr for p in obs.partitions if node.node_id in p.replicas)
 
 
+NODE_MESSAGES = {
+    PodPhase.MISSING: "pod not created yet",
+    PodPhase.TERMINATING: "pod not running",
+    PodPhase.STARTING: "pod not running",
+    PodPhase.DOWN: "pod not running",
+    PodPhase.WARMING_UP: "starting or catching up",
+    PodPhase.NOT_READY: "starting or catching up",
+}
+
+
 def _node_message(node: NodeState) -> str:
-    if not node.pod_exists:
-        return "pod not created yet"
-    if not node.pod_running:
-        return "pod not running"
-    if not node.pod_ready:
-        return "starting or catching up"
+    if node.phase in NODE_MESSAGES:
+        return NODE_MESSAGES[node.phase]
     if node.is_broker and not node.registered:
         return "not registered with the controller"
     if node.needs_restart:
@@ -39,7 +46,7 @@ def node_entries(obs: ClusterObservation) -> list[dict[str, Any]]:
     for node in obs.nodes:
         entry: dict[str, Any] = {
             "nodeId": node.node_id, "pod": node.pod, "roles": list(node.roles),
-            "ready": node.pod_ready and (node.registered or not node.is_broker),
+            "ready": node.serving, "phase": node.phase.value,
             "voter": node.node_id in voters, "revisionCurrent": node.revision_current,
         }
         in_sync = _in_sync(node, obs)
@@ -56,11 +63,9 @@ def node_entries(obs: ClusterObservation) -> list[dict[str, Any]]:
 def partition_summary(obs: ClusterObservation) -> dict[str, int] | None:
     if obs.partitions is None:
         return None
-    parts = obs.partitions
-    return {"total": len(parts), "underReplicated": sum(p.under_replicated for p in parts),
-            "underMinIsr": sum(p.under_min_isr and not p.offline for p in parts),
-            "offline": sum(p.offline for p in parts),
-            "notPreferredLeader": round(cluster_imbalance(parts) * len(parts))}
+    health = summarize(obs.partitions)
+    return {"total": health.total, "underReplicated": health.under_replicated, "underMinIsr": health.under_min_isr,
+            "offline": health.offline, "notPreferredLeader": health.not_preferred_leader}
 
 
 def quorum_summary(obs: ClusterObservation) -> dict[str, Any] | None:
@@ -76,8 +81,7 @@ def _ready(obs: ClusterObservation, desired_brokers: set[int]) -> Condition:
         return Condition(READY, False, "KafkaUnreachable", f"Kafka cannot be asked: {obs.kafka_error}")
     if obs.quorum is None or obs.quorum.leader_id < 0:
         return Condition(READY, False, "NoQuorumLeader", obs.quorum_error or "the controller quorum has no leader")
-    missing = sorted(n.node_id for n in obs.nodes if n.node_id in desired_brokers and
-                     not (n.pod_ready and n.registered))
+    missing = sorted(n.node_id for n in obs.nodes if n.node_id in desired_brokers and not n.serving)
     if missing:
         return Condition(READY, False, "BrokersNotReady", f"brokers not ready: {missing}")
     summary = partition_summary(obs) or {}
@@ -101,7 +105,7 @@ def _progressing(obs: ClusterObservation, step: roll.Step, scale: ScalePlan) -> 
     waiting = roll.catching_up(obs)
     if waiting:
         return Condition(PROGRESSING, True, "CatchingUp", waiting)
-    starting = [n.pod for n in obs.nodes if not n.pod_ready]
+    starting = [n.pod for n in obs.nodes if not n.ready]
     if starting:
         return Condition(PROGRESSING, True, "NodesStarting", f"waiting for {', '.join(starting)}")
     return Condition(PROGRESSING, False, "Reconciled", "every node runs the current configuration")
@@ -112,7 +116,7 @@ def _degraded(obs: ClusterObservation, step: roll.Step, scale: ScalePlan) -> Con
         return Condition(DEGRADED, True, "ScaleDownBlocked", scale.message)
     if isinstance(step, roll.Blocked):
         return Condition(DEGRADED, True, "RollBlocked", step.message)
-    down = [n.pod for n in obs.nodes if n.pod_exists and not n.pod_running]
+    down = [n.pod for n in obs.nodes if n.exists and not n.running]
     if down:
         return Condition(DEGRADED, True, "NodeDown", f"not running: {', '.join(down)}")
     summary = partition_summary(obs) or {}
@@ -145,3 +149,34 @@ def planned_actions(obs: ClusterObservation) -> list[str]:
         reason, message = roll.restart_reason(node)
         actions.append(f"restart {node.pod} ({reason.value}: {message})")
     return actions
+
+
+def scaling_fields(scale: ScalePlan, obs: ClusterObservation, balanced_for: tuple[int, ...] | None,
+                   leaders_pending: bool) -> dict[str, Any]:
+    return {
+        "phase": scale.phase.value, "message": scale.message, "partitionsToMove": scale.partitions_to_move,
+        "balancedBrokers": list(balanced_for) if balanced_for is not None else None,
+        "throttledTopics": sorted(obs.throttled_topics) if obs.throttled_topics else None,
+        "pendingUnregister": list(scale.unregister) or None,
+        "leadersPending": leaders_pending or None,
+    }
+
+
+def fields(ctx: ClusterContext, obs: ClusterObservation, step: roll.Step, scale: ScalePlan,
+           balanced_for: tuple[int, ...] | None, leaders_pending: bool) -> dict[str, Any]:
+    """Everything status holds besides the conditions."""
+    status: dict[str, Any] = {
+        "clusterId": ctx.cluster_id,
+        "bootstrapServers": ctx.bootstrap_servers(),
+        "readyBrokers": sum(1 for n in obs.nodes if n.is_broker and n.serving),
+        "nodes": node_entries(obs),
+        "roll": roll_summary(obs, step),
+        "plannedActions": planned_actions(obs) + ([scale.message] if scale.busy else []),
+        "scaling": scaling_fields(scale, obs, balanced_for, leaders_pending),
+    }
+    if all(n.exists and n.revision_current for n in obs.nodes):
+        status["kafkaVersion"] = ctx.spec.version
+    for key, value in (("partitions", partition_summary(obs)), ("quorum", quorum_summary(obs))):
+        if value is not None:
+            status[key] = value
+    return status

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from krafty import naming
-from krafty.render.context import Voter
+from krafty.model.context import Voter
 
 
 class IdentityConflict(ValueError):
@@ -22,8 +22,7 @@ class IdentityConflict(ValueError):
 @dataclass(frozen=True)
 class Identity:
     cluster_id: str
-    initial_voters: tuple[Voter, ...]
-    quorum_formed: bool
+    initial_voters: tuple[Voter, ...]  # empty once the quorum has formed
 
 
 def parse_initial_controllers(text: str) -> tuple[Voter, ...]:
@@ -47,9 +46,9 @@ def resolve(status_cluster_id: str | None, config_data: Mapping[str, str] | None
         stored = config_data[naming.INITIAL_CONTROLLERS_KEY]
         if not stored:
             # The quorum formed; the first voters' directory ids are no longer needed.
-            return Identity(cluster_id, (), quorum_formed=True)
-        return Identity(cluster_id, parse_initial_controllers(stored), quorum_formed=False)
+            return Identity(cluster_id, ())
+        return Identity(cluster_id, parse_initial_controllers(stored))
     if status_cluster_id and config_data is None:
         # Running before, ConfigMap lost: formatting must not invent a new first quorum.
-        return Identity(cluster_id, (), quorum_formed=True)
-    return Identity(cluster_id, tuple(Voter(node, new_id()) for node in voter_ids), quorum_formed=False)
+        return Identity(cluster_id, ())
+    return Identity(cluster_id, tuple(Voter(node, new_id()) for node in voter_ids))

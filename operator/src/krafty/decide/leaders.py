@@ -26,14 +26,6 @@ def imbalance_by_broker(partitions: Iterable[PartitionState], alive: set[int]) -
     return {broker: missing[broker] / count for broker, count in preferred.items()}
 
 
-def cluster_imbalance(partitions: Iterable[PartitionState]) -> float:
-    """Share (0..1) of all partitions not led by their preferred replica."""
-    items = list(partitions)
-    if not items:
-        return 0.0
-    return sum(1 for p in items if p.leader != p.preferred_leader) / len(items)
-
-
 def partitions_to_rebalance(partitions: Iterable[PartitionState], alive: set[int],
                             threshold_percent: int) -> list[PartitionState]:
     """The partitions of brokers whose imbalance exceeds the threshold that an election can fix."""

@@ -17,10 +17,12 @@ from enum import StrEnum
 
 from krafty.decide.leaders import electable, imbalance_by_broker, partitions_to_rebalance
 from krafty.naming import Pool
-from krafty.observed import ClusterObservation, NodeState, PartitionState, QuorumState
+from krafty.observed import ChangeKind, ClusterObservation, NodeState, PartitionState, PodPhase, QuorumState
 
 # A voter this many offsets behind the leader still counts as caught up.
 MAX_VOTER_LAG = 1000
+# A restart message names this many changed config keys, then counts the rest.
+NAMED_KEYS = 5
 
 
 class RestartReason(StrEnum):
@@ -66,14 +68,18 @@ Step = Restart | ElectLeaders | Wait | Blocked | Done
 
 
 def restart_reason(node: NodeState) -> tuple[RestartReason, str]:
-    if not node.pod_running:
+    if not node.running:
         return RestartReason.NOT_RUNNING, f"{node.pod} is not running and waits for a new configuration"
     if node.restart_requested and node.revision_current:
         return RestartReason.MANUAL, f"{node.pod} was annotated for a restart"
-    details = "; ".join(node.pending_reasons) or "the pod template changed"
-    if any(r.startswith("config") for r in node.pending_reasons):
-        return RestartReason.CONFIG_CHANGED, f"{node.pod}: {details}"
-    return RestartReason.POD_TEMPLATE_CHANGED, f"{node.pod}: {details}"
+    config = [c.describe() for c in node.pending if c.kind is ChangeKind.CONFIG]
+    details = []
+    if config:
+        more = f" and {len(config) - NAMED_KEYS} more" if len(config) > NAMED_KEYS else ""
+        details.append(f"config: {', '.join(config[:NAMED_KEYS])}{more} need a restart")
+    details += [c.describe() for c in node.pending if c.kind is not ChangeKind.CONFIG]
+    reason = RestartReason.CONFIG_CHANGED if config else RestartReason.POD_TEMPLATE_CHANGED
+    return reason, f"{node.pod}: {'; '.join(details) or 'the pod template changed'}"
 
 
 def restart_order(nodes: tuple[NodeState, ...], quorum: QuorumState | None) -> list[NodeState]:
@@ -81,7 +87,7 @@ def restart_order(nodes: tuple[NodeState, ...], quorum: QuorumState | None) -> l
     leader = quorum.leader_id if quorum else -1
 
     def key(node: NodeState) -> tuple[int, int, int, int]:
-        return (0 if not node.pod_running else 1,
+        return (0 if not node.running else 1,
                 0 if node.pool is Pool.CONTROLLER else 1,
                 1 if node.node_id == leader else 0,
                 node.node_id)
@@ -121,16 +127,17 @@ def controller_blocker(node_id: int, quorum: QuorumState | None) -> str | None:
 
 
 def _node_not_back(node: NodeState) -> str | None:
-    if not node.pod_exists:
-        return f"waiting for {node.pod} to be created"
-    if node.starting:
-        return f"waiting for {node.pod} to start"
-    if not node.pod_running:
-        return None  # down for longer than a restart takes: the partition checks decide what may stop
-    if not node.pod_ready:
-        return f"waiting for {node.pod} to be ready"
-    if node.is_broker and not node.registered:
-        return f"waiting for broker {node.node_id} to register with the controller"
+    match node.phase:
+        case PodPhase.MISSING:
+            return f"waiting for {node.pod} to be created"
+        case PodPhase.STARTING | PodPhase.WARMING_UP:
+            return f"waiting for {node.pod} to start"
+        case PodPhase.NOT_READY:
+            return f"waiting for {node.pod} to be ready"
+        case PodPhase.READY if node.is_broker and not node.registered:
+            return f"waiting for broker {node.node_id} to register with the controller"
+    # Ready, or down for longer than a restart takes (the partition checks decide what may stop), or
+    # terminating (the roll waits for that on its own).
     return None
 
 
@@ -140,11 +147,11 @@ def catching_up(obs: ClusterObservation) -> str | None:
         reason = _node_not_back(node)
         if reason:
             return reason
-    running = {n.node_id for n in obs.nodes if n.pod_running}
+    running = {n.node_id for n in obs.nodes if n.running}
     for voter in obs.quorum.voters if obs.quorum is not None else ():
         if voter.node_id in running and not 0 <= voter.lag <= MAX_VOTER_LAG:
             return f"waiting for voter {voter.node_id} to catch up with the metadata log (lag {voter.lag})"
-    running_brokers = {n.node_id for n in obs.nodes if n.is_broker and n.pod_running}
+    running_brokers = {n.node_id for n in obs.nodes if n.is_broker and n.running}
     for p in obs.partitions or ():
         missing = (set(p.replicas) - set(p.isr)) & running_brokers
         if missing:
@@ -176,7 +183,7 @@ def next_step(obs: ClusterObservation, restore_leaders: bool, threshold_percent:
     stopping = [n.pod for n in obs.nodes if n.terminating]
     if stopping:
         return Wait(f"waiting for {stopping[0]} to stop (controlled shutdown)")
-    if not order[0].pod_running:
+    if not order[0].running:
         reason, message = restart_reason(order[0])
         return Restart(order[0], reason, message)
     return _not_yet(obs, order, restore_leaders) or _first_safe(obs, order)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from krafty import naming
 from krafty.decide import placement
@@ -27,6 +28,17 @@ from krafty.observed import ClusterObservation, PartitionState, VoterState
 
 TopicPartition = tuple[str, int]
 NAMED_TOPICS = 5  # a refused scale-down names this many of the topics in the way, then counts the rest
+
+
+class ScalePhase(StrEnum):
+    STABLE = "Stable"
+    BLOCKED = "Blocked"  # a scale-down that cannot be made safely: refused, nothing changes
+    ADDING_BROKERS = "AddingBrokers"
+    REBALANCING = "Rebalancing"
+    MOVING_REPLICAS = "MovingReplicas"  # off the brokers that go away
+    REMOVING_BROKERS = "RemovingBrokers"
+    SCALING_CONTROLLERS = "ScalingControllers"
+    REMOVING_VOTER = "RemovingVoter"
 
 
 @dataclass(frozen=True)
@@ -46,7 +58,7 @@ class ScaleInput:
 class ScalePlan:
     brokers: int
     controllers: int
-    phase: str = "Stable"
+    phase: ScalePhase = ScalePhase.STABLE
     message: str = ""
     blocked: bool = False
     reassign: dict[TopicPartition, list[int]] = field(default_factory=dict)
@@ -57,7 +69,7 @@ class ScalePlan:
 
     @property
     def busy(self) -> bool:
-        return self.phase not in ("Stable", "Blocked")
+        return self.phase not in (ScalePhase.STABLE, ScalePhase.BLOCKED)
 
 
 def _quorum_problem(obs: ClusterObservation, ignore: frozenset[int] = frozenset()) -> str | None:
@@ -70,40 +82,43 @@ def _quorum_problem(obs: ClusterObservation, ignore: frozenset[int] = frozenset(
     return None
 
 
-def _controllers(inp: ScaleInput, obs: ClusterObservation) -> tuple[int, str, str, VoterState | None]:
+def _controllers(inp: ScaleInput, obs: ClusterObservation) -> tuple[int, ScalePhase, str, VoterState | None]:
     """(controller replicas, phase, message, voter to remove)."""
     current, desired = inp.running_controllers, inp.desired_controllers
     if not inp.dedicated:
-        return 0, "Stable", "", None
+        return 0, ScalePhase.STABLE, "", None
     first_gone = naming.node_id(Pool.CONTROLLER, current)
     stale = [v for v in (obs.quorum.voters if obs.quorum else ()) if v.node_id >= first_gone]
     if stale:
         # A voter whose controller no longer runs: remove it while the others are healthy.
         problem = _quorum_problem(obs, frozenset(v.node_id for v in stale))
         if problem:
-            return current, "RemovingVoter", f"waiting to remove controller {stale[0].node_id}: {problem}", None
-        return current, "RemovingVoter", f"removing stopped controller {stale[0].node_id} from the voters", stale[0]
+            return (current, ScalePhase.REMOVING_VOTER, f"waiting to remove controller {stale[0].node_id}: {problem}",
+                    None)
+        return (current, ScalePhase.REMOVING_VOTER, f"removing stopped controller {stale[0].node_id} from the voters",
+                stale[0])
     if current == desired:
-        return current, "Stable", "", None
+        return current, ScalePhase.STABLE, "", None
     if inp.roll_pending:
-        return current, "ScalingControllers", "waiting for the rolling restart to finish", None
+        return current, ScalePhase.SCALING_CONTROLLERS, "waiting for the rolling restart to finish", None
     problem = _quorum_problem(obs)
     if problem:
-        return current, "ScalingControllers", f"quorum change waits: {problem}", None
+        return current, ScalePhase.SCALING_CONTROLLERS, f"quorum change waits: {problem}", None
     if current < desired:
         newest = naming.node_id(Pool.CONTROLLER, current - 1)
         if obs.quorum is not None and current and newest not in obs.quorum.voter_ids():
-            return current, "ScalingControllers", f"waiting for controller {newest} to join the quorum", None
-        return current + 1, "ScalingControllers", f"adding controller {first_gone}", None
+            return current, ScalePhase.SCALING_CONTROLLERS, f"waiting for controller {newest} to join the quorum", None
+        return current + 1, ScalePhase.SCALING_CONTROLLERS, f"adding controller {first_gone}", None
     leaving = naming.node_id(Pool.CONTROLLER, current - 1)
-    return current - 1, "ScalingControllers", f"stopping controller {leaving} before removing it from the voters", None
+    return (current - 1, ScalePhase.SCALING_CONTROLLERS,
+            f"stopping controller {leaving} before removing it from the voters", None)
 
 
 def _scale_down(inp: ScaleInput, obs: ClusterObservation) -> ScalePlan:
     keep = range(inp.desired_brokers)
     if obs.partitions is None:
-        return ScalePlan(inp.running_brokers, 0, "RemovingBrokers", f"waiting for Kafka: {obs.kafka_error}")
-    unsettled = _unsettled(obs.partitions, inp.running_brokers, "RemovingBrokers")
+        return ScalePlan(inp.running_brokers, 0, ScalePhase.REMOVING_BROKERS, f"waiting for Kafka: {obs.kafka_error}")
+    unsettled = _unsettled(obs.partitions, inp.running_brokers, ScalePhase.REMOVING_BROKERS)
     if unsettled:
         return unsettled
     wide = placement.infeasible_topics(obs.partitions, inp.desired_brokers)
@@ -111,28 +126,28 @@ def _scale_down(inp: ScaleInput, obs: ClusterObservation) -> ScalePlan:
         named = [f"{t} (replication factor {rf})" for t, rf in sorted(wide.items())]
         topics = ", ".join(named[:NAMED_TOPICS]) + (f" and {len(named) - NAMED_TOPICS} more topics"
                                                      if len(named) > NAMED_TOPICS else "")
-        return ScalePlan(inp.running_brokers, 0, "Blocked", blocked=True, message=(
+        return ScalePlan(inp.running_brokers, 0, ScalePhase.BLOCKED, blocked=True, message=(
             f"cannot scale down to {inp.desired_brokers} brokers: {topics} would not fit. Nothing was removed; "
             f"lower those replication factors or set brokers.replicas back to {inp.running_brokers}"))
     leaving = set(range(inp.desired_brokers, inp.running_brokers))
     holding = [p for p in obs.partitions if leaving & set(p.replicas)]
     if inp.ongoing:
-        return ScalePlan(inp.running_brokers, 0, "MovingReplicas",
+        return ScalePlan(inp.running_brokers, 0, ScalePhase.MOVING_REPLICAS,
                          f"moving replicas off brokers {sorted(leaving)}: {len(inp.ongoing)} partitions in flight",
                          partitions_to_move=len(holding))
     if holding and inp.roll_pending:
-        return ScalePlan(inp.running_brokers, 0, "MovingReplicas", "waiting for the rolling restart to finish",
-                         partitions_to_move=len(holding))
+        return ScalePlan(inp.running_brokers, 0, ScalePhase.MOVING_REPLICAS,
+                         "waiting for the rolling restart to finish", partitions_to_move=len(holding))
     if holding:
         moves = placement.balance(obs.partitions, keep, inp.racks)
-        return ScalePlan(inp.running_brokers, 0, "MovingReplicas",
+        return ScalePlan(inp.running_brokers, 0, ScalePhase.MOVING_REPLICAS,
                          f"moving {len(holding)} partitions off brokers {sorted(leaving)}", reassign=moves,
                          partitions_to_move=len(holding))
-    return ScalePlan(inp.desired_brokers, 0, "RemovingBrokers",
-                     f"brokers {sorted(leaving)} hold no replicas: stopping them", unregister=tuple(sorted(leaving)))
+    return ScalePlan(inp.desired_brokers, 0, ScalePhase.REMOVING_BROKERS,
+                     f"brokers {sorted(leaving)} hold no replicas: stopping them")
 
 
-def _unsettled(partitions: tuple[PartitionState, ...], brokers: int, phase: str,
+def _unsettled(partitions: tuple[PartitionState, ...], brokers: int, phase: ScalePhase,
                balanced_for: tuple[int, ...] | None = None) -> ScalePlan | None:
     """A wait while some topic's replica lists disagree in length: no plan is made from them."""
     uneven = placement.uneven_topics(partitions)
@@ -147,33 +162,42 @@ def _rebalance(inp: ScaleInput, obs: ClusterObservation) -> ScalePlan:
     brokers = tuple(range(inp.desired_brokers))
     registered = {n.node_id for n in obs.nodes if n.is_broker and n.registered}
     if inp.ongoing:
-        return ScalePlan(inp.desired_brokers, 0, "Rebalancing", f"{len(inp.ongoing)} partition moves in flight",
-                         balanced_for=inp.balanced_for, partitions_to_move=len(inp.ongoing))
+        return ScalePlan(inp.desired_brokers, 0, ScalePhase.REBALANCING,
+                         f"{len(inp.ongoing)} partition moves in flight", balanced_for=inp.balanced_for,
+                         partitions_to_move=len(inp.ongoing))
     if inp.balanced_for == brokers or obs.partitions is None:
         return ScalePlan(inp.desired_brokers, 0, balanced_for=inp.balanced_for)
     if not set(brokers) <= registered:
-        return ScalePlan(inp.desired_brokers, 0, "AddingBrokers",
+        return ScalePlan(inp.desired_brokers, 0, ScalePhase.ADDING_BROKERS,
                          f"waiting for brokers {sorted(set(brokers) - registered)} to register",
                          balanced_for=inp.balanced_for)
     if inp.roll_pending:
-        return ScalePlan(inp.desired_brokers, 0, "AddingBrokers", "waiting for the rolling restart to finish",
+        return ScalePlan(inp.desired_brokers, 0, ScalePhase.ADDING_BROKERS, "waiting for the rolling restart to finish",
                          balanced_for=inp.balanced_for)
-    unsettled = _unsettled(obs.partitions, inp.desired_brokers, "Rebalancing", inp.balanced_for)
+    unsettled = _unsettled(obs.partitions, inp.desired_brokers, ScalePhase.REBALANCING, inp.balanced_for)
     if unsettled:
         return unsettled
     moves = placement.balance(obs.partitions, brokers, inp.racks)
     if not moves:
         return ScalePlan(inp.desired_brokers, 0, balanced_for=brokers)
-    return ScalePlan(inp.desired_brokers, 0, "Rebalancing",
+    return ScalePlan(inp.desired_brokers, 0, ScalePhase.REBALANCING,
                      f"spreading replicas and leaders over brokers {list(brokers)}: {len(moves)} partitions move",
                      reassign=moves, balanced_for=inp.balanced_for, partitions_to_move=len(moves))
+
+
+def _stale_registrations(obs: ClusterObservation, brokers: int) -> tuple[int, ...]:
+    """Brokers still registered in the KRaft metadata whose node is gone for good (removed by a scale-down)."""
+    existing = {n.node_id for n in obs.nodes if n.exists}
+    return tuple(sorted(r.node_id for r in obs.registrations
+                        if brokers <= r.node_id < naming.CONTROLLER_ID_OFFSET and r.node_id not in existing))
 
 
 def plan(inp: ScaleInput, obs: ClusterObservation) -> ScalePlan:
     controllers, c_phase, c_message, voter = _controllers(inp, obs)
     brokers = _scale_down(inp, obs) if inp.running_brokers > inp.desired_brokers else _rebalance(inp, obs)
     phase, message = brokers.phase, brokers.message
-    if c_phase != "Stable" and not brokers.busy:
+    if c_phase is not ScalePhase.STABLE and not brokers.busy:
         phase, message = c_phase, c_message
     return ScalePlan(brokers.brokers, controllers, phase, message, brokers.blocked, brokers.reassign,
-                     brokers.unregister, voter, brokers.balanced_for, brokers.partitions_to_move)
+                     _stale_registrations(obs, brokers.brokers), voter, brokers.balanced_for,
+                     brokers.partitions_to_move)

@@ -13,6 +13,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
+from krafty.decide.configs import diff
+from krafty.decide.health import summarize, unhealthy
 from krafty.model import KafkaClusterSpec, TopicSpec
 from krafty.naming import THROTTLED_REPLICAS_KEYS, kafka_topic_name
 from krafty.observed import PartitionState
@@ -98,9 +100,7 @@ def owners(resources: Iterable[TopicResource]) -> tuple[dict[str, TopicResource]
 def config_diff(desired: Mapping[str, str], actual: Mapping[str, str]) -> dict[str, str | None]:
     """Keys to set (value) or to return to the broker default (None). Replication throttles
     belong to the operator's replica moves and are left alone."""
-    changes: dict[str, str | None] = {k: v for k, v in desired.items() if actual.get(k) != v}
-    changes.update({k: None for k in actual if k not in desired and k not in THROTTLED_REPLICAS_KEYS})
-    return changes
+    return diff(desired, actual, keep=THROTTLED_REPLICAS_KEYS).as_changes()
 
 
 def replica_counts(topics: Iterable[KafkaTopic], brokers: Iterable[int]) -> Counter[int]:
@@ -213,13 +213,14 @@ def held(plan: TopicPlan, why: str) -> TopicPlan:
 def partition_report(topic: KafkaTopic) -> dict[str, object]:
     """The status fields that describe a topic's partitions."""
     leaders = Counter(str(p.leader) for p in topic.partitions if p.leader >= 0)
-    problems = [p for p in topic.partitions if p.offline or p.under_min_isr or p.under_replicated]
+    problems = unhealthy(topic.partitions)
+    health = summarize(topic.partitions)
     return {
-        "topicName": topic.name, "topicId": topic.topic_id, "partitions": len(topic.partitions),
+        "topicName": topic.name, "topicId": topic.topic_id, "partitions": health.total,
         "replicationFactor": topic.replication_factor,
-        "underReplicatedPartitions": sum(p.under_replicated for p in topic.partitions),
-        "underMinIsrPartitions": sum(p.under_min_isr for p in topic.partitions),
-        "offlinePartitions": sum(p.offline for p in topic.partitions),
+        "underReplicatedPartitions": health.under_replicated,
+        "underMinIsrPartitions": health.under_min_isr,
+        "offlinePartitions": health.offline,
         "leaders": dict(sorted(leaders.items())),
         "problemPartitions": [{"partition": p.partition, "leader": p.leader, "replicas": list(p.replicas),
                                "isr": list(p.isr)} for p in problems[:MAX_PROBLEM_PARTITIONS]],

@@ -9,8 +9,6 @@ marks its own resource.
 
 from __future__ import annotations
 
-import datetime
-import logging
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -19,13 +17,15 @@ from pydantic import ValidationError
 
 from krafty import metrics, naming
 from krafty.clients import kraft
-from krafty.clients.kafka_admin import KafkaAdmin, describe_error
+from krafty.clients.errors import KafkaUnavailable
+from krafty.clients.kafka_admin import KafkaAdmin
 from krafty.clients.kube import Kube
 from krafty.decide import topics
-from krafty.decide.status import DEGRADED, PROGRESSING, READY, Condition, merge_conditions
+from krafty.decide.health import summarize
+from krafty.decide.status import DEGRADED, PROGRESSING, READY, Condition
 from krafty.model import DeletionPolicy, KafkaClusterSpec, TopicSpec
+from krafty.reconcile import status as writer
 
-log = logging.getLogger(__name__)
 ADOPT_ANNOTATION = f"{naming.GROUP}/adopt"
 BUSY_INTERVAL = 5.0
 CHECK_INTERVAL = 30.0
@@ -35,12 +35,8 @@ Bootstrap = Callable[[str, str, KafkaClusterSpec], str]
 
 def in_cluster_bootstrap(domain: str) -> Bootstrap:
     def address(namespace: str, cluster: str, spec: KafkaClusterSpec) -> str:
-        return f"{naming.bootstrap_service(cluster)}.{namespace}.svc.{domain}:{spec.listeners[0].port}"
+        return naming.bootstrap_address(cluster, namespace, domain, spec.listeners[0].port)
     return address
-
-
-def _now() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _resource(body: dict[str, Any]) -> topics.TopicResource | None:
@@ -93,8 +89,8 @@ class TopicReconciler:
         try:
             actual = self._actual(admin, {r.kafka_name for r in resources})
             brokers = admin.registered_brokers()
-        except Exception as error:  # noqa: BLE001 - Kafka down: report it on every topic, retry soon
-            self._unreachable(bodies, describe_error(error))
+        except KafkaUnavailable as error:  # Kafka down: report it on every topic, retry soon
+            self._unreachable(bodies, str(error))
             return BUSY_INTERVAL
         plan = topics.plan(resources, actual, spec, sorted(brokers))
         if self.paused(namespace, cluster):
@@ -104,7 +100,7 @@ class TopicReconciler:
         ongoing = kraft.list_reassignments(admin.bootstrap_servers) if plan.reassignments else {}
         self._report(bodies, plan, after, ongoing)
         metrics.COLLECTOR.set_topics(namespace, cluster, {
-            name: (len(t.partitions), sum(p.under_replicated for p in t.partitions)) for name, t in after.items()})
+            name: (len(t.partitions), summarize(t.partitions).under_replicated) for name, t in after.items()})
         busy = any(v.progressing for v in plan.verdicts.values())
         return BUSY_INTERVAL if busy else CHECK_INTERVAL
 
@@ -203,15 +199,7 @@ class TopicReconciler:
         ]
 
     def _status(self, body: dict[str, Any], status: dict[str, Any], conditions: list[Condition]) -> None:
-        meta = body["metadata"]
-        old = (body.get("status") or {}).get("conditions") or []
-        generation = meta.get("generation") or 0
-        new_status = {**status, "observedGeneration": generation,
-                      "conditions": merge_conditions(old, conditions, _now(), generation)}
-        previous = {k: v for k, v in (body.get("status") or {}).items()}
-        if all(previous.get(k) == v for k, v in new_status.items()):
-            return  # nothing new: no write, no event storm
-        self.kube.patch_status(naming.TOPIC_KIND, meta["name"], meta["namespace"], new_status)
+        writer.write(self.kube, naming.TOPIC_KIND, body, status, conditions, writer.now())
 
     # -- deletion ----------------------------------------------------------------------
     def delete(self, body: dict[str, Any]) -> str:

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from krafty import naming
+from krafty.model.context import ClusterContext
 from krafty.naming import Pool
 from krafty.render import configmaps, policy, services, workloads
-from krafty.render.context import ClusterContext
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from krafty import naming
-from krafty.render.context import ClusterContext
+from krafty.model.context import ClusterContext
 from krafty.render.kafka_config import node_properties, render_properties
 
 

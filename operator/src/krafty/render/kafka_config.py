@@ -7,8 +7,8 @@ import hashlib
 from krafty import naming
 from krafty.kafka_configs import catalog
 from krafty.model import LeaderBalanceMode
+from krafty.model.context import ClusterContext
 from krafty.naming import Pool
-from krafty.render.context import ClusterContext
 
 # Keys that identify a node rather than configure it: equal in shape on every node,
 # so they are left out of the restart hash (scaling must not roll the others).

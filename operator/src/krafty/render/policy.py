@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from krafty import naming
+from krafty.model.context import ClusterContext
 from krafty.naming import Pool
-from krafty.render.context import ClusterContext
 
 
 def pod_disruption_budget(ctx: ClusterContext, pool: Pool) -> dict[str, Any]:

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from krafty import naming
+from krafty.model.context import ClusterContext
 from krafty.naming import Pool
-from krafty.render.context import ClusterContext
 
 
 def _listener_ports(ctx: ClusterContext) -> list[dict[str, Any]]:

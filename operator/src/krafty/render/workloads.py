@@ -8,8 +8,8 @@ from typing import Any
 
 from krafty import naming
 from krafty.model import NodePool, parse_quantity
+from krafty.model.context import ClusterContext
 from krafty.naming import Pool
-from krafty.render.context import ClusterContext
 from krafty.render.kafka_config import restart_hash, static_config
 
 RUN_AS = 1001

@@ -1,11 +1,13 @@
-"""What rendering needs besides the spec: identity and facts persisted once."""
+"""One cluster as rendering and deciding need it: the spec, the identity persisted once, and the
+sizes to run this pass (their own value: the spec is never rewritten to mean something else)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from krafty import naming
-from krafty.model import ControllerMode, KafkaClusterSpec
+from krafty.model.cluster import ControllerMode, KafkaClusterSpec
 from krafty.naming import Pool
 
 
@@ -13,6 +15,30 @@ from krafty.naming import Pool
 class Voter:
     node_id: int
     directory_id: str
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How many brokers and dedicated controllers (0 when combined) the StatefulSets run."""
+
+    brokers: int
+    controllers: int
+
+    @classmethod
+    def of(cls, spec: KafkaClusterSpec) -> Sizes:
+        """What the spec asks for."""
+        dedicated = spec.controllers.mode == ControllerMode.DEDICATED
+        return cls(spec.brokers.replicas, spec.controllers.replicas if dedicated else 0)
+
+    @classmethod
+    def running(cls, spec: KafkaClusterSpec, statefulset_replicas: Mapping[Pool, int]) -> Sizes:
+        """What the StatefulSets run now (the spec's size for a pool not created yet)."""
+        wanted = cls.of(spec)
+        return cls(statefulset_replicas.get(Pool.BROKER, wanted.brokers),
+                   statefulset_replicas.get(Pool.CONTROLLER, wanted.controllers) if wanted.controllers else 0)
+
+    def of_pool(self, pool: Pool) -> int:
+        return self.controllers if pool is Pool.CONTROLLER else self.brokers
 
 
 @dataclass(frozen=True)
@@ -26,6 +52,11 @@ class ClusterContext:
     image: str
     cluster_domain: str = "cluster.local"
     rack_cluster_role: str = naming.RACK_CLUSTER_ROLE
+    sizes: Sizes | None = None  # to run this pass; None: what the spec asks for
+
+    @property
+    def running_sizes(self) -> Sizes:
+        return self.sizes or Sizes.of(self.spec)
 
     @property
     def dedicated(self) -> bool:
@@ -39,7 +70,8 @@ class ClusterContext:
         return [Pool.CONTROLLER, Pool.BROKER] if self.dedicated else [Pool.BROKER]
 
     def replicas(self, pool: Pool) -> int:
-        return self.spec.controllers.replicas if pool is Pool.CONTROLLER else self.spec.brokers.replicas
+        """Nodes of the pool to run this pass."""
+        return self.running_sizes.of_pool(pool)
 
     def voter_ids(self) -> list[int]:
         return [naming.node_id(self.voter_pool, i) for i in range(self.spec.controllers.replicas)]
@@ -55,8 +87,7 @@ class ClusterContext:
         return naming.pod_host(self.name, self.namespace, pool, ordinal, self.cluster_domain)
 
     def bootstrap_servers(self) -> str:
-        listener = self.spec.listeners[0]
-        return f"{naming.bootstrap_service(self.name)}.{self.namespace}.svc.{self.cluster_domain}:{listener.port}"
+        return naming.bootstrap_address(self.name, self.namespace, self.cluster_domain, self.spec.listeners[0].port)
 
     def controller_bootstrap_servers(self) -> str:
         pool = self.voter_pool

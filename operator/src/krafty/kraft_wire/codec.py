@@ -1,0 +1,188 @@
+"""The Kafka wire format's building blocks: values, framing, headers and error codes."""
+
+from __future__ import annotations
+
+import base64
+import struct
+import uuid
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+T = TypeVar("T")
+
+# The few error codes this module's callers act on; the rest are reported by number and message.
+ERROR_NAMES = {
+    0: "NONE", 3: "UNKNOWN_TOPIC_OR_PARTITION", 6: "NOT_LEADER_OR_FOLLOWER", 7: "REQUEST_TIMED_OUT",
+    8: "BROKER_NOT_AVAILABLE",
+    38: "INVALID_REPLICATION_FACTOR", 39: "INVALID_REPLICA_ASSIGNMENT", 41: "NOT_CONTROLLER",
+    40: "INVALID_CONFIG", 42: "INVALID_REQUEST", 60: "REASSIGNMENT_IN_PROGRESS", 85: "NO_REASSIGNMENT_IN_PROGRESS",
+    94: "INCONSISTENT_VOTER_SET", 102: "BROKER_ID_NOT_REGISTERED", 104: "INCONSISTENT_CLUSTER_ID",
+    125: "INVALID_VOTER_KEY", 126: "DUPLICATE_VOTER", 127: "VOTER_NOT_FOUND",
+}
+
+
+class KafkaProtocolError(RuntimeError):
+    def __init__(self, api: str, code: int, message: str | None) -> None:
+        self.code = code
+        self.error_name = ERROR_NAMES.get(code, f"error {code}")
+        super().__init__(f"{api}: {self.error_name}" + (f": {message}" if message else ""))
+
+
+def uuid_from_kafka(text: str) -> bytes:
+    """Kafka's Uuid string form (22 base64url chars) to its 16 bytes."""
+    return base64.urlsafe_b64decode(text + "==")
+
+
+def uuid_to_kafka(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+class Writer:
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+
+    def int8(self, v: int) -> Writer:
+        self.parts.append(struct.pack(">b", v))
+        return self
+
+    def int16(self, v: int) -> Writer:
+        self.parts.append(struct.pack(">h", v))
+        return self
+
+    def int32(self, v: int) -> Writer:
+        self.parts.append(struct.pack(">i", v))
+        return self
+
+    def uvarint(self, v: int) -> Writer:
+        out = bytearray()
+        while True:
+            byte = v & 0x7F
+            v >>= 7
+            if v:
+                out.append(byte | 0x80)
+            else:
+                out.append(byte)
+                break
+        self.parts.append(bytes(out))
+        return self
+
+    def legacy_nullable_string(self, v: str | None) -> Writer:
+        if v is None:
+            return self.int16(-1)
+        raw = v.encode()
+        self.int16(len(raw))
+        self.parts.append(raw)
+        return self
+
+    def compact_string(self, v: str | None) -> Writer:
+        if v is None:
+            return self.uvarint(0)
+        raw = v.encode()
+        self.uvarint(len(raw) + 1)
+        self.parts.append(raw)
+        return self
+
+    def uuid(self, kafka_uuid: str) -> Writer:
+        self.parts.append(uuid_from_kafka(kafka_uuid))
+        return self
+
+    def compact_array(self, items: Sequence[T] | None, write: Callable[[Writer, T], object]) -> Writer:
+        if items is None:
+            return self.uvarint(0)
+        self.uvarint(len(items) + 1)
+        for item in items:
+            write(self, item)
+        return self
+
+    def tags(self) -> Writer:
+        return self.uvarint(0)
+
+    def bytes(self) -> bytes:
+        return b"".join(self.parts)
+
+
+class Reader:
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.pos = 0
+
+    def _take(self, n: int) -> bytes:
+        if self.pos + n > len(self.data):
+            raise ValueError(f"truncated message: need {n} bytes at {self.pos} of {len(self.data)}")
+        chunk = self.data[self.pos:self.pos + n]
+        self.pos += n
+        return chunk
+
+    def int8(self) -> int:
+        return int(struct.unpack(">b", self._take(1))[0])
+
+    def boolean(self) -> bool:
+        return self.int8() != 0
+
+    def int16(self) -> int:
+        return int(struct.unpack(">h", self._take(2))[0])
+
+    def uint16(self) -> int:
+        return int(struct.unpack(">H", self._take(2))[0])
+
+    def int32(self) -> int:
+        return int(struct.unpack(">i", self._take(4))[0])
+
+    def int64(self) -> int:
+        return int(struct.unpack(">q", self._take(8))[0])
+
+    def uvarint(self) -> int:
+        shift = value = 0
+        while True:
+            byte = self._take(1)[0]
+            value |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                return value
+            shift += 7
+
+    def compact_string(self) -> str | None:
+        n = self.uvarint()
+        return None if n == 0 else self._take(n - 1).decode()
+
+    def uuid(self) -> str:
+        return uuid_to_kafka(self._take(16))
+
+    def compact_array(self, read: Callable[[Reader], T]) -> list[T]:
+        n = self.uvarint()
+        return [] if n == 0 else [read(self) for _ in range(n - 1)]
+
+    def skip_tags(self) -> None:
+        for _ in range(self.uvarint()):
+            self.uvarint()
+            self._take(self.uvarint())
+
+
+def request_header(api_key: int, version: int, correlation_id: int, client_id: str) -> Writer:
+    """Request header v2 (flexible): the client id keeps its two-byte length."""
+    return Writer().int16(api_key).int16(version).int32(correlation_id).legacy_nullable_string(client_id).tags()
+
+
+def frame(payload: bytes) -> bytes:
+    return struct.pack(">i", len(payload)) + payload
+
+
+def read_response_header(reader: Reader) -> int:
+    """Response header v1 (flexible); returns the correlation id."""
+    correlation_id = reader.int32()
+    reader.skip_tags()
+    return correlation_id
+
+
+def check(api: str, code: int, message: str | None) -> None:
+    if code:
+        raise KafkaProtocolError(api, code, message)
+
+
+def random_kafka_uuid(random_bytes: Callable[[], bytes] = lambda: uuid.uuid4().bytes) -> str:
+    """A new cluster or directory id, as Kafka makes them: never one of the reserved ids (the lowest
+    ones), and never starting with "-", which Kafka's tools would read as an option."""
+    while True:
+        raw = random_bytes()
+        text = uuid_to_kafka(raw)
+        if any(raw[:15]) and not text.startswith("-"):
+            return text

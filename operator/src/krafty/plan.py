@@ -1,0 +1,259 @@
+"""The KafkaCluster pass's plan: a pure function of (spec and identity, observation, persisted facts).
+
+Everything the pass will do is decided here, from what it read once at its
+start, as a tuple of named actions that krafty.reconcile.act carries out in
+order: apply the children (rendered for the sizes to run this pass, never by
+rewriting the spec), set the cluster-wide dynamic config, move replicas or
+remove throttles, remove a voter, unregister removed brokers, then one roll
+step (restart a node, elect preferred leaders, or report what blocks). The
+status the pass writes, once, is part of the plan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from typing import Any
+
+from pydantic import ValidationError
+
+from krafty import naming
+from krafty.decide import cluster_status, roll, scaling
+from krafty.decide.configs import ConfigDiff, diff
+from krafty.decide.status import DEGRADED, PROGRESSING, READY, Condition
+from krafty.model import KafkaClusterSpec, LeaderBalanceMode
+from krafty.model.context import ClusterContext, Sizes
+from krafty.observed import ClusterObservation, NodeState, VoterState
+from krafty.render.cluster import Child, children
+from krafty.render.kafka_config import dynamic_broker_config
+from krafty.validation import validate_cluster
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the operator remembers between passes (in status.scaling); everything else is read again."""
+
+    balanced_for: tuple[int, ...] | None = None  # brokers the replica placement was last balanced for
+    leaders_pending: bool = False  # replicas moved: every preferred leader goes back, whatever the threshold
+
+    @classmethod
+    def from_status(cls, status: Mapping[str, Any] | None) -> Facts:
+        scaling_status = (status or {}).get("scaling") or {}
+        balanced = scaling_status.get("balancedBrokers")
+        return cls(tuple(balanced) if balanced is not None else None, bool(scaling_status.get("leadersPending")))
+
+
+# -- actions: what the pass does, in order ------------------------------------------------------
+@dataclass(frozen=True)
+class ApplyChildren:
+    children: tuple[Child, ...]
+
+
+@dataclass(frozen=True)
+class Announce:
+    """An Event (and a log line) for something decided without an action of its own."""
+
+    reason: str
+    message: str
+    warning: bool = False
+
+
+@dataclass(frozen=True)
+class SetClusterDefaults:
+    changes: ConfigDiff
+
+
+@dataclass(frozen=True)
+class MoveReplicas:
+    reassign: Mapping[tuple[str, int], list[int]]
+    throttle_rate: int  # bytes/s per broker while the replicas move
+    message: str
+
+    @property
+    def topics(self) -> tuple[str, ...]:
+        return tuple(sorted({topic for topic, _ in self.reassign}))
+
+
+@dataclass(frozen=True)
+class RemoveThrottles:
+    topics: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RemoveVoter:
+    voter: VoterState
+
+
+@dataclass(frozen=True)
+class Unregister:
+    brokers: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class RestartNode:
+    node: NodeState
+    reason: roll.RestartReason
+    message: str
+
+
+@dataclass(frozen=True)
+class ElectLeaders:
+    partitions: tuple[tuple[str, int], ...]
+    message: str
+
+
+Action = (ApplyChildren | Announce | SetClusterDefaults | MoveReplicas | RemoveThrottles | RemoveVoter | Unregister
+          | RestartNode | ElectLeaders)
+
+
+class PassResult(StrEnum):
+    PAUSED = "paused"
+    INVALID = "invalid"
+    CONFLICT = "conflict"
+    RESTARTED = "restarted"
+    ELECTED = "elected"
+    BLOCKED = "blocked"
+    WAITING = "waiting"
+    RECONCILED = "reconciled"
+    ERROR = "error"
+
+
+@dataclass(frozen=True)
+class ClusterPlan:
+    sizes: Sizes  # the StatefulSets' replicas this pass
+    actions: tuple[Action, ...]
+    step: roll.Step
+    scale: scaling.ScalePlan
+    facts: Facts  # to remember for the next pass
+    status: Mapping[str, Any]
+    conditions: tuple[Condition, ...]
+    result: PassResult
+    busy: bool  # check again soon: a roll, a formation, a move or an election is under way
+
+
+@dataclass(frozen=True)
+class Held:
+    """A pass that stops before observing: the cluster is paused, or its spec cannot work."""
+
+    result: PassResult
+    conditions: tuple[Condition, ...]
+    event: Announce | None = None
+
+
+def admit(body: Mapping[str, Any]) -> KafkaClusterSpec | Held:
+    """The spec to work with, or why this pass changes nothing."""
+    if (body["metadata"].get("annotations") or {}).get(naming.PAUSED_ANNOTATION) == "true":
+        return Held(PassResult.PAUSED, (Condition(PROGRESSING, False, "Paused",
+                                                  f"changes are paused by the annotation {naming.PAUSED_ANNOTATION}"),))
+    try:
+        spec = KafkaClusterSpec.model_validate(body.get("spec") or {})
+    except ValidationError as error:
+        problems = [f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in error.errors()]
+    else:
+        problems = [str(p) for p in validate_cluster(spec)]
+        if not problems:
+            return spec
+    message = "the spec cannot work and nothing was changed: " + "; ".join(problems)
+    return Held(PassResult.INVALID, (Condition(READY, False, "InvalidSpec", message),
+                                     Condition(DEGRADED, True, "InvalidSpec", message)),
+                Announce("InvalidSpec", message, warning=True))
+
+
+def _scale(ctx: ClusterContext, obs: ClusterObservation, facts: Facts) -> scaling.ScalePlan:
+    now = Sizes.running(ctx.spec, obs.statefulset_replicas)
+    wanted = Sizes.of(ctx.spec)
+    if obs.reassignments is None:  # moves cannot be listed: nothing may be planned from the replica lists
+        obs = replace(obs, partitions=None, kafka_error=obs.kafka_error or "partition reassignments cannot be listed")
+    return scaling.plan(scaling.ScaleInput(
+        desired_brokers=wanted.brokers, running_brokers=now.brokers, desired_controllers=wanted.controllers,
+        running_controllers=now.controllers, dedicated=ctx.dedicated, ongoing=obs.reassignments or {},
+        balanced_for=facts.balanced_for, roll_pending=any(n.needs_restart for n in obs.nodes)), obs)
+
+
+def _quorum_formed(ctx: ClusterContext, obs: ClusterObservation) -> bool:
+    """Every first voter has joined and caught up: the first-quorum list can be retired."""
+    if not ctx.initial_voters or obs.quorum is None or obs.quorum.leader_id < 0:
+        return False
+    return {v.node_id for v in ctx.initial_voters} <= obs.quorum.caught_up(roll.MAX_VOTER_LAG)
+
+
+def _dynamic_config(ctx: ClusterContext, obs: ClusterObservation) -> ConfigDiff:
+    if obs.partitions is None or obs.cluster_defaults is None:
+        return ConfigDiff()
+    return diff(dynamic_broker_config(ctx), obs.cluster_defaults, keep=naming.THROTTLE_RATE_KEYS)
+
+
+def _throttles_to_remove(obs: ClusterObservation, scale: scaling.ScalePlan) -> RemoveThrottles | None:
+    if scale.busy or scale.reassign or obs.reassignments != {}:
+        return None
+    rate_set = any(key in (obs.cluster_defaults or {}) for key in naming.THROTTLE_RATE_KEYS)
+    topics = tuple(sorted(obs.throttled_topics or ()))
+    return RemoveThrottles(topics) if topics or rate_set else None
+
+
+def _roll_step(ctx: ClusterContext, obs: ClusterObservation, scale: scaling.ScalePlan,
+               leaders_pending: bool) -> roll.Step:
+    if scale.busy:
+        return roll.Wait(f"scaling first: {scale.message}")
+    balance = ctx.spec.leader_balance
+    # After replicas moved, every partition goes back to its preferred leader, not only those of brokers above
+    # the threshold: scaling promises new brokers their full share of leaders.
+    threshold = 0 if leaders_pending else balance.imbalance_threshold_percent
+    return roll.next_step(obs, restore_leaders=balance.mode is LeaderBalanceMode.OPERATOR,
+                          threshold_percent=threshold)
+
+
+def _step_actions(step: roll.Step) -> tuple[Action, ...]:
+    if isinstance(step, roll.Restart):
+        return (RestartNode(step.node, step.reason, step.message),)
+    if isinstance(step, roll.ElectLeaders):
+        return (ElectLeaders(step.partitions, step.message),)
+    if isinstance(step, roll.Blocked):
+        return (Announce("RollBlocked", step.message, warning=True),)
+    return ()
+
+
+def _result(step: roll.Step) -> PassResult:
+    return {roll.Restart: PassResult.RESTARTED, roll.ElectLeaders: PassResult.ELECTED,
+            roll.Blocked: PassResult.BLOCKED, roll.Done: PassResult.RECONCILED}.get(type(step), PassResult.WAITING)
+
+
+def plan(ctx: ClusterContext, obs: ClusterObservation, facts: Facts) -> ClusterPlan:
+    """Everything this pass does, and the status it writes."""
+    scale = _scale(ctx, obs, facts)
+    formed = _quorum_formed(ctx, obs)
+    sized = replace(ctx, sizes=Sizes(scale.brokers, scale.controllers),
+                    # once formed, a node formatting an empty disk joins the existing quorum instead
+                    initial_voters=() if formed else ctx.initial_voters)
+    actions: list[Action] = [ApplyChildren(tuple(children(sized)))]
+    if formed:
+        assert obs.quorum is not None
+        actions.append(Announce("QuorumFormed", f"controller quorum formed with voters "
+                                f"{sorted(v.node_id for v in ctx.initial_voters)}, leader {obs.quorum.leader_id}"))
+    dynamic = _dynamic_config(ctx, obs)
+    if dynamic:
+        actions.append(SetClusterDefaults(dynamic))
+    leaders_pending = facts.leaders_pending
+    if scale.reassign:
+        rate = ctx.spec.leader_balance.replication_throttle_bytes_per_second
+        actions.append(MoveReplicas(scale.reassign, rate, scale.message))
+        leaders_pending = True
+    else:
+        unthrottle = _throttles_to_remove(obs, scale)
+        actions += [unthrottle] if unthrottle else []
+    if scale.remove_voter is not None:
+        actions.append(RemoveVoter(scale.remove_voter))
+    if scale.unregister:
+        actions.append(Unregister(scale.unregister))
+    step = _roll_step(ctx, obs, scale, leaders_pending)
+    if not scale.busy:
+        restore = ctx.spec.leader_balance.mode is LeaderBalanceMode.OPERATOR
+        leaders_pending = leaders_pending and restore and not roll.leaders_settled(obs)
+    actions += _step_actions(step)
+    next_facts = Facts(scale.balanced_for if scale.balanced_for is not None else facts.balanced_for, leaders_pending)
+    conditions = cluster_status.conditions(obs, step, set(range(ctx.spec.brokers.replicas)), scale)
+    status = cluster_status.fields(sized, obs, step, scale, next_facts.balanced_for, next_facts.leaders_pending)
+    busy = bool(ctx.initial_voters) or scale.busy or not isinstance(step, roll.Done)
+    return ClusterPlan(Sizes(scale.brokers, scale.controllers), tuple(actions), step, scale, next_facts, status,
+                       tuple(conditions), _result(step), busy)

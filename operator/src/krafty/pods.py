@@ -1,0 +1,121 @@
+"""Reading Kafka pods: each node's phase and how its pod differs from the template it should run.
+
+Pure functions over the pod and StatefulSet documents the API server returned,
+with the clock passed in, so every case is a table test.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from krafty import naming
+from krafty.decide.configs import diff
+from krafty.model.context import ClusterContext
+from krafty.naming import Pool
+from krafty.observed import ChangeKind, NodeState, PendingChange, PodPhase
+
+RESTART_ANNOTATION = f"{naming.GROUP}/restart"
+REVISION_LABEL = "controller-revision-hash"
+# Pod template fields a user changes through the spec, named in restart reasons when they differ.
+POD_FIELDS = ("terminationGracePeriodSeconds", "affinity", "tolerations", "nodeSelector", "priorityClassName",
+              "topologySpreadConstraints")
+CONTAINER_FIELDS = ("resources", "env")
+ADMISSION_TOLERATION_KEYS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+
+Pod = Mapping[str, Any]
+
+
+def ordinal(pod: Pod) -> int | None:
+    suffix = str(pod["metadata"]["name"]).rsplit("-", 1)[-1]
+    return int(suffix) if suffix.isdigit() else None
+
+
+def _ready(pod: Pod) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def _running(pod: Pod) -> bool:
+    status = pod.get("status") or {}
+    if status.get("phase") != "Running":
+        return False
+    states = [c.get("state") or {} for c in status.get("containerStatuses") or []]
+    return bool(states) and all("running" in s for s in states)
+
+
+def phase(pod: Pod | None, now: datetime.datetime, start_timeout_seconds: int) -> PodPhase:
+    if pod is None:
+        return PodPhase.MISSING
+    if pod["metadata"].get("deletionTimestamp"):
+        return PodPhase.TERMINATING
+    running = _running(pod)
+    if running and _ready(pod):
+        return PodPhase.READY
+    created = datetime.datetime.fromisoformat(str(pod["metadata"]["creationTimestamp"]).replace("Z", "+00:00"))
+    young = (now - created).total_seconds() < start_timeout_seconds
+    if running:
+        return PodPhase.WARMING_UP if young else PodPhase.NOT_READY
+    return PodPhase.STARTING if young else PodPhase.DOWN
+
+
+def _static_config(metadata: Mapping[str, Any]) -> dict[str, str]:
+    raw = (metadata.get("annotations") or {}).get(naming.STATIC_CONFIG_ANNOTATION)
+    return dict(json.loads(raw)) if raw else {}
+
+
+def _without_admission_defaults(running: Sequence[Any], wanted: Sequence[Any]) -> list[Any]:
+    """A pod's tolerations minus the ones the API server adds to every pod (DefaultTolerationSeconds)."""
+    return [t for t in running if t in wanted or not (t.get("key") in ADMISSION_TOLERATION_KEYS
+                                                       and t.get("effect") == "NoExecute")]
+
+
+def pending_changes(pod: Pod, template: Mapping[str, Any]) -> tuple[PendingChange, ...]:
+    """What differs between a running pod and the template it should run."""
+    old, new = _static_config(pod["metadata"]), _static_config(template["metadata"])
+    config = diff(new, old)
+    changes = [PendingChange(ChangeKind.CONFIG, key, old.get(key), value)
+               for key, value in sorted({**config.set, **dict.fromkeys(config.unset)}.items())]
+    pod_container = ((pod.get("spec") or {}).get("containers") or [{}])[0]
+    template_container = template["spec"]["containers"][0]
+    if pod_container.get("image") != template_container.get("image"):
+        changes.append(PendingChange(ChangeKind.IMAGE, "image", pod_container.get("image"),
+                                     template_container.get("image")))
+    for name in CONTAINER_FIELDS:
+        if (pod_container.get(name) or {}) != (template_container.get(name) or {}):
+            changes.append(PendingChange(ChangeKind.CONTAINER, name, None, None))
+    pod_spec, template_spec = pod.get("spec") or {}, template.get("spec") or {}
+    for name in POD_FIELDS:
+        running, wanted = pod_spec.get(name), template_spec.get(name)
+        if name == "tolerations":
+            running = _without_admission_defaults(running or [], wanted or []) or None
+        if running != wanted:
+            changes.append(PendingChange(ChangeKind.POD, name, str(running), str(wanted)))
+    return tuple(changes)
+
+
+def node_states(ctx: ClusterContext, statefulsets: Mapping[Pool, Mapping[str, Any] | None],
+                pods: Sequence[Pod], registered: set[int], now: datetime.datetime) -> tuple[NodeState, ...]:
+    """Every node of the pools ctx runs, plus any pod left beyond them (being removed)."""
+    timeout = ctx.spec.restarts.node_ready_timeout_seconds
+    nodes = []
+    for pool in ctx.pools():
+        sts = statefulsets.get(pool) or {}
+        update_revision = (sts.get("status") or {}).get("updateRevision")
+        template = (sts.get("spec") or {}).get("template")
+        by_ordinal = {ordinal(p): p for p in pods if (p["metadata"].get("labels") or {}).get(naming.ROLE_LABEL)
+                      == pool.value and ordinal(p) is not None}
+        for index in sorted(set(range(ctx.replicas(pool))) | {o for o in by_ordinal if o is not None}):
+            pod = by_ordinal.get(index)
+            node_id = naming.node_id(pool, index)
+            revision = (pod["metadata"].get("labels") or {}).get(REVISION_LABEL) if pod else None
+            current = pod is None or update_revision is None or revision == update_revision
+            annotations = (pod["metadata"].get("annotations") or {}) if pod else {}
+            nodes.append(NodeState(
+                node_id=node_id, pool=pool, pod=naming.pod(ctx.name, pool, index), roles=ctx.roles(pool, index),
+                phase=phase(pod, now, timeout), revision_current=current,
+                restart_requested=bool(annotations.get(RESTART_ANNOTATION)), registered=node_id in registered,
+                pending=pending_changes(pod, template) if pod and template and not current else ()))
+    return tuple(nodes)

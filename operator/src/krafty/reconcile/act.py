@@ -1,0 +1,113 @@
+"""Carrying out a cluster plan: each action in order, each logged and emitted as an Event.
+
+Nothing here decides: every action says what to do and why (krafty.plan).
+An action Kafka cannot carry out now is reported (a warning Event) and the
+rest still run; the next pass plans again from what it then reads.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from krafty import metrics, naming
+from krafty import plan as planned
+from krafty.clients import kraft
+from krafty.clients.errors import KafkaUnavailable
+from krafty.clients.kafka_admin import KafkaAdmin
+from krafty.clients.kube import Kube
+from krafty.kraft_wire import KafkaProtocolError
+from krafty.model.context import ClusterContext
+
+log = logging.getLogger(__name__)
+CLUSTER_SCOPED = {"ClusterRoleBinding"}
+
+
+class Actor:
+    def __init__(self, kube: Kube, admin: KafkaAdmin, controllers: str, ctx: ClusterContext,
+                 body: dict[str, Any]) -> None:
+        self.kube = kube
+        self.admin = admin
+        self.controllers = controllers
+        self.ctx = ctx
+        self.body = body
+        self._steps: dict[type, Callable[[Any], None]] = {
+            planned.ApplyChildren: self._apply_children, planned.Announce: self._announce,
+            planned.SetClusterDefaults: self._set_defaults, planned.MoveReplicas: self._move,
+            planned.RemoveThrottles: self._unthrottle, planned.RemoveVoter: self._remove_voter,
+            planned.Unregister: self._unregister, planned.RestartNode: self._restart,
+            planned.ElectLeaders: self._elect,
+        }
+
+    def run(self, actions: Iterable[planned.Action]) -> int:
+        """Carries out the actions in order; returns how many Kafka could not carry out."""
+        failed = 0
+        for action in actions:
+            try:
+                self._steps[type(action)](action)
+            except (KafkaUnavailable, KafkaProtocolError) as error:
+                failed += 1
+                self.say(f"{type(action).__name__}Failed", f"not done this pass: {error}", warning=True)
+        return failed
+
+    def say(self, reason: str, message: str, warning: bool = False) -> None:
+        """A decision or its outcome, in the operator's log and as an Event on the KafkaCluster."""
+        log.log(logging.WARNING if warning else logging.INFO, "%s/%s: %s: %s", self.ctx.namespace, self.ctx.name,
+                reason, message)
+        self.kube.event(self.body, naming.CLUSTER_KIND, reason, message, warning=warning)
+
+    # -- the steps ------------------------------------------------------------------------
+    def _apply_children(self, action: planned.ApplyChildren) -> None:
+        for child in action.children:
+            if child.desired is None:
+                self.kube.delete(child.kind, child.name, None if child.kind in CLUSTER_SCOPED else self.ctx.namespace)
+            else:
+                self.kube.apply(child.desired)
+
+    def _announce(self, action: planned.Announce) -> None:
+        self.say(action.reason, action.message, action.warning)
+
+    def _set_defaults(self, action: planned.SetClusterDefaults) -> None:
+        self.admin.alter_dynamic_cluster_defaults(dict(action.changes.set), action.changes.unset)
+        self.say("DynamicConfigApplied", "applied without a restart: " + ", ".join(action.changes.describe()))
+
+    def _move(self, action: planned.MoveReplicas) -> None:
+        rate = str(action.throttle_rate)
+        self.admin.alter_dynamic_cluster_defaults(dict.fromkeys(naming.THROTTLE_RATE_KEYS, rate), [])
+        self.admin.alter_topic_configs({t: dict.fromkeys(naming.THROTTLED_REPLICAS_KEYS, "*") for t in action.topics})
+        errors = kraft.alter_reassignments(self.admin.bootstrap_servers, action.reassign)
+        message = (f"{action.message}; replication throttled to {action.throttle_rate // 2**20} MiB/s per broker"
+                   + (f"; refused for {len(errors)}: {'; '.join(list(errors.values())[:3])}" if errors else ""))
+        self.say("ReplicasMoving", message, warning=bool(errors))
+
+    def _unthrottle(self, action: planned.RemoveThrottles) -> None:
+        self.admin.alter_topic_configs({t: dict.fromkeys(naming.THROTTLED_REPLICAS_KEYS) for t in action.topics})
+        self.admin.alter_dynamic_cluster_defaults({}, naming.THROTTLE_RATE_KEYS)
+        self.say("ReplicasMoved", f"replica moves finished; throttles removed from {len(action.topics)} topics")
+
+    def _remove_voter(self, action: planned.RemoveVoter) -> None:
+        voter = action.voter
+        kraft.remove_voter(self.controllers, self.ctx.cluster_id, voter.node_id, voter.directory_id)
+        self.say("VoterRemoved", f"controller {voter.node_id} removed from the KRaft voters")
+
+    def _unregister(self, action: planned.Unregister) -> None:
+        for broker in action.brokers:
+            try:
+                kraft.unregister_broker(self.controllers, broker)
+            except KafkaProtocolError as error:
+                if error.error_name != "BROKER_ID_NOT_REGISTERED":
+                    raise
+            self.say("BrokerUnregistered", f"broker {broker} removed from the cluster metadata")
+
+    def _restart(self, action: planned.RestartNode) -> None:
+        self.say(f"Restart{action.reason.value}", f"restarting {action.node.pod}: {action.message}")
+        self.kube.delete("Pod", action.node.pod, self.ctx.namespace)
+        metrics.RESTARTS.labels(self.ctx.namespace, self.ctx.name, action.reason.value).inc()
+
+    def _elect(self, action: planned.ElectLeaders) -> None:
+        failed = self.admin.elect_preferred(action.partitions)
+        message = f"preferred leader elected for {len(action.partitions) - len(failed)} partitions ({action.message})"
+        if failed:
+            message += f"; not possible yet for {len(failed)}: {'; '.join(list(failed.values())[:3])}"
+        self.say("LeadersRebalanced", message)

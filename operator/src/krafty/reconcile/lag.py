@@ -1,0 +1,63 @@
+"""The lag pass: consumer lag of every group of one cluster (Spark jobs' included: their listener
+commits offsets), with its own Kafka clients so that it never holds up a cluster pass."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from krafty import metrics
+from krafty.clients.errors import KafkaUnavailable
+from krafty.clients.lag import LagReader
+from krafty.decide.lag import PartitionLag, partition_lag, unreadable
+
+log = logging.getLogger(__name__)
+LAG_INTERVAL = 10.0
+
+# (namespace, cluster) -> the bootstrap address, or None when the cluster is gone
+Locate = Callable[[str, str], str | None]
+
+
+class LagPass:
+    def __init__(self, locate: Locate) -> None:
+        self._locate = locate
+        self._readers: dict[tuple[str, str], LagReader] = {}
+        self._last: dict[tuple[str, str], list[PartitionLag]] = {}
+        self._lock = threading.Lock()
+
+    def reconcile(self, namespace: str, cluster: str) -> float | None:
+        bootstrap = self._locate(namespace, cluster)
+        if bootstrap is None:
+            self.release(namespace, cluster)
+            return None
+        key = (namespace, cluster)
+        previous = self._last.get(key, [])
+        try:
+            entries = partition_lag(self._reader(key, bootstrap).read(), previous)
+        except KafkaUnavailable as error:
+            log.info("lag of %s/%s unreadable: %s", namespace, cluster, error)
+            entries = unreadable(previous)
+        unknown = sum(not e.known for e in entries)
+        if unknown:
+            log.info("lag of %s/%s: %d of %d group partitions unreadable", namespace, cluster, unknown, len(entries))
+        self._last[key] = entries
+        metrics.COLLECTOR.set_lag(namespace, cluster, entries)
+        return LAG_INTERVAL
+
+    def _reader(self, key: tuple[str, str], bootstrap: str) -> LagReader:
+        with self._lock:
+            reader = self._readers.get(key)
+            if reader is None or reader.bootstrap_servers != bootstrap:
+                if reader is not None:
+                    reader.close()
+                reader = self._readers[key] = LagReader(bootstrap)
+            return reader
+
+    def release(self, namespace: str, cluster: str) -> None:
+        """Forgets a deleted cluster: its report and its clients."""
+        self._last.pop((namespace, cluster), None)
+        with self._lock:
+            reader = self._readers.pop((namespace, cluster), None)
+        if reader is not None:
+            reader.close()

@@ -1,0 +1,45 @@
+"""The one status writer for KafkaClusters and Topics, and the one clock their conditions use."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from krafty.clients.kube import Kube
+from krafty.decide.status import Condition, merge_conditions
+
+
+def now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+def timestamp(moment: datetime.datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def write(kube: Kube, kind: str, body: Mapping[str, Any], fields: Mapping[str, Any],
+          conditions: Iterable[Condition], moment: datetime.datetime) -> bool:
+    """Writes status: the given fields, observedGeneration, and the conditions merged with the old ones
+    (conditions of other types are kept). Nothing is written when nothing changed; returns whether it was."""
+    meta = body["metadata"]
+    before = body.get("status") or {}
+    old = before.get("conditions") or []
+    generation = meta.get("generation") or 0
+    new = list(conditions)
+    kept = [c for c in old if c.get("type") not in {x.type for x in new}]
+    status = {**fields, "observedGeneration": generation,
+              "conditions": kept + merge_conditions(old, new, timestamp(moment), generation)}
+    if all(before.get(key) == _stored(value) for key, value in status.items()):
+        return False
+    kube.patch_status(kind, meta["name"], meta["namespace"], status)
+    return True
+
+
+def _stored(value: Any) -> Any:
+    """A value as the API server keeps it after a merge patch: keys set to None are gone."""
+    if isinstance(value, Mapping):
+        return {k: _stored(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_stored(v) for v in value]
+    return value

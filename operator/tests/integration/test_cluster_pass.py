@@ -1,0 +1,153 @@
+"""The KafkaCluster pass against real brokers and a real API server: observe once, plan, act.
+
+The KafkaCluster, its StatefulSets and pods live in a real kube-apiserver. It
+has no node, so the test creates the pods a StatefulSet controller would and
+marks them ready as a kubelet would. Kafka is three controllers and three
+brokers as real KRaft processes, reached through the operator's endpoint
+setting for running outside Kubernetes. Every check reads Kafka or the API
+server itself.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+import kubernetes
+import pytest
+from prometheus_client import REGISTRY
+
+from krafty import naming
+from krafty.clients.kube import Kube
+from krafty.naming import Pool
+from krafty.plan import PassResult
+from krafty.reconcile.cluster import ClusterReconciler, Endpoints, Outcome, Settings
+from krafty_testkit.apiserver import LocalApiServer
+from krafty_testkit.local_kafka import Layout, LocalKafkaCluster
+
+from ..conftest import CRDS
+
+NS = "pass"
+CLUSTER = "local"
+SPEC = {"brokers": {"replicas": 3, "config": {"log.retention.ms": "86400000"}},
+        "controllers": {"mode": "dedicated", "replicas": 3}, "topicDefaults": {"partitions": 2}}
+
+
+@pytest.fixture(scope="module")
+def kafka(local_kafka_module) -> LocalKafkaCluster:
+    return local_kafka_module(Layout.dedicated(3, 3))
+
+
+@pytest.fixture(scope="module")
+def kube(apiserver: LocalApiServer) -> Kube:
+    apiserver.kubectl("apply", "--server-side", "-f", str(CRDS))
+    apiserver.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+    apiserver.kubectl("create", "namespace", NS, check=False)
+    apiserver.apply({"apiVersion": naming.API_VERSION, "kind": naming.CLUSTER_KIND,
+                     "metadata": {"name": CLUSTER, "namespace": NS}, "spec": SPEC})
+    return Kube(kubernetes.config.new_client_from_config(config_file=str(apiserver.kubeconfig)))
+
+
+@pytest.fixture(scope="module")
+def reconciler(kube: Kube, kafka: LocalKafkaCluster) -> ClusterReconciler:
+    return ClusterReconciler(kube, Settings("krafty/kafka:test", endpoints=Endpoints(
+        kafka.bootstrap_servers, kafka.controller_bootstrap_servers)))
+
+
+def _ready_pod(apiserver: LocalApiServer, pool: Pool, ordinal: int) -> None:
+    """What the StatefulSet controller and the kubelet would make of one node."""
+    name = naming.pod(CLUSTER, pool, ordinal)
+    apiserver.apply({"apiVersion": "v1", "kind": "Pod",
+                     "metadata": {"name": name, "namespace": NS, "labels": naming.labels(CLUSTER, pool)},
+                     "spec": {"containers": [{"name": "kafka", "image": "krafty/kafka:test"}]}})
+    status = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}],
+              "containerStatuses": [{"name": "kafka", "ready": True, "restartCount": 0, "image": "krafty/kafka:test",
+                                     "imageID": "", "state": {"running": {"startedAt": "2026-11-23T00:00:00Z"}}}]}
+    apiserver.kubectl("patch", "pod", name, "-n", NS, "--subresource=status", "--type=merge",
+                      "-p", json.dumps({"status": status}))
+
+
+@pytest.fixture(scope="module")
+def calm(apiserver: LocalApiServer, kube: Kube, reconciler: ClusterReconciler) -> Outcome:
+    """The cluster after its first passes: children made, pods ready, dynamic config applied, quorum formed."""
+    first = reconciler.reconcile(_body(kube))
+    assert first.busy, first
+    for pool in Pool:
+        for ordinal in range(3):
+            _ready_pod(apiserver, pool, ordinal)
+    outcome = first
+    for _ in range(10):
+        outcome = reconciler.reconcile(_body(kube))
+        if not outcome.busy:
+            break
+    return outcome
+
+
+def _body(kube: Kube) -> dict[str, Any]:
+    body = kube.get(naming.CLUSTER_KIND, CLUSTER, NS)
+    assert body is not None
+    return body
+
+
+def _counts(name: str) -> Counter[tuple[str, ...]]:
+    out: Counter[tuple[str, ...]] = Counter()
+    for metric in REGISTRY.collect():
+        if metric.name == name:
+            for sample in metric.samples:
+                if sample.name.endswith("_total"):
+                    out[tuple(sample.labels.values())] += int(sample.value)
+    return out
+
+
+def test_the_first_passes_bring_the_cluster_to_ready(calm: Outcome, kube: Kube, kafka: LocalKafkaCluster):
+    assert (calm.result, calm.busy) == (PassResult.RECONCILED, False)
+    status = _body(kube)["status"]
+    conditions = {c["type"]: (c["status"], c["reason"]) for c in status["conditions"]}
+    assert conditions == {"Ready": ("True", "ClusterReady"), "Progressing": ("False", "Reconciled"),
+                          "Degraded": ("False", "AsExpected")}
+    assert status["readyBrokers"] == 3
+    assert status["quorum"]["voters"] == [1000, 1001, 1002]
+    # The spec's dynamic broker config went to Kafka without a restart, and Kafka's own tool shows it
+    shown = kafka.tool("kafka-configs.sh", "--bootstrap-server", kafka.bootstrap_servers, "--describe",
+                       "--entity-type", "brokers", "--entity-default").stdout
+    assert "log.retention.ms=86400000" in shown
+    # The first voters' list was retired once the quorum had formed
+    config = kube.get("ConfigMap", naming.config_map(CLUSTER), NS)
+    assert config is not None
+    assert config["data"][naming.INITIAL_CONTROLLERS_KEY] == ""
+
+
+def test_a_calm_pass_reads_each_object_and_each_kafka_fact_once(calm: Outcome, kube: Kube,
+                                                               reconciler: ClusterReconciler):
+    body = _body(kube)
+    kube_before, kafka_before = _counts("krafty_kube_requests"), _counts("krafty_kafka_requests")
+    outcome = reconciler.reconcile(body)
+    kube_calls = _counts("krafty_kube_requests") - kube_before
+    kafka_calls = _counts("krafty_kafka_requests") - kafka_before
+    print("\nKubernetes requests of one calm pass:", dict(sorted(kube_calls.items())))
+    print("Kafka calls of one calm pass:", dict(sorted(kafka_calls.items())))
+    assert outcome.result is PassResult.RECONCILED
+    reads = {key: n for key, n in kube_calls.items() if key[0] in ("get", "list")}
+    assert reads == {("get", "ConfigMap"): 1, ("get", "StatefulSet"): 2, ("list", "Pod"): 1}
+    assert ("patch-status", naming.CLUSTER_KIND) not in kube_calls  # nothing changed: nothing written
+    assert kafka_calls == {("DescribeCluster",): 1, ("ListPartitionReassignments",): 1, ("topic_state",): 1,
+                           ("topic_configs",): 1, ("dynamic_cluster_defaults",): 1, ("DescribeQuorum",): 1}
+
+
+def test_a_dynamic_config_change_reaches_kafka_in_one_pass_without_a_restart(
+        calm: Outcome, apiserver: LocalApiServer, kube: Kube, reconciler: ClusterReconciler,
+        kafka: LocalKafkaCluster):
+    # Given a spec change of a key Kafka changes at runtime
+    apiserver.kubectl("patch", "kafkacluster", CLUSTER, "-n", NS, "--type=merge",
+                      "-p", json.dumps({"spec": {"brokers": {"config": {"log.retention.ms": "3600000"}}}}))
+    pids = kafka.pids()
+    # When one pass runs
+    reconciler.reconcile(_body(kube))
+    # Then Kafka has it, no broker process restarted, and the cluster says what it did
+    shown = kafka.tool("kafka-configs.sh", "--bootstrap-server", kafka.bootstrap_servers, "--describe",
+                       "--entity-type", "brokers", "--entity-default").stdout
+    assert "log.retention.ms=3600000" in shown
+    assert kafka.pids() == pids
+    events = kube.list("Event", NS)
+    assert any(e["reason"] == "DynamicConfigApplied" and "log.retention.ms=3600000" in e["message"] for e in events)

@@ -1,0 +1,270 @@
+"""The whole cluster pass as a table: an observation in, the plan out (actions, status, conditions).
+
+Each case is what the pass would see on a real cluster at one moment; none
+touches Kafka or Kubernetes, so the table runs in milliseconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from krafty import naming
+from krafty.decide.configs import ConfigDiff
+from krafty.model.context import ClusterContext, Sizes, Voter
+from krafty.naming import Pool
+from krafty.observed import (
+    BrokerRegistration,
+    ChangeKind,
+    ClusterObservation,
+    NodeState,
+    PartitionState,
+    PendingChange,
+    PodPhase,
+    QuorumState,
+    VoterState,
+)
+from krafty.plan import (
+    Announce,
+    ApplyChildren,
+    ElectLeaders,
+    Facts,
+    Held,
+    MoveReplicas,
+    PassResult,
+    RemoveThrottles,
+    RemoveVoter,
+    RestartNode,
+    SetClusterDefaults,
+    Unregister,
+    admit,
+    plan,
+)
+from krafty.render.kafka_config import dynamic_broker_config
+
+from ..conftest import context, example
+
+BROKERS = (0, 1, 2)
+CONTROLLERS = (1000, 1001, 1002)
+
+
+def ctx(brokers: int = 3, controllers: int = 3, formed: bool = True) -> ClusterContext:
+    spec = example("kafkacluster-dedicated.yaml")["spec"]
+    spec["brokers"]["replicas"] = brokers
+    spec["controllers"]["replicas"] = controllers
+    made = context(spec, name="prod")
+    return made if not formed else replace(made, initial_voters=())
+
+
+def node(node_id: int, phase: PodPhase = PodPhase.READY, outdated: bool = False) -> NodeState:
+    pool, ordinal = naming.pool_and_ordinal(node_id)
+    pending = (PendingChange(ChangeKind.CONFIG, "num.io.threads", "8", "16"),) if outdated else ()
+    return NodeState(node_id, pool, naming.pod("prod", pool, ordinal), (pool.value,), phase, not outdated,
+                     registered=pool is Pool.BROKER and phase is PodPhase.READY, pending=pending)
+
+
+def partitions(brokers: tuple[int, ...] = BROKERS, count: int = 6, isr_without: int | None = None,
+               min_isr: int = 2) -> tuple[PartitionState, ...]:
+    out = []
+    for p in range(count):
+        replicas = tuple(brokers[(p + i) % len(brokers)] for i in range(3))
+        isr = tuple(b for b in replicas if b != isr_without)
+        out.append(PartitionState("t", p, replicas[0] if replicas[0] in isr else isr[0], replicas, isr, min_isr))
+    return tuple(out)
+
+
+def quorum(voters: tuple[int, ...] = CONTROLLERS, lagging: int | None = None, leader: int = 1001) -> QuorumState:
+    return QuorumState(leader, 7, tuple(VoterState(v, f"dir-{v}", 50_000 if v == lagging else 0) for v in voters))
+
+
+def observe(c: ClusterContext, nodes: list[NodeState] | None = None, **overrides: Any) -> ClusterObservation:
+    nodes = nodes if nodes is not None else [node(i) for i in (*CONTROLLERS, *BROKERS)]
+    brokers = [n for n in nodes if n.pool is Pool.BROKER]
+    base: dict[str, Any] = {
+        "partitions": partitions(), "quorum": quorum(),
+        "statefulset_replicas": {Pool.BROKER: len(brokers), Pool.CONTROLLER: len(nodes) - len(brokers)},
+        "reassignments": {},
+        "registrations": tuple(BrokerRegistration(n.node_id, not n.registered) for n in brokers),
+        "cluster_defaults": dynamic_broker_config(c), "throttled_topics": frozenset(),
+    }
+    base.update(overrides)
+    return ClusterObservation(tuple(nodes), **base)
+
+
+def kinds(actions: tuple[Any, ...]) -> list[str]:
+    return [type(a).__name__ for a in actions]
+
+
+def statefulset_replicas(actions: tuple[Any, ...], pool: Pool) -> int | None:
+    apply = next(a for a in actions if isinstance(a, ApplyChildren))
+    child = next(c for c in apply.children if c.kind == "StatefulSet" and c.name == naming.statefulset("prod", pool))
+    return None if child.desired is None else int(child.desired["spec"]["replicas"])
+
+
+def test_a_calm_cluster_applies_its_children_and_does_nothing_else():
+    c = ctx()
+    result = plan(c, observe(c), Facts(BROKERS))
+    assert kinds(result.actions) == ["ApplyChildren"]
+    assert (result.result, result.busy) == (PassResult.RECONCILED, False)
+    assert [(x.type, x.status, x.reason) for x in result.conditions] == [
+        ("Ready", True, "ClusterReady"), ("Progressing", False, "Reconciled"), ("Degraded", False, "AsExpected")]
+    assert result.status["readyBrokers"] == 3
+    assert result.status["partitions"]["underReplicated"] == 0
+
+
+def test_scale_up_midway_grows_the_statefulset_without_rewriting_the_spec():
+    # Given 3 -> 5 brokers asked for while the StatefulSet still runs 3
+    c = ctx(brokers=5)
+    result = plan(c, observe(c), Facts(BROKERS))
+    # Then the StatefulSet is rendered with 5, and the spec still says 5 (nothing rewritten)
+    assert result.sizes == Sizes(5, 3)
+    assert statefulset_replicas(result.actions, Pool.BROKER) == 5
+    assert c.spec.brokers.replicas == 5
+    # And once the new brokers registered, replicas move onto them, throttled, and leaders go back after
+    grown = [node(i) for i in (*CONTROLLERS, 0, 1, 2, 3, 4)]
+    moving = plan(c, observe(c, grown), Facts(BROKERS))
+    [move] = [a for a in moving.actions if isinstance(a, MoveReplicas)]
+    assert {b for replicas in move.reassign.values() for b in replicas} >= {3, 4}
+    assert move.throttle_rate == c.spec.leader_balance.replication_throttle_bytes_per_second
+    assert moving.facts.leaders_pending
+    assert moving.status["scaling"]["phase"] == "Rebalancing"
+    assert moving.busy
+
+
+def test_scale_down_midway_keeps_the_running_size_until_the_brokers_are_emptied():
+    # Given 5 -> 3 asked for, with replicas still on brokers 3 and 4
+    c = ctx(brokers=3)
+    five = [node(i) for i in (*CONTROLLERS, 0, 1, 2, 3, 4)]
+    result = plan(c, observe(c, five, partitions=partitions((0, 1, 2, 3, 4))), Facts((0, 1, 2, 3, 4)))
+    # Then the StatefulSet keeps 5 this pass, replicas move off 3 and 4, and the spec keeps asking for 3
+    assert statefulset_replicas(result.actions, Pool.BROKER) == 5
+    [move] = [a for a in result.actions if isinstance(a, MoveReplicas)]
+    assert all(set(r) <= set(BROKERS) for r in move.reassign.values())
+    assert result.status["scaling"]["phase"] == "MovingReplicas"
+
+
+def test_a_roll_blocked_by_a_partition_says_which_and_restarts_nothing():
+    # Given broker 0 to restart, and broker 1 out of the ISR of partitions it shares with 0 (min ISR 2)
+    c = ctx()
+    nodes = [node(i) for i in CONTROLLERS] + [node(0, outdated=True), node(1, PodPhase.DOWN), node(2)]
+    result = plan(c, observe(c, nodes, partitions=partitions(isr_without=1)), Facts(BROKERS))
+    assert not [a for a in result.actions if isinstance(a, RestartNode)]
+    [blocked] = [a for a in result.actions if isinstance(a, Announce)]
+    assert (blocked.reason, blocked.warning) == ("RollBlocked", True)
+    assert "would drop below min.insync.replicas=2" in blocked.message
+    degraded = next(x for x in result.conditions if x.type == "Degraded")
+    assert (degraded.status, degraded.reason) == (True, "RollBlocked")
+    assert result.result is PassResult.BLOCKED
+
+
+def test_a_roll_restarts_one_node_with_its_reason():
+    c = ctx()
+    nodes = [node(i, outdated=True) for i in CONTROLLERS] + [node(i) for i in BROKERS]
+    result = plan(c, observe(c, nodes), Facts(BROKERS))
+    [restart] = [a for a in result.actions if isinstance(a, RestartNode)]
+    assert restart.node.node_id == 1000  # a follower controller first, the active one (1001) last
+    assert "num.io.threads=16" in restart.message
+    assert result.status["roll"]["pending"] == ["prod-controller-0", "prod-controller-2", "prod-controller-1"]
+
+
+def test_a_quorum_change_in_flight_removes_the_stopped_voter_and_waits_for_the_rest():
+    # Given controllers 5 -> 3 with controller 1004 already stopped but still a voter
+    c = ctx(controllers=3)
+    nodes = [node(i) for i in (1000, 1001, 1002, 1003, *BROKERS)]
+    voters = quorum((1000, 1001, 1002, 1003, 1004))
+    result = plan(c, observe(c, nodes, quorum=voters, statefulset_replicas={Pool.BROKER: 3, Pool.CONTROLLER: 4}),
+                  Facts(BROKERS))
+    [remove] = [a for a in result.actions if isinstance(a, RemoveVoter)]
+    assert remove.voter.node_id == 1004
+    assert result.busy
+    # And while a voter lags, the quorum does not change
+    lagging = plan(c, observe(c, nodes, quorum=quorum((1000, 1001, 1002, 1003, 1004), lagging=1000),
+                              statefulset_replicas={Pool.BROKER: 3, Pool.CONTROLLER: 4}), Facts(BROKERS))
+    assert not [a for a in lagging.actions if isinstance(a, RemoveVoter)]
+    assert "not caught up" in lagging.status["scaling"]["message"]
+
+
+def test_kafka_unreachable_changes_nothing_in_kafka_and_says_why():
+    c = ctx()
+    nodes = [node(i) for i in CONTROLLERS] + [node(0, outdated=True), node(1), node(2)]
+    result = plan(c, observe(c, nodes, partitions=None, kafka_error="no server answered", reassignments=None,
+                             cluster_defaults=None, throttled_topics=None), Facts(BROKERS))
+    assert kinds(result.actions) == ["ApplyChildren"]  # no broker restarts without seeing the partitions
+    ready = result.conditions[0]
+    assert (ready.status, ready.reason) == (False, "KafkaUnreachable")
+    assert "no server answered" in ready.message
+    assert result.busy
+
+
+def test_a_formed_quorum_retires_the_first_voters_list():
+    c = replace(ctx(formed=False), initial_voters=tuple(Voter(v, f"dir-{v}") for v in CONTROLLERS))
+    result = plan(c, observe(c), Facts(BROKERS))
+    [formed] = [a for a in result.actions if isinstance(a, Announce)]
+    assert formed.reason == "QuorumFormed"
+    apply = next(a for a in result.actions if isinstance(a, ApplyChildren))
+    config = next(x for x in apply.children if x.name == naming.config_map("prod"))
+    assert config.desired is not None
+    assert config.desired["data"][naming.INITIAL_CONTROLLERS_KEY] == ""
+    # While a first voter has not caught up, the list stays
+    forming = plan(c, observe(c, quorum=quorum(lagging=1002)), Facts(BROKERS))
+    assert not [a for a in forming.actions if isinstance(a, Announce)]
+    assert forming.busy
+
+
+def test_dynamic_config_differences_are_applied_without_a_restart_and_throttles_are_left_alone():
+    c = ctx()
+    live = {**dynamic_broker_config(c), "log.retention.ms": "1", "log.cleaner.threads": "4",
+            naming.THROTTLE_RATE_KEYS[0]: "100"}
+    result = plan(c, observe(c, cluster_defaults=live, reassignments={("t", 0): object()}), Facts(BROKERS))
+    [change] = [a for a in result.actions if isinstance(a, SetClusterDefaults)]
+    assert change.changes == ConfigDiff({"log.retention.ms": "259200000"}, ("log.cleaner.threads",))
+
+
+def test_throttles_left_from_finished_moves_are_removed():
+    c = ctx()
+    live = {**dynamic_broker_config(c), naming.THROTTLE_RATE_KEYS[0]: "100"}
+    result = plan(c, observe(c, cluster_defaults=live, throttled_topics=frozenset({"t"})), Facts(BROKERS))
+    assert [a for a in result.actions if isinstance(a, RemoveThrottles)] == [RemoveThrottles(("t",))]
+    # but never while a move is in flight
+    moving = plan(c, observe(c, cluster_defaults=live, throttled_topics=frozenset({"t"}),
+                             reassignments={("t", 0): object()}), Facts(BROKERS))
+    assert not [a for a in moving.actions if isinstance(a, RemoveThrottles)]
+
+
+def test_removed_brokers_still_registered_are_unregistered():
+    c = ctx()
+    registrations = (*(BrokerRegistration(b, False) for b in BROKERS), BrokerRegistration(3, True))
+    result = plan(c, observe(c, registrations=registrations), Facts(BROKERS))
+    assert [a for a in result.actions if isinstance(a, Unregister)] == [Unregister((3,))]
+    assert result.status["scaling"]["pendingUnregister"] == [3]
+
+
+def test_leaders_go_back_after_a_restart_before_the_next_one():
+    c = ctx()
+    off = tuple(replace(p, leader=p.replicas[1]) if p.preferred_leader == 0 else p for p in partitions())
+    nodes = [node(i) for i in CONTROLLERS] + [node(0), node(1, outdated=True), node(2)]
+    result = plan(c, observe(c, nodes, partitions=off), Facts(BROKERS))
+    [elect] = [a for a in result.actions if isinstance(a, ElectLeaders)]
+    assert {p.preferred_leader for p in off if (p.topic, p.partition) in elect.partitions} == {0}
+    assert result.result is PassResult.ELECTED
+
+
+@pytest.mark.parametrize(("body", "result", "reason"), [
+    ({"metadata": {"annotations": {naming.PAUSED_ANNOTATION: "true"}}, "spec": {"brokers": {"replicas": 3}}},
+     PassResult.PAUSED, "Paused"),
+    ({"metadata": {}, "spec": {"brokers": {"replicas": 3, "config": {"num.io.threads": "-4"}}}},
+     PassResult.INVALID, "InvalidSpec"),
+    ({"metadata": {}, "spec": {"brokers": {"replicaz": 3}}}, PassResult.INVALID, "InvalidSpec"),
+])
+def test_a_paused_cluster_or_an_invalid_spec_stops_the_pass_before_it_observes(body, result, reason):
+    held = admit(body)
+    assert isinstance(held, Held)
+    assert held.result is result
+    assert held.conditions[0].reason == reason
+
+
+def test_a_valid_spec_is_admitted():
+    assert admit({"metadata": {}, "spec": {"brokers": {"replicas": 3}}}) == ctx().spec.__class__.model_validate(
+        {"brokers": {"replicas": 3}})

@@ -1,0 +1,86 @@
+"""Reading Kafka pods: each node's phase, and what differs between a pod and its template (and nothing else)."""
+
+from __future__ import annotations
+
+import datetime
+import json
+from typing import Any
+
+import pytest
+import yaml
+
+from krafty import naming
+from krafty.observed import ChangeKind, PendingChange, PodPhase
+from krafty.pods import pending_changes, phase
+
+from ..conftest import CRDS
+
+NOW = datetime.datetime(2026, 11, 23, 12, 0, tzinfo=datetime.UTC)
+ADMITTED = [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute",
+             "tolerationSeconds": 300},
+            {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute",
+             "tolerationSeconds": 300}]
+
+
+def pod(config: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
+    annotations = {naming.STATIC_CONFIG_ANNOTATION: json.dumps(config)} if config is not None else {}
+    return {"metadata": {"annotations": annotations}, "spec": {"containers": [{"image": "krafty/kafka:1"}], **spec}}
+
+
+def running_pod(age_seconds: int, *, running: bool, ready: bool, deleting: bool = False) -> dict[str, Any]:
+    created = (NOW - datetime.timedelta(seconds=age_seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    state = {"running": {}} if running else {"waiting": {"reason": "CrashLoopBackOff"}}
+    meta: dict[str, Any] = {"name": "c-broker-0", "creationTimestamp": created}
+    if deleting:
+        meta["deletionTimestamp"] = created
+    return {"metadata": meta, "status": {
+        "phase": "Running" if running else "Pending", "containerStatuses": [{"state": state}],
+        "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
+
+
+@pytest.mark.parametrize(("pod_", "expected"), [
+    (None, PodPhase.MISSING),
+    (running_pod(5, running=True, ready=True, deleting=True), PodPhase.TERMINATING),
+    (running_pod(5, running=False, ready=False), PodPhase.STARTING),
+    (running_pod(1000, running=False, ready=False), PodPhase.DOWN),
+    (running_pod(5, running=True, ready=False), PodPhase.WARMING_UP),
+    (running_pod(1000, running=True, ready=False), PodPhase.NOT_READY),
+    (running_pod(1000, running=True, ready=True), PodPhase.READY),
+])
+def test_the_phase_of_a_pod(pod_: dict[str, Any] | None, expected: PodPhase):
+    # Given a start timeout of 900 s, then each pod is in its phase
+    assert phase(pod_, NOW, 900) is expected
+
+
+def test_tolerations_the_api_server_adds_are_not_a_difference():
+    template = pod(terminationGracePeriodSeconds=150)
+    assert pending_changes(pod(terminationGracePeriodSeconds=120, tolerations=ADMITTED), template) == (
+        PendingChange(ChangeKind.POD, "terminationGracePeriodSeconds", "120", "150"),)
+    assert pending_changes(pod(tolerations=ADMITTED), pod()) == ()
+
+
+def test_a_toleration_the_user_adds_is_named():
+    dedicated = {"key": "dedicated", "operator": "Equal", "value": "kafka", "effect": "NoSchedule"}
+    [change] = pending_changes(pod(tolerations=ADMITTED), pod(tolerations=[dedicated]))
+    assert change.describe() == f"pod tolerations None -> {[dedicated]}"
+
+
+def test_config_image_and_container_changes_are_typed():
+    # Given a pod that runs an older image, other restart-only config and other resources
+    running = pod({"num.io.threads": "8", "log.segment.bytes": "1000"})
+    running["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1"}}
+    template = pod({"num.io.threads": "16"}, )
+    template["spec"]["containers"][0]["image"] = "krafty/kafka:2"
+    # Then each difference is one typed change
+    assert pending_changes(running, template) == (
+        PendingChange(ChangeKind.CONFIG, "log.segment.bytes", "1000", None),
+        PendingChange(ChangeKind.CONFIG, "num.io.threads", "8", "16"),
+        PendingChange(ChangeKind.IMAGE, "image", "krafty/kafka:1", "krafty/kafka:2"),
+        PendingChange(ChangeKind.CONTAINER, "resources", None, None),
+    )
+
+
+def test_the_crd_lists_every_phase_a_node_can_be_in():
+    crd = yaml.safe_load((CRDS / "kafkaclusters.kafka.krafty.io.yaml").read_text())
+    nodes = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]["nodes"]
+    assert nodes["items"]["properties"]["phase"]["enum"] == [p.value for p in PodPhase]
