@@ -25,6 +25,12 @@ CLUSTER_LABEL = f"{GROUP}/cluster"
 ROLE_LABEL = f"{GROUP}/pool"
 TOPIC_FINALIZER = f"{GROUP}/topic-deletion"
 
+# Broker config keys the operator sets itself (the CRD's CEL rule on brokers.config lists the same).
+OWNED_BROKER_KEYS = ("node.id", "broker.id", "process.roles", "listeners", "advertised.listeners",
+                     "listener.security.protocol.map", "inter.broker.listener.name", "controller.listener.names",
+                     "log.dirs", "log.dir", "metadata.log.dir", "broker.rack", "cluster.id")
+OWNED_BROKER_PREFIXES = ("controller.quorum.",)
+
 # Replication throttles: set by the operator while it moves replicas, removed after.
 # The dynamic-config and topic reconcilers leave these keys alone.
 THROTTLE_RATE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")

@@ -106,6 +106,48 @@ def check_config(section: str, config: Mapping[str, str], field: str) -> list[Pr
     return problems
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# Replication factors of the topics Kafka makes for itself, each with the min.insync.replicas key that
+# must stay below it.
+_INTERNAL_TOPICS = {"offsets.topic.replication.factor": None,
+                    "transaction.state.log.replication.factor": "transaction.state.log.min.isr",
+                    "share.coordinator.state.topic.replication.factor": "share.coordinator.state.topic.min.isr",
+                    "default.replication.factor": None}
+
+
+def _control_characters(config: Mapping[str, str], field: str) -> list[Problem]:
+    """A newline, tab or other control character belongs in no config key or value."""
+    return [Problem(f"{field}.{key!r}" if _CONTROL.search(key) else f"{field}.{key}",
+                    "contains a control character (newline, tab, ...): not allowed in config keys or values")
+            for key, value in sorted(config.items()) if _CONTROL.search(key) or _CONTROL.search(value)]
+
+
+def _owned_broker_keys(config: Mapping[str, str], field: str) -> list[Problem]:
+    """Keys the operator sets, and settings that would break what it relies on."""
+    problems = [Problem(f"{field}.{key}", "is set by the operator and cannot be overridden")
+                for key in sorted(config) if key in naming.OWNED_BROKER_KEYS
+                or key.startswith(naming.OWNED_BROKER_PREFIXES) or key == "security.inter.broker.protocol"]
+    if config.get("controlled.shutdown.enable", "true").strip().lower() == "false":
+        problems.append(Problem(f"{field}.controlled.shutdown.enable", "must stay true: rolling restarts move "
+                                "leadership off a broker through controlled shutdown before it stops"))
+    return problems
+
+
+def _internal_topics(config: Mapping[str, str], brokers: int, field: str) -> list[Problem]:
+    problems = []
+    for rf_key, min_isr_key in _INTERNAL_TOPICS.items():
+        rf = config.get(rf_key)
+        if rf is None or not rf.strip().lstrip("-").isdigit():
+            continue
+        if int(rf) > brokers:
+            problems.append(Problem(f"{field}.{rf_key}", f"{rf} exceeds the {brokers} brokers: Kafka could not "
+                                                         "create the topic"))
+        min_isr = config.get(min_isr_key) if min_isr_key else None
+        if min_isr is not None and min_isr.strip().isdigit() and int(min_isr) > int(rf):
+            problems.append(Problem(f"{field}.{min_isr_key}", f"{min_isr} exceeds {rf_key} ({rf})"))
+    return problems
+
+
 def _operator_owned(config: Mapping[str, str], field: str) -> list[Problem]:
     """Replication throttles belong to the operator's replica moves: it sets and removes them itself (the
     brokers' throttle rates are not broker configurations at all, so check_config refuses those)."""
@@ -134,7 +176,11 @@ def _heap_problems(field: str, pool: NodePool) -> list[Problem]:
 
 
 def validate_cluster(spec: KafkaClusterSpec) -> list[Problem]:
-    problems = check_config("broker", spec.brokers.config, "spec.brokers.config")
+    config = spec.brokers.config
+    problems = _control_characters(config, "spec.brokers.config")
+    problems += check_config("broker", config, "spec.brokers.config")
+    problems += _owned_broker_keys(config, "spec.brokers.config")
+    problems += _internal_topics(config, spec.brokers.replicas, "spec.brokers.config")
     defaults = spec.topic_defaults
     min_isr = _min_isr_problem("spec.topicDefaults.minInsyncReplicas", defaults.min_insync_replicas,
                                defaults.replication_factor)
@@ -164,6 +210,7 @@ def validate_topic(resource_name: str, spec: TopicSpec, cluster: KafkaClusterSpe
         return [Problem("spec.clusterRef.name", f"KafkaCluster {spec.cluster_ref.name!r} does not exist "
                                                 "in this namespace")]
     problems = _name_problems(naming.kafka_topic_name(resource_name, spec.topic_name))
+    problems += _control_characters(spec.config, "spec.config")
     problems += check_config("topic", spec.config, "spec.config")
     problems += _operator_owned(spec.config, "spec.config")
     replicas = spec.replicas or cluster.topic_defaults.replication_factor

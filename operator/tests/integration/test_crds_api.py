@@ -93,6 +93,12 @@ BAD_INPUTS = {
     "topic min ISR above replicas": (topic(replicas=2, config={"min.insync.replicas": 3}), "spec.config"),
     "topic bad cleanup policy": (topic(config={"cleanup.policy": "forever"}), "spec.config"),
     "topic unknown deletion policy": (topic(deletionPolicy="Archive"), "spec.deletionPolicy"),
+    "newline injected in a broker config value": (
+        cluster(brokers=_brokers(config={"log.retention.ms": "1\nnode.id=7"})), "spec.brokers.config"),
+    "control character in a broker config key": (cluster(brokers=_brokers(config={"num.io\tthreads": 8})),
+                                                  "spec.brokers.config"),
+    "newline injected in a topic config value": (topic(config={"retention.ms": "1\nmin.insync.replicas=1"}),
+                                                 "spec.config"),
 }
 
 

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
-import pytest
+import re
 
+import pytest
+import yaml
+
+from krafty import naming
 from krafty.model import KafkaClusterSpec, TopicSpec
 from krafty.validation import check_config, validate_cluster, validate_topic
+
+from ..conftest import CRDS
 
 CLUSTER = KafkaClusterSpec.model_validate({"brokers": {"replicas": 3}})
 
@@ -87,3 +93,42 @@ def test_replication_throttles_are_the_operators_own():
     problems = validate_topic("t", topic(config={"follower.replication.throttled.replicas": "*"}), CLUSTER)
     assert [p.field for p in problems] == ["spec.config.follower.replication.throttled.replicas"]
     assert "set by the operator while replicas move" in problems[0].message
+
+
+@pytest.mark.parametrize(("config", "expected"), [
+    ({"log.retention.ms": "1\nnode.id=7"},
+     ["spec.brokers.config.log.retention.ms: contains a control character (newline, tab, ...): not allowed in "
+      "config keys or values", "spec.brokers.config.log.retention.ms: '1\\nnode.id=7' is not a number"]),
+    ({"node.id": "7"}, ["spec.brokers.config.node.id: is set by the operator and cannot be overridden"]),
+    ({"controller.quorum.voters": "1@x:9093"},
+     ["spec.brokers.config.controller.quorum.voters: is set by the operator and cannot be overridden"]),
+    ({"security.inter.broker.protocol": "SSL"},
+     ["spec.brokers.config.security.inter.broker.protocol: is set by the operator and cannot be overridden"]),
+    ({"controlled.shutdown.enable": "false"},
+     ["spec.brokers.config.controlled.shutdown.enable: must stay true: rolling restarts move leadership off a "
+      "broker through controlled shutdown before it stops"]),
+    ({"controlled.shutdown.enable": "true"}, []),
+    ({"offsets.topic.replication.factor": "5"},
+     ["spec.brokers.config.offsets.topic.replication.factor: 5 exceeds the 3 brokers: Kafka could not create the "
+      "topic"]),
+    ({"transaction.state.log.replication.factor": "2", "transaction.state.log.min.isr": "3"},
+     ["spec.brokers.config.transaction.state.log.min.isr: 3 exceeds transaction.state.log.replication.factor (2)"]),
+])
+def test_broker_config_the_operator_relies_on_is_refused(config, expected):
+    cluster = KafkaClusterSpec.model_validate({"brokers": {"replicas": 3, "config": config}})
+    assert [str(p) for p in validate_cluster(cluster) if "not a broker configuration" not in p.message] == expected
+
+
+def test_the_crd_and_the_validator_protect_the_same_broker_keys():
+    crd = yaml.safe_load((CRDS / "kafkaclusters.kafka.krafty.io.yaml").read_text())
+    brokers = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["brokers"]
+    [rule] = [r["rule"] for r in brokers["properties"]["config"]["x-kubernetes-validations"] if "node.id" in r["rule"]]
+    listed = re.search(r"k in \[(.*?)\]", rule)
+    assert listed is not None
+    assert tuple(k.strip(" '") for k in listed.group(1).split(",")) == naming.OWNED_BROKER_KEYS
+    assert all(f"k.startsWith('{prefix}')" in rule for prefix in naming.OWNED_BROKER_PREFIXES)
+
+
+def test_control_characters_in_topic_config_are_refused():
+    problems = validate_topic("t", topic(config={"retention.ms": "1\rmin.insync.replicas=1"}), CLUSTER)
+    assert [p.field for p in problems][:1] == ["spec.config.retention.ms"]

@@ -96,8 +96,29 @@ def node_properties(ctx: ClusterContext, pool: Pool, ordinal: int) -> dict[str, 
     return props
 
 
+_ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\f": "\\f"}
+_KEY_ESCAPES = {**_ESCAPES, "=": "\\=", ":": "\\:", " ": "\\ ", "#": "\\#", "!": "\\!"}
+
+
+def _escape(text: str, table: dict[str, str]) -> str:
+    """java.util.Properties escaping. Kafka reads server.properties with Properties.load (ISO-8859-1):
+    escaped, a newline or a trailing backslash in a value can never start or swallow another key."""
+    out = []
+    for index, char in enumerate(text):
+        if char in table:
+            out.append(table[char])
+        elif char == " " and index == 0:  # a leading space would be skipped
+            out.append("\\ ")
+        elif " " <= char <= "~":
+            out.append(char)
+        else:  # anything else as UTF-16 code units
+            raw = char.encode("utf-16-be")
+            out.append("".join(f"\\u{int.from_bytes(raw[i:i + 2], 'big'):04x}" for i in range(0, len(raw), 2)))
+    return "".join(out)
+
+
 def render_properties(props: dict[str, str]) -> str:
-    return "".join(f"{key}={value}\n" for key, value in props.items())
+    return "".join(f"{_escape(key, _KEY_ESCAPES)}={_escape(value, _ESCAPES)}\n" for key, value in props.items())
 
 
 def dynamic_keys(props: dict[str, str]) -> set[str]:
