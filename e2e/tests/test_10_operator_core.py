@@ -185,7 +185,9 @@ def test_a_roll_waits_for_a_partition_that_would_lose_its_isr_and_resumes_when_f
     degraded = wait_for(lambda: prod.condition("Degraded"), lambda c: c.get("reason") == "RollBlocked", 300,
                         "the roll blocked")
     assert "fragile-0 would drop below min.insync.replicas=3" in degraded["message"]
-    assert prod.condition("Ready").get("status") == "True"  # one stuck partition does not mark the cluster unusable
+    # One stuck partition does not mark the cluster unusable: clients are served, the roll waits
+    assert prod.condition("Available").get("status") == "True"
+    assert (prod.condition("Ready").get("status"), prod.condition("Ready").get("reason")) == ("False", "RollingRestart")
     assert pod_uids(prod) == before
     # When the topic is fixed, Then the roll proceeds and completes
     prod.kafka_tool("kafka-configs.sh", "--entity-type", "topics", "--entity-name", "fragile", "--alter",

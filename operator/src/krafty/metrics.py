@@ -36,6 +36,7 @@ class ClusterFacts:
     brokers_desired: int
     brokers_ready: int
     ready: bool
+    available: bool | None  # None: cannot be seen now (the gauge is absent)
     roll_in_progress: bool
     partitions_to_move: int
     observation: ClusterObservation
@@ -88,6 +89,8 @@ def _cluster_metrics(snap: Snapshot) -> Iterator[Metric]:
         "desired": _gauge("krafty_cluster_brokers_desired", "Brokers the spec asks for", labels),
         "ready": _gauge("krafty_cluster_brokers_ready", "Brokers running, registered and ready", labels),
         "cluster_ready": _gauge("krafty_cluster_ready", "1 when the cluster's Ready condition is True", labels),
+        "available": _gauge("krafty_cluster_available", "1 when every partition has a leader with min.insync.replicas "
+                            "in sync (the Available condition); absent while Kafka cannot be asked", labels),
         "roll": _gauge("krafty_cluster_roll_in_progress", "1 while a rolling restart is under way", labels),
         "reachable": _gauge("krafty_cluster_kafka_reachable",
                             "1 when the last pass could read the partitions (else the partition gauges are absent)",
@@ -109,6 +112,8 @@ def _cluster_metrics(snap: Snapshot) -> Iterator[Metric]:
         g["desired"].add_metric(key, facts.brokers_desired)
         g["ready"].add_metric(key, facts.brokers_ready)
         g["cluster_ready"].add_metric(key, 1 if facts.ready else 0)
+        if facts.available is not None:
+            g["available"].add_metric(key, 1 if facts.available else 0)
         g["roll"].add_metric(key, 1 if facts.roll_in_progress else 0)
         g["move"].add_metric(key, facts.partitions_to_move)
         g["reachable"].add_metric(key, 0 if obs.partitions is None else 1)

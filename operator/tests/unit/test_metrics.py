@@ -18,7 +18,7 @@ def test_snapshot_series_follow_the_cluster_and_disappear_with_it():
     node = NodeState(0, Pool.BROKER, "c-broker-0", ("broker",), PodPhase.READY, True, registered=True)
     parts = (PartitionState("t", 0, 0, (0, 1), (0,), 2), PartitionState("t", 1, -1, (1, 0), (), 2))
     obs = ClusterObservation((node,), parts, QuorumState(1000, 2, (VoterState(1000, "d", 0), VoterState(1001, "e", 7))))
-    collector.set_cluster("ns", "c", ClusterFacts(3, 1, False, True, 0, obs))
+    collector.set_cluster("ns", "c", ClusterFacts(3, 1, False, True, True, 0, obs))
     text = generate_latest(registry).decode()
     assert 'krafty_cluster_under_replicated_partitions{cluster="c",namespace="ns"} 2.0' in text
     assert 'krafty_cluster_offline_partitions{cluster="c",namespace="ns"} 1.0' in text
@@ -26,10 +26,12 @@ def test_snapshot_series_follow_the_cluster_and_disappear_with_it():
     assert 'krafty_cluster_quorum_voter_lag{cluster="c",namespace="ns",voter="1001"} 7.0' in text
     assert 'krafty_cluster_roll_in_progress{cluster="c",namespace="ns"} 1.0' in text
     assert 'krafty_cluster_kafka_reachable{cluster="c",namespace="ns"} 1.0' in text
-    collector.set_cluster("ns", "c", ClusterFacts(3, 1, False, False, 0, ClusterObservation((node,), None, None)))
+    assert 'krafty_cluster_available{cluster="c",namespace="ns"} 1.0' in text
+    collector.set_cluster("ns", "c", ClusterFacts(3, 1, False, None, False, 0, ClusterObservation((node,), None, None)))
     unreachable = generate_latest(registry).decode()
     assert 'krafty_cluster_kafka_reachable{cluster="c",namespace="ns"} 0.0' in unreachable
     assert "krafty_cluster_under_replicated_partitions{" not in unreachable
+    assert "krafty_cluster_available{" not in unreachable
     collector.set_cluster("ns", "c", None)
     assert 'cluster="c"' not in generate_latest(registry).decode()
 

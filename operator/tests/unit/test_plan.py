@@ -109,7 +109,8 @@ def test_a_calm_cluster_applies_its_children_and_does_nothing_else():
     assert kinds(result.actions) == ["ApplyChildren"]
     assert (result.result, result.busy) == (PassResult.RECONCILED, False)
     assert [(x.type, x.status, x.reason) for x in result.conditions] == [
-        ("Ready", True, "ClusterReady"), ("Progressing", False, "Reconciled"), ("Degraded", False, "AsExpected")]
+        ("Ready", True, "ClusterReady"), ("Available", True, "Serving"), ("Progressing", False, "Reconciled"),
+        ("Degraded", False, "AsExpected")]
     assert result.status["readyBrokers"] == 3
     assert result.status["partitions"]["underReplicated"] == 0
 
@@ -268,3 +269,40 @@ def test_a_paused_cluster_or_an_invalid_spec_stops_the_pass_before_it_observes(b
 def test_a_valid_spec_is_admitted():
     assert admit({"metadata": {}, "spec": {"brokers": {"replicas": 3}}}) == ctx().spec.__class__.model_validate(
         {"brokers": {"replicas": 3}})
+
+
+def conditions(result: Any) -> dict[str, tuple[bool | None, str]]:
+    return {c.type: (c.status, c.reason) for c in result.conditions}
+
+
+def test_a_serving_cluster_stays_available_through_a_roll_and_says_how_far_it_is():
+    # Given a roll with one controller done and the other five nodes to go, every partition healthy
+    c = ctx()
+    nodes = [node(1000)] + [node(i, outdated=True) for i in (1001, 1002, *BROKERS)]
+    result = plan(c, observe(c, nodes), Facts(BROKERS))
+    found = conditions(result)
+    assert found["Available"] == (True, "Serving")
+    assert found["Ready"] == (False, "RollingRestart")
+    progressing = next(x for x in result.conditions if x.type == "Progressing")
+    assert progressing.message == "1 of 6 nodes run the current configuration; next prod-controller-2, then 4 more"
+
+
+@pytest.mark.parametrize(("overrides", "available"), [
+    ({"partitions": None, "kafka_error": "no server answered"}, (None, "KafkaUnreachable")),
+    ({"partitions": partitions(isr_without=1, min_isr=3)}, (False, "UnderMinIsr")),
+    ({"quorum": QuorumState(-1, 7, ())}, (False, "NoQuorumLeader")),
+    ({"partitions": (PartitionState("t", 0, -1, (0, 1, 2), (), 2),)}, (False, "PartitionsOffline")),
+])
+def test_available_says_whether_clients_are_served(overrides: dict[str, Any], available: tuple[bool | None, str]):
+    c = ctx()
+    result = plan(c, observe(c, **overrides), Facts(BROKERS))
+    assert conditions(result)["Available"] == available
+    assert conditions(result)["Ready"] == (False, available[1])
+
+
+def test_under_replicated_partitions_keep_ready_false_while_the_cluster_is_available():
+    c = ctx()
+    result = plan(c, observe(c, partitions=partitions(isr_without=2)), Facts(BROKERS))
+    assert conditions(result)["Available"] == (True, "Serving")
+    assert conditions(result)["Ready"] == (False, "UnderReplicated")
+    assert conditions(result)["Progressing"] == (True, "CatchingUp")

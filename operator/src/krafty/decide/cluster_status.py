@@ -8,7 +8,7 @@ from typing import Any
 from krafty.decide import roll
 from krafty.decide.health import summarize
 from krafty.decide.scaling import ScalePlan
-from krafty.decide.status import DEGRADED, PROGRESSING, READY, Condition
+from krafty.decide.status import AVAILABLE, DEGRADED, PROGRESSING, READY, Condition
 from krafty.model.context import ClusterContext
 from krafty.observed import ClusterObservation, NodeState, PodPhase
 
@@ -76,30 +76,35 @@ def quorum_summary(obs: ClusterObservation) -> dict[str, Any] | None:
             "voters": sorted(obs.quorum.voter_ids()), "maxFollowerLag": max(lags, default=0)}
 
 
-def _ready(obs: ClusterObservation, desired_brokers: set[int]) -> Condition:
-    if obs.kafka_error and obs.partitions is None:
-        return Condition(READY, False, "KafkaUnreachable", f"Kafka cannot be asked: {obs.kafka_error}")
+def _available(obs: ClusterObservation) -> Condition:
+    """Clients can read and write every partition with acks=all."""
+    if obs.partitions is None:
+        return Condition(AVAILABLE, None, "KafkaUnreachable", f"Kafka cannot be asked: {obs.kafka_error}")
     if obs.quorum is None or obs.quorum.leader_id < 0:
-        return Condition(READY, False, "NoQuorumLeader", obs.quorum_error or "the controller quorum has no leader")
-    missing = sorted(n.node_id for n in obs.nodes if n.node_id in desired_brokers and not n.serving)
-    if missing:
-        return Condition(READY, False, "BrokersNotReady", f"brokers not ready: {missing}")
-    summary = partition_summary(obs) or {}
-    if summary.get("offline"):
-        return Condition(READY, False, "PartitionsOffline", f"{summary['offline']} partitions have no leader")
-    if summary.get("underMinIsr"):
-        return Condition(READY, False, "UnderMinIsr",
-                         f"{summary['underMinIsr']} partitions are below min.insync.replicas: acks=all writes fail")
-    return Condition(READY, True, "ClusterReady", f"{len(desired_brokers)} brokers serving, every node in sync")
+        return Condition(AVAILABLE, False, "NoQuorumLeader", obs.quorum_error or "the controller quorum has no "
+                                                                                 "leader")
+    health = summarize(obs.partitions)
+    if health.offline:
+        return Condition(AVAILABLE, False, "PartitionsOffline", f"{health.offline} partitions have no leader: "
+                                                                 "nobody can read or write them")
+    if health.under_min_isr:
+        return Condition(AVAILABLE, False, "UnderMinIsr", f"{health.under_min_isr} partitions are below "
+                                                          "min.insync.replicas: acks=all writes to them fail")
+    serving = sum(n.is_broker and n.serving for n in obs.nodes)
+    return Condition(AVAILABLE, True, "Serving", f"every partition has a leader and min.insync.replicas in sync; "
+                                                  f"{serving} brokers serving")
 
 
 def _progressing(obs: ClusterObservation, step: roll.Step, scale: ScalePlan) -> Condition:
     if scale.busy:
-        return Condition(PROGRESSING, True, scale.phase, scale.message)
-    pending = [n.pod for n in obs.nodes if n.needs_restart]
-    if pending:
+        return Condition(PROGRESSING, True, scale.phase.value, scale.message)
+    order = roll.restart_order(obs.nodes, obs.quorum)
+    if order:
+        current = sum(n.exists and not n.needs_restart for n in obs.nodes)
+        total = sum(n.exists for n in obs.nodes)
+        rest = f"next {order[0].pod}, then {len(order) - 1} more" if len(order) > 1 else f"last {order[0].pod}"
         return Condition(PROGRESSING, True, "RollingRestart",
-                         f"{len(pending)} nodes to restart: {', '.join(pending)}")
+                         f"{current} of {total} nodes run the current configuration; {rest}")
     if isinstance(step, roll.ElectLeaders):
         return Condition(PROGRESSING, True, "RestoringLeaders", step.message)
     waiting = roll.catching_up(obs)
@@ -109,6 +114,22 @@ def _progressing(obs: ClusterObservation, step: roll.Step, scale: ScalePlan) -> 
     if starting:
         return Condition(PROGRESSING, True, "NodesStarting", f"waiting for {', '.join(starting)}")
     return Condition(PROGRESSING, False, "Reconciled", "every node runs the current configuration")
+
+
+def _ready(obs: ClusterObservation, desired_brokers: set[int], available: Condition, progressing: Condition,
+           scale: ScalePlan) -> Condition:
+    """Everything is as the spec asks."""
+    if not available.status:
+        return Condition(READY, False, available.reason, available.message)
+    missing = sorted(n.node_id for n in obs.nodes if n.node_id in desired_brokers and not n.serving)
+    if missing:
+        return Condition(READY, False, "BrokersNotReady", f"brokers not ready: {missing}")
+    if scale.busy or progressing.reason in ("RollingRestart", "NodesStarting"):
+        return Condition(READY, False, progressing.reason, progressing.message)
+    under = summarize(obs.partitions or ()).under_replicated
+    if under:
+        return Condition(READY, False, "UnderReplicated", f"{under} partitions are missing in-sync replicas")
+    return Condition(READY, True, "ClusterReady", f"{len(desired_brokers)} brokers serving, every node in sync")
 
 
 def _degraded(obs: ClusterObservation, step: roll.Step, scale: ScalePlan) -> Condition:
@@ -128,7 +149,11 @@ def _degraded(obs: ClusterObservation, step: roll.Step, scale: ScalePlan) -> Con
 
 def conditions(obs: ClusterObservation, step: roll.Step, desired_brokers: set[int],
                scale: ScalePlan) -> list[Condition]:
-    return [_ready(obs, desired_brokers), _progressing(obs, step, scale), _degraded(obs, step, scale)]
+    """Ready (everything as the spec asks), Available (clients are served), Progressing (what changes and how
+    far) and Degraded (what needs attention)."""
+    available, progressing = _available(obs), _progressing(obs, step, scale)
+    return [_ready(obs, desired_brokers, available, progressing, scale), available, progressing,
+            _degraded(obs, step, scale)]
 
 
 def roll_summary(obs: ClusterObservation, step: roll.Step) -> dict[str, Any] | None:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 READY = "Ready"
+AVAILABLE = "Available"
 PROGRESSING = "Progressing"
 DEGRADED = "Degraded"
 
@@ -15,12 +16,13 @@ DEGRADED = "Degraded"
 @dataclass(frozen=True)
 class Condition:
     type: str
-    status: bool
+    status: bool | None  # None: Unknown (what it is about cannot be seen now)
     reason: str
     message: str
 
     def as_dict(self, now: str, generation: int) -> dict[str, Any]:
-        return {"type": self.type, "status": "True" if self.status else "False", "reason": self.reason,
+        status = "Unknown" if self.status is None else "True" if self.status else "False"
+        return {"type": self.type, "status": status, "reason": self.reason,
                 "message": self.message, "lastTransitionTime": now, "observedGeneration": generation}
 
 

@@ -79,7 +79,8 @@ class ClusterReconciler:
         self._write(body, decided.status, decided.conditions, moment)
         metrics.COLLECTOR.set_cluster(ctx.namespace, ctx.name, metrics.ClusterFacts(
             brokers_desired=spec.brokers.replicas, brokers_ready=decided.status["readyBrokers"],
-            ready=decided.conditions[0].status, roll_in_progress=decided.status["roll"] is not None,
+            ready=decided.conditions[0].status is True, available=decided.conditions[1].status,
+            roll_in_progress=decided.status["roll"] is not None,
             partitions_to_move=decided.scale.partitions_to_move, observation=obs))
         return Outcome(PassResult.ERROR if failed else decided.result, busy=decided.busy or bool(failed))
 
