@@ -8,7 +8,13 @@ import threading
 import time
 from collections import Counter
 
-from krafty_testkit.k8s_kafka import ClientPod, KafkaClusterHandle, topic_resource, wait_topic_ready
+from krafty_testkit.k8s_kafka import (
+    OPERATOR_NAMESPACE,
+    ClientPod,
+    KafkaClusterHandle,
+    topic_resource,
+    wait_topic_ready,
+)
 from krafty_testkit.kube import KubeCluster
 from krafty_testkit.waiting import wait_for
 
@@ -68,6 +74,48 @@ def test_brokers_3_to_5_to_3_under_load(prod: KafkaClusterHandle, client: Client
     assert unregistered == {"broker 3 removed from the cluster metadata", "broker 4 removed from the cluster metadata"}
     brokers = prod.kafka_tool("kafka-broker-api-versions.sh")
     assert sorted(set(re.findall(r"\(id: (\d+) rack", brokers))) == ["0", "1", "2"]
+    # And their volumes are deleted by the operator once they are forgotten (the StatefulSet keeps them)
+    wait_for(lambda: claims(prod, "broker"), lambda found: found == {"data-prod-broker-0", "data-prod-broker-1",
+                                                                     "data-prod-broker-2"}, 120,
+             "the volumes of brokers 3 and 4 deleted")
+    assert {e["message"].split(" ")[0] for e in prod.events("VolumeDeleted")} >= {"data-prod-broker-3",
+                                                                                  "data-prod-broker-4"}
+
+
+def claims(handle: KafkaClusterHandle, pool: str) -> set[str]:
+    items = handle.kube.kubectl_json("get", "pvc", "-n", handle.namespace, "-l",
+                                     f"kafka.krafty.io/cluster={handle.name},kafka.krafty.io/pool={pool}")["items"]
+    return {c["metadata"]["name"] for c in items}
+
+
+def claim_uids(handle: KafkaClusterHandle, pool: str) -> dict[str, str]:
+    items = handle.kube.kubectl_json("get", "pvc", "-n", handle.namespace, "-l",
+                                     f"kafka.krafty.io/cluster={handle.name},kafka.krafty.io/pool={pool}")["items"]
+    return {c["metadata"]["name"]: c["metadata"]["uid"] for c in items}
+
+
+def test_a_statefulset_shrunk_while_the_operator_is_stopped_loses_no_volume(prod: KafkaClusterHandle,
+                                                                             operator: KubeCluster):
+    # Given the operator stopped, and a broker StatefulSet shrunk behind its back (kubectl scale, a GitOps tool)
+    before = claim_uids(prod, "broker")
+    deployment = ["deployment", "-n", OPERATOR_NAMESPACE, "-l", "app.kubernetes.io/name=krafty-operator"]
+    operator.kubectl("scale", *deployment, "--replicas=0")
+    try:
+        operator.kubectl("wait", "--for=delete", "pod", "-n", OPERATOR_NAMESPACE, "-l",
+                         "app.kubernetes.io/name=krafty-operator", "--timeout=120s", timeout=150)
+        operator.kubectl("scale", "statefulset", "prod-broker", "-n", prod.namespace, "--replicas=2")
+        wait_for(lambda: [p["metadata"]["name"] for p in prod.pods()], lambda pods: pods == ["prod-broker-0",
+                                                                                           "prod-broker-1"], 300,
+                 "prod-broker-2 gone")
+        # Then its volume stays
+        assert claim_uids(prod, "broker") == before
+    finally:
+        operator.kubectl("scale", *deployment, "--replicas=1")
+    # And when the operator is back, the broker comes back on the same volume and the cluster is whole again
+    wait_for(lambda: [p["metadata"]["name"] for p in prod.pods()], lambda pods: len(pods) == 3, 300,
+             "prod-broker-2 back")
+    prod.wait_ready(600)
+    assert claim_uids(prod, "broker") == before
 
 
 def test_an_impossible_scale_down_is_refused_and_the_cluster_keeps_serving(prod: KafkaClusterHandle,

@@ -102,6 +102,23 @@ def rack_binding(cluster: str, namespace: str) -> str:
     return f"krafty-rack-{namespace}-{cluster}"
 
 
+DATA_VOLUME = "data"  # the StatefulSets' volumeClaimTemplates name
+
+
+def claim(cluster: str, pool: Pool, ordinal: int) -> str:
+    """The PersistentVolumeClaim of one node's data (the StatefulSet names it)."""
+    return f"{DATA_VOLUME}-{pod(cluster, pool, ordinal)}"
+
+
+def claim_node(cluster: str, name: str) -> tuple[Pool, int] | None:
+    """The pool and ordinal of a node's data claim, or None for any other claim."""
+    for pool in Pool:
+        prefix = f"{DATA_VOLUME}-{statefulset(cluster, pool)}-"
+        if name.startswith(prefix) and name[len(prefix):].isdigit():
+            return pool, int(name[len(prefix):])
+    return None
+
+
 def pod_disruption_budget(cluster: str, pool: Pool) -> str:
     return f"{cluster}-{pool.value}"
 

@@ -71,7 +71,7 @@ class PodPhase(StrEnum):
     MISSING = "Missing"  # no pod: not created yet, or deleted and not re-created yet
     TERMINATING = "Terminating"  # being deleted (a restart in flight)
     STARTING = "Starting"  # created recently, its container not running yet
-    DOWN = "Down"  # its container has not run for longer than a start takes (crash loop, unschedulable, ...)
+    DOWN = "Down"  # not running, and will not start by itself (crash loop, unschedulable) or not for too long
     WARMING_UP = "WarmingUp"  # running, not ready yet, created recently
     NOT_READY = "NotReady"  # running, not ready for longer than a start takes
     READY = "Ready"  # running and ready
@@ -128,6 +128,7 @@ class NodeState:
     restart_requested: bool = False  # the pod carries the manual-restart annotation
     registered: bool = False  # brokers: registered and unfenced
     pending: tuple[PendingChange, ...] = ()  # how the pod differs from the current template
+    trouble: str | None = None  # why the pod does not start, when it will not by itself
 
     @property
     def is_broker(self) -> bool:
@@ -159,6 +160,11 @@ class NodeState:
         return self.ready and (self.registered or not self.is_broker)
 
     @property
+    def stuck(self) -> bool:
+        """Runs the current template but is not back, and will not come back by waiting."""
+        return self.revision_current and self.phase in (PodPhase.DOWN, PodPhase.NOT_READY)
+
+    @property
     def needs_restart(self) -> bool:
         return self.exists and not self.terminating and (not self.revision_current or self.restart_requested)
 
@@ -183,6 +189,7 @@ class ClusterObservation:
     registrations: tuple[BrokerRegistration, ...] = ()  # every registered broker, fenced ones too
     cluster_defaults: Mapping[str, str] | None = None  # dynamic cluster-wide broker config; None: unread
     throttled_topics: frozenset[str] | None = frozenset()  # topics with replication throttles; None: unread
+    claims: frozenset[str] = frozenset()  # the cluster's PersistentVolumeClaims, by name
 
     def node(self, node_id: int) -> NodeState | None:
         return next((n for n in self.nodes if n.node_id == node_id), None)

@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from krafty import naming
-from krafty.decide import cluster_status, roll, scaling
+from krafty.decide import cluster_status, roll, scaling, volumes
 from krafty.decide.configs import ConfigDiff, diff
 from krafty.decide.status import DEGRADED, PROGRESSING, READY, Condition
 from krafty.model import KafkaClusterSpec, LeaderBalanceMode
@@ -91,6 +91,11 @@ class Unregister:
 
 
 @dataclass(frozen=True)
+class DeleteVolumes:
+    claims: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class RestartNode:
     node: NodeState
     reason: roll.RestartReason
@@ -104,7 +109,7 @@ class ElectLeaders:
 
 
 Action = (ApplyChildren | Announce | SetClusterDefaults | MoveReplicas | RemoveThrottles | RemoveVoter | Unregister
-          | RestartNode | ElectLeaders)
+          | DeleteVolumes | RestartNode | ElectLeaders)
 
 
 class PassResult(StrEnum):
@@ -246,6 +251,9 @@ def plan(ctx: ClusterContext, obs: ClusterObservation, facts: Facts) -> ClusterP
         actions.append(RemoveVoter(scale.remove_voter))
     if scale.unregister:
         actions.append(Unregister(scale.unregister))
+    claims = volumes.removable(ctx.name, obs.claims, obs, Sizes.of(ctx.spec), Sizes(scale.brokers, scale.controllers))
+    if claims:
+        actions.append(DeleteVolumes(claims))
     step = _roll_step(ctx, obs, scale, leaders_pending)
     if not scale.busy:
         restore = ctx.spec.leader_balance.mode is LeaderBalanceMode.OPERATOR

@@ -24,6 +24,9 @@ POD_FIELDS = ("terminationGracePeriodSeconds", "affinity", "tolerations", "nodeS
               "topologySpreadConstraints")
 CONTAINER_FIELDS = ("resources", "env")
 ADMISSION_TOLERATION_KEYS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+# Container waiting reasons that do not pass by themselves: the pod will not start as it is.
+FAILING = ("CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "InvalidImageName", "CreateContainerConfigError",
+           "CreateContainerError", "RunContainerError")
 
 Pod = Mapping[str, Any]
 
@@ -46,6 +49,23 @@ def _running(pod: Pod) -> bool:
     return bool(states) and all("running" in s for s in states)
 
 
+def trouble(pod: Pod | None) -> str | None:
+    """Why the pod does not start, when it will not by itself: unschedulable, a crash loop, an image that cannot
+    be pulled, ... (with the last exit code and reason of a crashed container)."""
+    status = (pod or {}).get("status") or {}
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+            return f"{condition.get('reason') or 'Unschedulable'}: {condition.get('message') or 'no node fits it'}"
+    for container in status.get("containerStatuses") or []:
+        waiting = (container.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") in FAILING:
+            last = (container.get("lastState") or {}).get("terminated") or {}
+            exited = f" (last exit code {last.get('exitCode')}, {last.get('reason')})" if last else ""
+            message = f": {waiting['message']}" if waiting.get("message") and not last else ""
+            return f"{waiting['reason']}{exited}{message}"
+    return None
+
+
 def phase(pod: Pod | None, now: datetime.datetime, start_timeout_seconds: int) -> PodPhase:
     if pod is None:
         return PodPhase.MISSING
@@ -54,6 +74,8 @@ def phase(pod: Pod | None, now: datetime.datetime, start_timeout_seconds: int) -
     running = _running(pod)
     if running and _ready(pod):
         return PodPhase.READY
+    if not running and trouble(pod) is not None:
+        return PodPhase.DOWN  # it will not start by itself: no need to wait for the timeout
     created = datetime.datetime.fromisoformat(str(pod["metadata"]["creationTimestamp"]).replace("Z", "+00:00"))
     young = (now - created).total_seconds() < start_timeout_seconds
     if running:
@@ -117,5 +139,6 @@ def node_states(ctx: ClusterContext, statefulsets: Mapping[Pool, Mapping[str, An
                 node_id=node_id, pool=pool, pod=naming.pod(ctx.name, pool, index), roles=ctx.roles(pool, index),
                 phase=phase(pod, now, timeout), revision_current=current,
                 restart_requested=bool(annotations.get(RESTART_ANNOTATION)), registered=node_id in registered,
+                trouble=trouble(pod),
                 pending=pending_changes(pod, template) if pod and template and not current else ()))
     return tuple(nodes)

@@ -29,6 +29,7 @@ from krafty.observed import (
 from krafty.plan import (
     Announce,
     ApplyChildren,
+    DeleteVolumes,
     ElectLeaders,
     Facts,
     Held,
@@ -147,14 +148,14 @@ def test_scale_down_midway_keeps_the_running_size_until_the_brokers_are_emptied(
 
 
 def test_a_roll_blocked_by_a_partition_says_which_and_restarts_nothing():
-    # Given broker 0 to restart, and broker 1 out of the ISR of partitions it shares with 0 (min ISR 2)
+    # Given broker 0 to restart, and partitions whose min ISR is their replication factor (3)
     c = ctx()
-    nodes = [node(i) for i in CONTROLLERS] + [node(0, outdated=True), node(1, PodPhase.DOWN), node(2)]
-    result = plan(c, observe(c, nodes, partitions=partitions(isr_without=1)), Facts(BROKERS))
+    nodes = [node(i) for i in CONTROLLERS] + [node(0, outdated=True), node(1), node(2)]
+    result = plan(c, observe(c, nodes, partitions=partitions(min_isr=3)), Facts(BROKERS))
     assert not [a for a in result.actions if isinstance(a, RestartNode)]
     [blocked] = [a for a in result.actions if isinstance(a, Announce)]
     assert (blocked.reason, blocked.warning) == ("RollBlocked", True)
-    assert "would drop below min.insync.replicas=2" in blocked.message
+    assert "would drop below min.insync.replicas=3" in blocked.message
     degraded = next(x for x in result.conditions if x.type == "Degraded")
     assert (degraded.status, degraded.reason) == (True, "RollBlocked")
     assert result.result is PassResult.BLOCKED
@@ -306,3 +307,51 @@ def test_under_replicated_partitions_keep_ready_false_while_the_cluster_is_avail
     assert conditions(result)["Available"] == (True, "Serving")
     assert conditions(result)["Ready"] == (False, "UnderReplicated")
     assert conditions(result)["Progressing"] == (True, "CatchingUp")
+
+
+def claims(*names: str) -> frozenset[str]:
+    return frozenset(names)
+
+
+def deleted(result: Any) -> tuple[str, ...]:
+    return next((a.claims for a in result.actions if isinstance(a, DeleteVolumes)), ())
+
+
+def test_a_removed_brokers_volume_goes_only_once_it_is_emptied_and_unregistered():
+    # Given 5 -> 3 done: brokers 3 and 4 stopped, their replicas moved, their claims left by the StatefulSet
+    c = ctx()
+    left = claims(*(naming.claim("prod", Pool.BROKER, i) for i in range(5)))
+    fenced = (*(BrokerRegistration(b, False) for b in BROKERS), *(BrokerRegistration(b, True) for b in (3, 4)))
+    # While Kafka still knows them, the volumes stay (they are unregistered first)
+    still_known = plan(c, observe(c, claims=left, registrations=fenced), Facts(BROKERS))
+    assert deleted(still_known) == ()
+    assert [a for a in still_known.actions if isinstance(a, Unregister)] == [Unregister((3, 4))]
+    # Once they are forgotten, their volumes go, and no other
+    forgotten = plan(c, observe(c, claims=left), Facts(BROKERS))
+    assert deleted(forgotten) == ("data-prod-broker-3", "data-prod-broker-4")
+    # Never while a replica is still on one of them, or while Kafka cannot be asked
+    holding = (*partitions(), PartitionState("u", 0, 0, (0, 1, 4), (0, 1, 4), 2))
+    assert deleted(plan(c, observe(c, claims=left, partitions=holding), Facts(BROKERS))) == ("data-prod-broker-3",)
+    assert deleted(plan(c, observe(c, claims=left, partitions=None, kafka_error="down"), Facts(BROKERS))) == ()
+
+
+def test_a_statefulset_shrunk_behind_the_operators_back_loses_no_volume():
+    # Given kubectl scale sts prod-broker --replicas=2 while the spec still asks for 3
+    c = ctx()
+    two = [node(i) for i in (*CONTROLLERS, 0, 1)]
+    result = plan(c, observe(c, two, claims=claims(*(naming.claim("prod", Pool.BROKER, i) for i in BROKERS)),
+                             statefulset_replicas={Pool.BROKER: 2, Pool.CONTROLLER: 3},
+                             registrations=(BrokerRegistration(0, False), BrokerRegistration(1, False))),
+                  Facts(BROKERS))
+    # Then broker 2's volume stays, and the StatefulSet goes back to 3
+    assert deleted(result) == ()
+    assert statefulset_replicas(result.actions, Pool.BROKER) == 3
+
+
+def test_a_removed_controllers_volume_goes_once_it_is_no_longer_a_voter():
+    c = ctx(controllers=3)
+    left = claims(*(naming.claim("prod", Pool.CONTROLLER, i) for i in range(5)))
+    voter = plan(c, observe(c, claims=left, quorum=quorum((1000, 1001, 1002, 1004))), Facts(BROKERS))
+    assert deleted(voter) == ("data-prod-controller-3",)
+    assert deleted(plan(c, observe(c, claims=left), Facts(BROKERS))) == ("data-prod-controller-3",
+                                                                          "data-prod-controller-4")

@@ -11,7 +11,7 @@ import yaml
 
 from krafty import naming
 from krafty.observed import ChangeKind, PendingChange, PodPhase
-from krafty.pods import pending_changes, phase
+from krafty.pods import pending_changes, phase, trouble
 
 from ..conftest import CRDS
 
@@ -27,9 +27,10 @@ def pod(config: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
     return {"metadata": {"annotations": annotations}, "spec": {"containers": [{"image": "krafty/kafka:1"}], **spec}}
 
 
-def running_pod(age_seconds: int, *, running: bool, ready: bool, deleting: bool = False) -> dict[str, Any]:
+def running_pod(age_seconds: int, *, running: bool, ready: bool, deleting: bool = False,
+                waiting: str = "ContainerCreating") -> dict[str, Any]:
     created = (NOW - datetime.timedelta(seconds=age_seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    state = {"running": {}} if running else {"waiting": {"reason": "CrashLoopBackOff"}}
+    state = {"running": {}} if running else {"waiting": {"reason": waiting}}
     meta: dict[str, Any] = {"name": "c-broker-0", "creationTimestamp": created}
     if deleting:
         meta["deletionTimestamp"] = created
@@ -42,6 +43,8 @@ def running_pod(age_seconds: int, *, running: bool, ready: bool, deleting: bool 
     (None, PodPhase.MISSING),
     (running_pod(5, running=True, ready=True, deleting=True), PodPhase.TERMINATING),
     (running_pod(5, running=False, ready=False), PodPhase.STARTING),
+    (running_pod(5, running=False, ready=False, waiting="CrashLoopBackOff"), PodPhase.DOWN),
+    (running_pod(5, running=False, ready=False, waiting="ImagePullBackOff"), PodPhase.DOWN),
     (running_pod(1000, running=False, ready=False), PodPhase.DOWN),
     (running_pod(5, running=True, ready=False), PodPhase.WARMING_UP),
     (running_pod(1000, running=True, ready=False), PodPhase.NOT_READY),
@@ -84,3 +87,18 @@ def test_the_crd_lists_every_phase_a_node_can_be_in():
     crd = yaml.safe_load((CRDS / "kafkaclusters.kafka.krafty.io.yaml").read_text())
     nodes = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]["nodes"]
     assert nodes["items"]["properties"]["phase"]["enum"] == [p.value for p in PodPhase]
+
+
+def test_why_a_pod_does_not_start_is_named():
+    crashed = {"metadata": {}, "status": {"phase": "Running", "containerStatuses": [{
+        "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 20s restarting failed container"}},
+        "lastState": {"terminated": {"exitCode": 1, "reason": "Error"}}}]}}
+    assert trouble(crashed) == "CrashLoopBackOff (last exit code 1, Error)"
+    unschedulable = {"metadata": {}, "status": {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+         "message": "0/1 nodes are available: 1 Insufficient memory."}]}}
+    assert trouble(unschedulable) == "Unschedulable: 0/1 nodes are available: 1 Insufficient memory."
+    pulling = {"metadata": {}, "status": {"containerStatuses": [{"state": {"waiting": {
+        "reason": "ErrImagePull", "message": "krafty/kafka:9.9: not found"}}}]}}
+    assert trouble(pulling) == "ErrImagePull: krafty/kafka:9.9: not found"
+    assert trouble(running_pod(5, running=False, ready=False)) is None  # ContainerCreating passes by itself

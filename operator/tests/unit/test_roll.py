@@ -94,9 +94,9 @@ def test_nothing_outdated_means_done():
 
 
 def test_waits_for_a_restarted_node_to_be_ready():
-    nodes = dedicated(n1000=node(1000, outdated=False, ready=False))
+    nodes = dedicated(n1000=replace(node(1000, outdated=False), phase=PodPhase.WARMING_UP))
     step = next_step(observe(nodes), restore_leaders=True)
-    assert step == Wait("waiting for c-controller-0 to be ready")
+    assert step == Wait("waiting for c-controller-0 to start")
 
 
 def test_waits_for_a_lagging_voter():
@@ -124,27 +124,50 @@ def test_restores_preferred_leaders_before_the_next_restart():
 
 
 def test_broker_blocked_by_a_partition_that_would_drop_below_min_isr():
-    # Given partition t-0 whose in-sync replicas are 0 and 1 with min ISR 2, broker 0 cannot stop
+    # Given partition t-0 whose in-sync replicas are exactly its min ISR (3 of 3), broker 0 cannot stop
     nodes = [node(i, outdated=False) for i in (1000, 1001, 1002)] + [node(0), node(1, outdated=False),
-                                                                     node(2, outdated=False, running=False)]
-    # (broker 2 is down with the current configuration: restarting it would not help)
-    partitions = (part(0, (0, 1, 2), isr=(0, 1)),)
+                                                                     node(2, outdated=False)]
+    partitions = (part(0, (0, 1, 2), min_isr=3),)
     step = next_step(observe(nodes, partitions), restore_leaders=True)
     assert isinstance(step, Blocked)
     assert step.partition == "t-0"
-    assert "would drop below min.insync.replicas=2" in step.message
+    assert "would drop below min.insync.replicas=3" in step.message
 
 
 def test_only_in_sync_replica_blocks_even_under_min_isr():
     nodes = [node(i, outdated=False) for i in (1000, 1001, 1002)] + [node(0), node(1, outdated=False),
                                                                      node(2, outdated=False)]
-    partitions = (part(0, (0, 1), isr=(0,), min_isr=1),)
-    # broker 1 is running but out of the ISR: the roll waits for it first
-    assert isinstance(next_step(observe(nodes, partitions), restore_leaders=True), Wait)
-    nodes[4] = replace(nodes[4], phase=PodPhase.DOWN)
+    # (replica 5 belongs to a broker that is gone: it can never come back into the ISR)
+    partitions = (part(0, (0, 5), isr=(0,), min_isr=1),)
     step = next_step(observe(nodes, partitions), restore_leaders=True)
     assert isinstance(step, Blocked)
     assert "would go offline" in step.message
+
+
+def test_a_node_that_runs_the_new_configuration_but_is_not_back_stops_the_roll():
+    # Given broker 1 restarted into the new configuration and crash-looping, broker 0 still to restart
+    nodes = [node(i, outdated=False) for i in (1000, 1001, 1002)] + [
+        node(0), replace(node(1, outdated=False), phase=PodPhase.DOWN,
+                         trouble="CrashLoopBackOff (last exit code 1, Error)"), node(2, outdated=False)]
+    partitions = (part(0, (0, 2, 1), isr=(0, 2), min_isr=1),)  # broker 0 could stop: min ISR 1
+    step = next_step(observe(nodes, partitions), restore_leaders=True)
+    # Then no other node restarts into the same configuration, and the message says which and why
+    assert isinstance(step, Blocked)
+    assert step.node_id == 1
+    assert "c-broker-1 runs the current configuration but is not back (CrashLoopBackOff (last exit code 1" in \
+        step.message
+    # And one that runs but never got ready stops it too
+    nodes[4] = replace(nodes[4], phase=PodPhase.NOT_READY, trouble=None)
+    assert isinstance(next_step(observe(nodes, partitions), restore_leaders=True), Blocked)
+
+
+def test_a_down_node_on_an_older_configuration_is_restarted_first():
+    # Given the spec changed again: the crash-looping broker now runs an outdated template
+    nodes = [node(i, outdated=False) for i in (1000, 1001, 1002)] + [
+        node(0), replace(node(1), phase=PodPhase.DOWN, trouble="CrashLoopBackOff"), node(2, outdated=False)]
+    step = next_step(observe(nodes, (part(0, (0, 2, 1), isr=(0, 2), min_isr=1),)), restore_leaders=True)
+    assert isinstance(step, Restart)
+    assert (step.node.node_id, step.reason) == (1, RestartReason.NOT_RUNNING)
 
 
 @pytest.mark.parametrize(("partition", "blocked"), [

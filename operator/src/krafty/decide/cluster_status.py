@@ -30,6 +30,8 @@ NODE_MESSAGES = {
 
 
 def _node_message(node: NodeState) -> str:
+    if node.trouble:
+        return f"pod not running: {node.trouble}"
     if node.phase in NODE_MESSAGES:
         return NODE_MESSAGES[node.phase]
     if node.is_broker and not node.registered:

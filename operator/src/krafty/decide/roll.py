@@ -193,6 +193,13 @@ def _not_yet(obs: ClusterObservation, order: list[NodeState], restore_leaders: b
     """What must happen before any running node may restart, if anything."""
     if obs.partitions is None and any(n.is_broker for n in order):
         return Wait(f"Kafka cannot be asked about partitions ({obs.kafka_error}); no broker restarts until it can")
+    stuck = [n for n in obs.nodes if n.stuck]
+    if stuck:
+        # The roll never continues past a node that is not back: the next one would likely fail the same way.
+        why = stuck[0].trouble or f"not ready after {stuck[0].phase.value.lower()}"
+        return Blocked(stuck[0].node_id, "", f"{stuck[0].pod} runs the current configuration but is not back "
+                                             f"({why}); no other node restarts until it is, or until the spec "
+                                             "changes")
     waiting = catching_up(obs)
     if waiting:
         return Wait(waiting)

@@ -36,7 +36,8 @@ class Actor:
             planned.ApplyChildren: self._apply_children, planned.Announce: self._announce,
             planned.SetClusterDefaults: self._set_defaults, planned.MoveReplicas: self._move,
             planned.RemoveThrottles: self._unthrottle, planned.RemoveVoter: self._remove_voter,
-            planned.Unregister: self._unregister, planned.RestartNode: self._restart,
+            planned.Unregister: self._unregister, planned.DeleteVolumes: self._delete_volumes,
+            planned.RestartNode: self._restart,
             planned.ElectLeaders: self._elect,
         }
 
@@ -99,6 +100,11 @@ class Actor:
                 if error.error_name != "BROKER_ID_NOT_REGISTERED":
                     raise
             self.say("BrokerUnregistered", f"broker {broker} removed from the cluster metadata")
+
+    def _delete_volumes(self, action: planned.DeleteVolumes) -> None:
+        for claim in action.claims:
+            self.kube.delete("PersistentVolumeClaim", claim, self.ctx.namespace)
+            self.say("VolumeDeleted", f"{claim} deleted: its node was removed, emptied and forgotten by Kafka")
 
     def _restart(self, action: planned.RestartNode) -> None:
         self.say(f"Restart{action.reason.value}", f"restarting {action.node.pod}: {action.message}")

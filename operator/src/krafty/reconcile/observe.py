@@ -90,6 +90,8 @@ def observe(kube: Kube, admin: KafkaAdmin, controllers: str, ctx: ClusterContext
                     for pool in ctx.pools()}
     replicas = {pool: int(sts["spec"]["replicas"]) for pool, sts in statefulsets.items() if sts}
     found = kube.list("Pod", ctx.namespace, naming.selector_labels(ctx.name))
+    claims = frozenset(c["metadata"]["name"] for c in kube.list("PersistentVolumeClaim", ctx.namespace,
+                                                                 naming.selector_labels(ctx.name)))
     ready = any(pods.phase(p, now, ctx.spec.restarts.node_ready_timeout_seconds) is PodPhase.READY for p in found
                 if (p["metadata"].get("labels") or {}).get(naming.ROLE_LABEL) == Pool.BROKER.value)
     kafka = _kafka(admin, ready)
@@ -104,4 +106,4 @@ def observe(kube: Kube, admin: KafkaAdmin, controllers: str, ctx: ClusterContext
     return ClusterObservation(nodes, kafka.partitions, quorum, kafka_error=kafka.error, quorum_error=quorum_error,
                               statefulset_replicas=replicas, reassignments=kafka.reassignments,
                               registrations=kafka.registrations, cluster_defaults=kafka.defaults,
-                              throttled_topics=kafka.throttled)
+                              throttled_topics=kafka.throttled, claims=claims)

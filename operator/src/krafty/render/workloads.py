@@ -84,7 +84,7 @@ def _container(ctx: ClusterContext, pool: Pool, spec: NodePool) -> dict[str, Any
         "ports": _ports(ctx, pool),
         "resources": resources,
         "volumeMounts": [
-            {"name": "data", "mountPath": naming.DATA_DIR},
+            {"name": naming.DATA_VOLUME, "mountPath": naming.DATA_DIR},
             {"name": "config", "mountPath": naming.CONFIG_DIR, "readOnly": True},
             {"name": "tmp", "mountPath": "/tmp"},
         ],
@@ -111,7 +111,7 @@ def _pod_spec(ctx: ClusterContext, pool: Pool, spec: NodePool) -> dict[str, Any]
         {"name": "tmp", "emptyDir": {}},
     ]
     if spec.storage is None:
-        volumes.append({"name": "data", "emptyDir": {}})
+        volumes.append({"name": naming.DATA_VOLUME, "emptyDir": {}})
     pod: dict[str, Any] = {
         "serviceAccountName": naming.service_account(ctx.name),
         "automountServiceAccountToken": ctx.spec.rack is not None,
@@ -158,11 +158,13 @@ def statefulset(ctx: ClusterContext, pool: Pool) -> dict[str, Any]:
         claim: dict[str, Any] = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": storage.size}}}
         if storage.storage_class_name:
             claim["storageClassName"] = storage.storage_class_name
-        body["spec"]["volumeClaimTemplates"] = [{"metadata": {"name": "data", "labels": naming.labels(ctx.name, pool)},
+        body["spec"]["volumeClaimTemplates"] = [{"metadata": {"name": naming.DATA_VOLUME,
+                                                              "labels": naming.labels(ctx.name, pool)},
                                                  "spec": claim}]
         body["spec"]["persistentVolumeClaimRetentionPolicy"] = {
             "whenDeleted": "Delete" if storage.delete_claim else "Retain",
-            # Scaling down happens only after every replica moved off: the data is not needed.
-            "whenScaled": "Delete",
+            # Whatever shrinks the StatefulSet (kubectl scale, a GitOps tool) keeps the data: the operator deletes
+            # a removed node's volume itself, once the node is emptied and gone from the metadata.
+            "whenScaled": "Retain",
         }
     return body
