@@ -195,6 +195,31 @@ def test_a_roll_waits_for_a_partition_that_would_lose_its_isr_and_resumes_when_f
     wait_rolled(prod, before, {p for p in before if "broker" in p})
 
 
+def test_a_node_that_does_not_come_back_stops_the_roll_until_the_spec_changes(small: KafkaClusterHandle):
+    # Given a cluster with no topic (no partition could hold a roll) and a broker config that Kafka accepts in
+    # the spec but cannot start with (an authorizer class that does not exist)
+    before = pod_uids(small)
+    started = time.time()
+    small.patch_spec({"brokers": {"config": {"authorizer.class.name": "org.example.NoSuchAuthorizer"}}})
+    # When the roll restarts the first node into it, Then the roll stops there, naming the node and why
+    degraded = wait_for(lambda: small.condition("Degraded"), lambda c: c.get("reason") == "RollBlocked", 300,
+                        "the roll blocked by the node that is not back")
+    [(restarted, _)] = restart_events(small, started)
+    assert f"{restarted} runs the current configuration but is not back" in degraded["message"]
+    assert "CrashLoopBackOff" in degraded["message"] or "Error" in degraded["message"]
+    print(f"\nroll stopped at {restarted}: {degraded['message']}")
+    now = pod_uids(small)
+    assert [pod for pod in before if now.get(pod) != before[pod]] == [restarted]
+    assert small.condition("Available").get("status") == "True"  # two voters of three and no topics: serving
+    # When the spec is fixed, Then that node is restarted into it and the cluster is whole again
+    small.patch_spec({"brokers": {"config": {"authorizer.class.name": None}}})
+    small.wait_ready(600)
+    after = pod_uids(small)
+    # (and in all that time no other node restarted)
+    assert [pod for pod in before if after.get(pod) != before[pod]] == [restarted]
+    assert [pod for pod, _ in restart_events(small, started)] == [restarted, restarted]
+
+
 @pytest.fixture(scope="module", autouse=True)
 def roll_comparison() -> Iterator[None]:
     yield

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from krafty import naming
 from krafty.decide.cluster_status import scaling_fields
 from krafty.decide.scaling import ScaleInput, plan
 from krafty.naming import Pool
@@ -131,12 +132,42 @@ def test_controllers_never_change_while_a_voter_lags():
     assert "not caught up" in result.message
 
 
-def test_controllers_shrink_by_stopping_then_removing_the_voter():
+def test_controllers_shrink_by_removing_the_voter_while_it_runs_then_stopping_it():
     five = voters(1000, 1001, 1002, 1003, 1004)
-    stop = plan(inputs(desired_controllers=3, running_controllers=5), obs([0, 1, 2], partitions(3, [0, 1, 2]), five))
-    assert stop.controllers == 4
-    assert stop.remove_voter is None
-    # 1004 stopped (its lag grows): it is removed although it is not caught up
+    data = partitions(3, [0, 1, 2])
+    # Given 5 -> 3: the highest controller is removed from the voters first, while it still runs
+    remove = plan(inputs(desired_controllers=3, running_controllers=5), obs([0, 1, 2], data, five))
+    assert (remove.controllers, remove.phase) == (5, "RemovingVoter")
+    assert remove.remove_voter is not None
+    assert remove.remove_voter.node_id == 1004
+    # Once it is no longer a voter, it stops
+    stop = plan(inputs(desired_controllers=3, running_controllers=5),
+                obs([0, 1, 2], data, voters(1000, 1001, 1002, 1003)))
+    assert (stop.controllers, stop.remove_voter) == (4, None)
+
+
+def test_three_controllers_to_one_never_stop_a_voter_the_majority_needs():
+    # Given 3 -> 1, each step keeps a live majority of the voters at that moment
+    data = partitions(3, [0, 1, 2])
+    quorum, running, steps = voters(1000, 1001, 1002), 3, []
+    for _ in range(6):
+        step = plan(inputs(desired_controllers=1, running_controllers=running), obs([0, 1, 2], data, quorum))
+        if step.remove_voter is not None:
+            # a voter is removed only while it and every other voter run
+            assert naming.node_id(Pool.CONTROLLER, running - 1) == step.remove_voter.node_id
+            quorum = voters(*sorted(quorum.voter_ids() - {step.remove_voter.node_id}))
+            steps.append(f"remove {step.remove_voter.node_id}")
+        elif step.controllers < running:
+            # a controller stops only when it no longer votes
+            assert naming.node_id(Pool.CONTROLLER, step.controllers) not in quorum.voter_ids()
+            running = step.controllers
+            steps.append(f"stop {naming.node_id(Pool.CONTROLLER, running)}")
+    assert steps == ["remove 1002", "stop 1002", "remove 1001", "stop 1001"]
+    assert (running, quorum.voter_ids()) == (1, {1000})
+
+
+def test_a_voter_whose_controller_is_gone_is_removed_while_the_others_are_healthy():
+    # 1004 stopped (its lag grows) without being removed first (a crash, an older operator)
     stopped = voters(1000, 1001, 1002, 1003, 1004, lagging=1004)
     remove = plan(inputs(desired_controllers=3, running_controllers=4), obs([0, 1, 2], partitions(3, [0, 1, 2]),
                                                                               stopped))

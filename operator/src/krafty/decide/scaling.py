@@ -11,7 +11,10 @@ Brokers
 Dedicated controllers (KIP-853 dynamic quorum), one voter at a time, each
 step only while every voter is caught up:
   up    one more controller starts and joins the quorum by itself (auto-join);
-  down  the highest controller stops, then it is removed from the voters.
+  down  the highest controller is removed from the voters while it still runs,
+        then it stops, then its volume goes (krafty.decide.volumes): the quorum
+        never passes through a voter set without a live majority (3 -> 1 used to
+        stop a voter of two).
 """
 
 from __future__ import annotations
@@ -110,8 +113,11 @@ def _controllers(inp: ScaleInput, obs: ClusterObservation) -> tuple[int, ScalePh
             return current, ScalePhase.SCALING_CONTROLLERS, f"waiting for controller {newest} to join the quorum", None
         return current + 1, ScalePhase.SCALING_CONTROLLERS, f"adding controller {first_gone}", None
     leaving = naming.node_id(Pool.CONTROLLER, current - 1)
-    return (current - 1, ScalePhase.SCALING_CONTROLLERS,
-            f"stopping controller {leaving} before removing it from the voters", None)
+    voter = next((v for v in obs.quorum.voters if v.node_id == leaving), None) if obs.quorum else None
+    if voter is not None:
+        return (current, ScalePhase.REMOVING_VOTER,
+                f"removing controller {leaving} from the voters while it still runs", voter)
+    return (current - 1, ScalePhase.SCALING_CONTROLLERS, f"stopping controller {leaving}: no longer a voter", None)
 
 
 def _scale_down(inp: ScaleInput, obs: ClusterObservation) -> ScalePlan:
