@@ -139,12 +139,37 @@ def test_replication_factor_changes_by_reassignment(apiserver, kube, kafka, reco
     reassignment = status(kube, "replicated").get("reassignment")
     assert reassignment is not None
     assert reassignment["partitionsTotal"] == 4
+    # (throttled like scaling moves: the cluster pass removes the throttles once no move is in flight)
+    throttled = overrides(kafka, "replicated")
+    assert throttled["leader.replication.throttled.replicas"] == "*"
+    assert throttled["follower.replication.throttled.replicas"] == "*"
     # Then every partition ends with 3 in-sync replicas, no record lost, and the reassignment done
     run_until(reconciler, lambda: status(kube, "replicated").get("replicationFactor") == 3 and
               condition(kube, "replicated")["status"] == "True", "replication factor 3")
     kafka_admin.wait_fully_in_sync(kafka.admin(), "replicated")
     assert len(traffic.consume_all(kafka.bootstrap_servers, "replicated", idle_seconds=3)) == 400
     assert status(kube, "replicated").get("reassignment") is None
+
+
+def test_changing_the_clusters_topic_defaults_changes_only_new_topics(apiserver, kube, kafka, reconciler):
+    # Given a Topic that leaves partitions and replicas to the cluster's defaults (2 partitions, RF 3)
+    apply(apiserver, "defaulted")
+    run_until(reconciler, lambda: condition(kube, "defaulted")["status"] == "True", "defaulted created")
+    assert status(kube, "defaulted")["createdWith"] == {"partitions": 2, "replicationFactor": 3}
+    # When the defaults change to 4 partitions and RF 2
+    defaults = {"spec": {"topicDefaults": {"partitions": 4, "replicationFactor": 2, "minInsyncReplicas": 1}}}
+    apiserver.kubectl("patch", "kafkacluster", CLUSTER, "-n", NS, "--type=merge", "-p", json.dumps(defaults))
+    try:
+        apply(apiserver, "defaulted-new")
+        run_until(reconciler, lambda: condition(kube, "defaulted-new")["status"] == "True", "defaulted-new created")
+        # Then the existing topic keeps what it was made with; only the new one follows the new defaults
+        assert [(len(r), len(i)) for _, r, i in states(kafka, "defaulted").values()] == [(3, 3), (3, 3)]
+        assert len(states(kafka, "defaulted-new")) == 4
+        assert all(len(r) == 2 for _, r, _ in states(kafka, "defaulted-new", 4).values())
+        assert condition(kube, "defaulted")["status"] == "True"
+    finally:
+        back = {"spec": {"topicDefaults": {"partitions": 2, "replicationFactor": 3, "minInsyncReplicas": 2}}}
+        apiserver.kubectl("patch", "kafkacluster", CLUSTER, "-n", NS, "--type=merge", "-p", json.dumps(back))
 
 
 def test_adopts_a_matching_topic_and_holds_a_different_one(apiserver, kube, kafka, reconciler):

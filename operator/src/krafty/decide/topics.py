@@ -4,7 +4,11 @@ changes to make (batched per kind of change) and what to report per resource.
 Nothing here loses data: partitions only grow, a topic that already exists
 with different settings is adopted only when it matches (or when the user
 says so), two resources claiming one Kafka topic leave it to the older one,
-and an invalid spec changes nothing.
+and an invalid spec changes nothing. A Topic that leaves partitions or
+replicas to the cluster's topicDefaults keeps what it was created or adopted
+with (status.createdWith): changing the defaults changes new topics only.
+Replication-factor changes move replicas in batches, one batch at a time,
+throttled like scaling moves.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from krafty.observed import PartitionState
 from krafty.validation import validate_topic
 
 MAX_PROBLEM_PARTITIONS = 50
+MOVE_BATCH = 100  # partitions whose replicas one pass may start moving
 
 
 @dataclass(frozen=True)
@@ -33,6 +38,7 @@ class TopicResource:
     spec: TopicSpec
     managed: bool  # the operator created or adopted the topic (status.topicName is set)
     force_adopt: bool = False  # annotation: adopt an existing topic and make it match the spec
+    created_with: tuple[int, int] | None = None  # (partitions, replicas) it was created or adopted with
 
     @property
     def key(self) -> tuple[str, str]:
@@ -73,6 +79,7 @@ class Verdict:
     progressing: bool = False
     events: tuple[tuple[str, str, bool], ...] = ()  # (reason, message, warning)
     manage: bool = True  # the operator acts on this topic (False: invalid, conflict, pending adoption)
+    target_replicas: int | None = None  # a replication-factor change under way: its target
 
 
 @dataclass
@@ -82,6 +89,7 @@ class TopicPlan:
     config_changes: dict[str, dict[str, str | None]] = field(default_factory=dict)  # None: back to default
     reassignments: dict[tuple[str, int], list[int]] = field(default_factory=dict)
     verdicts: dict[tuple[str, str], Verdict] = field(default_factory=dict)
+    created_with: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)  # per resource key
 
 
 def owners(resources: Iterable[TopicResource]) -> tuple[dict[str, TopicResource], list[tuple[TopicResource, str]]]:
@@ -128,13 +136,25 @@ def change_replication(topic: KafkaTopic, target: int, load: Counter[int]) -> di
     return plan
 
 
+def wanted(resource: TopicResource, cluster: KafkaClusterSpec, actual: KafkaTopic | None) -> tuple[int, int]:
+    """(partitions, replicas) the topic should have: the spec's; for what it leaves out, what the topic was
+    created or adopted with; the cluster's topicDefaults only for a topic not made yet."""
+    spec, defaults = resource.spec, cluster.topic_defaults
+    if resource.created_with is not None:
+        kept = resource.created_with
+    elif actual is not None:  # adopting, or managed before createdWith was recorded: what it has
+        kept = (len(actual.partitions), actual.replication_factor)
+    else:
+        kept = (defaults.partitions, defaults.replication_factor)
+    return spec.partitions or kept[0], spec.replicas or kept[1]
+
+
 def _mismatches(resource: TopicResource, actual: KafkaTopic, cluster: KafkaClusterSpec) -> list[str]:
     spec = resource.spec
     out = []
-    partitions = spec.partitions or cluster.topic_defaults.partitions
+    partitions, replicas = wanted(resource, cluster, actual)
     if partitions != len(actual.partitions):
         out.append(f"partitions {len(actual.partitions)} in Kafka, {partitions} in the spec")
-    replicas = spec.replicas or cluster.topic_defaults.replication_factor
     if replicas != actual.replication_factor:
         out.append(f"replication factor {actual.replication_factor} in Kafka, {replicas} in the spec")
     for key, value in sorted(config_diff(spec.config, actual.overrides).items()):
@@ -143,8 +163,17 @@ def _mismatches(resource: TopicResource, actual: KafkaTopic, cluster: KafkaClust
     return out
 
 
+def _why_moves_wait(in_flight: int, started: int, wanted: int) -> str | None:
+    """Replica moves go in batches: none while Kafka still moves others, at most MOVE_BATCH partitions a pass."""
+    if in_flight:
+        return f"waiting for {in_flight} partition moves in flight to finish before moving more replicas"
+    if started and started + wanted > MOVE_BATCH:
+        return "waiting for the replica moves of other topics to finish first"
+    return None
+
+
 def _plan_existing(plan: TopicPlan, resource: TopicResource, actual: KafkaTopic, cluster: KafkaClusterSpec,
-                   load: Counter[int]) -> Verdict:
+                   load: Counter[int], in_flight: int) -> Verdict:
     spec = resource.spec
     adopting = not resource.managed
     differences = _mismatches(resource, actual, cluster)
@@ -159,7 +188,8 @@ def _plan_existing(plan: TopicPlan, resource: TopicResource, actual: KafkaTopic,
     elif differences:
         events.append(("DriftReverted", f"{actual.name} was changed outside the operator: {'; '.join(differences)}; "
                                         "making it match the spec", True))
-    partitions = spec.partitions or cluster.topic_defaults.partitions
+    partitions, replicas = wanted(resource, cluster, actual)
+    plan.created_with[resource.key] = resource.created_with or (len(actual.partitions), actual.replication_factor)
     if partitions > len(actual.partitions):
         plan.partition_counts[actual.name] = partitions
     elif partitions < len(actual.partitions):
@@ -169,17 +199,21 @@ def _plan_existing(plan: TopicPlan, resource: TopicResource, actual: KafkaTopic,
     changes = config_diff(spec.config, actual.overrides)
     if changes:
         plan.config_changes[actual.name] = changes
-    moves = change_replication(actual, spec.replicas or cluster.topic_defaults.replication_factor, load)
-    plan.reassignments.update(moves)
+    moves = change_replication(actual, replicas, load)
+    waiting = _why_moves_wait(in_flight, len(plan.reassignments), len(moves)) if moves else None
+    if not waiting:
+        plan.reassignments.update(moves)
     busy = bool(moves or changes or actual.name in plan.partition_counts)
-    return Verdict(not busy, "Updating" if busy else "TopicReady",
-                   "applying the spec to Kafka" if busy else f"{actual.name} matches the spec",
-                   progressing=busy, events=tuple(events))
+    message = waiting or ("applying the spec to Kafka" if busy else f"{actual.name} matches the spec")
+    moving = bool(moves) or any(len(p.replicas) != replicas for p in actual.partitions)
+    return Verdict(not busy, "Updating" if busy else "TopicReady", message, progressing=busy, events=tuple(events),
+                   target_replicas=replicas if moving else None)
 
 
 def plan(resources: Iterable[TopicResource], actual: Mapping[str, KafkaTopic], cluster: KafkaClusterSpec | None,
-         brokers: Iterable[int]) -> TopicPlan:
-    """Every change for one cluster's topics, and a verdict per Topic resource."""
+         brokers: Iterable[int], moving: int = 0) -> TopicPlan:
+    """Every change for one cluster's topics, and a verdict per Topic resource. `moving`: partitions whose
+    replicas Kafka is moving now (no new batch starts before they are done)."""
     result = TopicPlan()
     winners, losers = owners(resources)
     for loser, winner in losers:
@@ -193,11 +227,12 @@ def plan(resources: Iterable[TopicResource], actual: Mapping[str, KafkaTopic], c
             reason = "ClusterNotFound" if cluster is None else "InvalidSpec"
             result.verdicts[resource.key] = Verdict(False, reason, "; ".join(str(p) for p in problems), manage=False)
         elif topic in actual:
-            result.verdicts[resource.key] = _plan_existing(result, resource, actual[topic], cluster, load)
+            result.verdicts[resource.key] = _plan_existing(result, resource, actual[topic], cluster, load, moving)
         else:
             spec = resource.spec
-            result.creates.append(NewTopic(topic, spec.partitions or cluster.topic_defaults.partitions,
-                                           spec.replicas or cluster.topic_defaults.replication_factor,
+            partitions, replicas = wanted(resource, cluster, None)
+            result.created_with[resource.key] = (partitions, replicas)
+            result.creates.append(NewTopic(topic, partitions, replicas,
                                            dict(spec.config)))
             result.verdicts[resource.key] = Verdict(False, "Creating", f"creating {topic}", progressing=True)
     return result

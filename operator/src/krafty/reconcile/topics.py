@@ -45,10 +45,25 @@ def _resource(body: dict[str, Any]) -> topics.TopicResource | None:
         spec = TopicSpec.model_validate(body.get("spec") or {})
     except ValidationError:
         return None
+    status = body.get("status") or {}
+    created = status.get("createdWith") or {}
     return topics.TopicResource(
-        meta["namespace"], meta["name"], meta.get("creationTimestamp") or "", spec,
-        bool((body.get("status") or {}).get("topicName")),
-        force_adopt=(meta.get("annotations") or {}).get(ADOPT_ANNOTATION) == "force")
+        meta["namespace"], meta["name"], meta.get("creationTimestamp") or "", spec, bool(status.get("topicName")),
+        force_adopt=(meta.get("annotations") or {}).get(ADOPT_ANNOTATION) == "force",
+        created_with=(created["partitions"], created["replicationFactor"]) if created else None)
+
+
+def _spec(cluster: dict[str, Any] | None) -> KafkaClusterSpec | None:
+    if cluster is None:
+        return None
+    try:
+        return KafkaClusterSpec.model_validate(cluster.get("spec") or {})
+    except ValidationError:
+        return None
+
+
+def _paused(cluster: dict[str, Any] | None) -> bool:
+    return ((cluster or {}).get("metadata", {}).get("annotations") or {}).get(naming.PAUSED_ANNOTATION) == "true"
 
 
 class TopicReconciler:
@@ -58,17 +73,7 @@ class TopicReconciler:
         self.admin = admin
 
     def cluster_spec(self, namespace: str, cluster: str) -> KafkaClusterSpec | None:
-        body = self.kube.get(naming.CLUSTER_KIND, cluster, namespace)
-        if body is None:
-            return None
-        try:
-            return KafkaClusterSpec.model_validate(body.get("spec") or {})
-        except ValidationError:
-            return None
-
-    def paused(self, namespace: str, cluster: str) -> bool:
-        body = self.kube.get(naming.CLUSTER_KIND, cluster, namespace) or {"metadata": {}}
-        return (body["metadata"].get("annotations") or {}).get(naming.PAUSED_ANNOTATION) == "true"
+        return _spec(self.kube.get(naming.CLUSTER_KIND, cluster, namespace))
 
     def bodies(self, namespace: str, cluster: str) -> list[dict[str, Any]]:
         return [b for b in self.kube.list(naming.TOPIC_KIND, namespace)
@@ -80,7 +85,8 @@ class TopicReconciler:
         bodies = self.bodies(namespace, cluster)
         if not bodies:
             return None
-        spec = self.cluster_spec(namespace, cluster)
+        cluster_body = self.kube.get(naming.CLUSTER_KIND, cluster, namespace)
+        spec = _spec(cluster_body)
         resources = [r for r in map(_resource, bodies) if r is not None]
         if spec is None:
             self._report(bodies, topics.plan(resources, {}, None, []), {})
@@ -89,15 +95,18 @@ class TopicReconciler:
         try:
             actual = self._actual(admin, {r.kafka_name for r in resources})
             brokers = admin.registered_brokers()
+            ongoing = kraft.list_reassignments(admin.bootstrap_servers)
         except KafkaUnavailable as error:  # Kafka down: report it on every topic, retry soon
             self._unreachable(bodies, str(error))
             return BUSY_INTERVAL
-        plan = topics.plan(resources, actual, spec, sorted(brokers))
-        if self.paused(namespace, cluster):
+        plan = topics.plan(resources, actual, spec, sorted(brokers), moving=len(ongoing))
+        if _paused(cluster_body):
             plan = topics.held(plan, f"KafkaCluster {cluster} is paused")
-        self._execute(admin, plan, resources)
-        after = self._actual(admin, {r.kafka_name for r in resources}) if self._changed(plan) else actual
-        ongoing = kraft.list_reassignments(admin.bootstrap_servers) if plan.reassignments else {}
+        self._execute(admin, plan, resources, spec.leader_balance.replication_throttle_bytes_per_second)
+        changed = self._changed(plan)
+        after = self._actual(admin, {r.kafka_name for r in resources}) if changed else actual
+        if plan.reassignments:
+            ongoing = kraft.list_reassignments(admin.bootstrap_servers)
         self._report(bodies, plan, after, ongoing)
         metrics.COLLECTOR.set_topics(namespace, cluster, {
             name: (len(t.partitions), summarize(t.partitions).under_replicated) for name, t in after.items()})
@@ -116,13 +125,18 @@ class TopicReconciler:
                 for name, (topic_id, partitions) in described.items() if name in overrides}
 
     # -- acting ---------------------------------------------------------------------
-    def _execute(self, admin: KafkaAdmin, plan: topics.TopicPlan, resources: list[topics.TopicResource]) -> None:
+    def _execute(self, admin: KafkaAdmin, plan: topics.TopicPlan, resources: list[topics.TopicResource],
+                 throttle: int) -> None:
         by_topic = {r.kafka_name: r for r in resources if r.key in plan.verdicts and plan.verdicts[r.key].manage}
         creates = [(t.name, t.partitions, t.replicas, dict(t.config)) for t in plan.creates]
         self._two_phase(plan, by_topic, lambda v: admin.create_topics(creates, validate_only=v))
         self._two_phase(plan, by_topic, lambda v: admin.create_partitions(plan.partition_counts, validate_only=v))
         self._two_phase(plan, by_topic, lambda v: admin.alter_topic_configs(plan.config_changes, validate_only=v))
         if plan.reassignments:
+            # Throttled like scaling moves; the cluster pass removes the throttles once no move is in flight.
+            moved = sorted({topic for topic, _ in plan.reassignments})
+            admin.alter_dynamic_cluster_defaults(dict.fromkeys(naming.THROTTLE_RATE_KEYS, str(throttle)), [])
+            admin.alter_topic_configs({t: dict.fromkeys(naming.THROTTLED_REPLICAS_KEYS, "*") for t in moved})
             errors = kraft.alter_reassignments(admin.bootstrap_servers, plan.reassignments)
             for (topic, partition), error in errors.items():
                 self._fail(plan, by_topic, topic, "ReassignmentFailed", f"partition {partition}: {error}")
@@ -166,22 +180,28 @@ class TopicReconciler:
                 verdict = replace(verdict, events=(("TopicCreated", f"created {resource.kafka_name}", False),))
             if kafka_topic is not None and verdict.manage:
                 status = topics.partition_report(kafka_topic)
-                status["reassignment"] = self._reassignment(resource, kafka_topic, plan, ongoing or {})
+                status["reassignment"] = self._reassignment(verdict, kafka_topic, ongoing or {})
                 if verdict.reason == "Creating":
                     verdict = replace(verdict, reason="Created", message=f"created {kafka_topic.name}")
+            if key in plan.created_with and verdict.manage:
+                partitions, replicas = plan.created_with[key]
+                status["createdWith"] = {"partitions": partitions, "replicationFactor": replicas}
             for reason, message, warning in verdict.events:
                 self.kube.event(body, naming.TOPIC_KIND, reason, message, warning=warning)
             self._status(body, status, self._conditions(verdict, status))
 
     @staticmethod
-    def _reassignment(resource: topics.TopicResource | None, topic: topics.KafkaTopic, plan: topics.TopicPlan,
+    def _reassignment(verdict: topics.Verdict, topic: topics.KafkaTopic,
                       ongoing: dict[tuple[str, int], Any]) -> dict[str, int] | None:
-        moving = [k for k in plan.reassignments if k[0] == topic.name]
-        if not moving or resource is None:
+        """A replication-factor change in progress: partitions at the target length and not moving."""
+        if verdict.target_replicas is None:
             return None
-        pending = sum(1 for k in moving if k in ongoing)
-        return {"targetReplicas": resource.spec.replicas or topic.replication_factor,
-                "partitionsDone": len(moving) - pending, "partitionsTotal": len(moving)}
+        done = sum(len(p.replicas) == verdict.target_replicas and (topic.name, p.partition) not in ongoing
+                   for p in topic.partitions)
+        if done == len(topic.partitions):
+            return None
+        return {"targetReplicas": verdict.target_replicas, "partitionsDone": done,
+                "partitionsTotal": len(topic.partitions)}
 
     @staticmethod
     def _conditions(verdict: topics.Verdict, status: dict[str, Any]) -> list[Condition]:

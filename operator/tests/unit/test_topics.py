@@ -1,0 +1,68 @@
+"""Topic decisions: what leaves values to the cluster's defaults keeps what it was made with; replica
+moves go in batches."""
+
+from __future__ import annotations
+
+from krafty.decide.topics import MOVE_BATCH, KafkaTopic, TopicResource, plan
+from krafty.model import KafkaClusterSpec, TopicSpec
+from krafty.observed import PartitionState
+
+
+def cluster(partitions: int = 3, replication: int = 3) -> KafkaClusterSpec:
+    return KafkaClusterSpec.model_validate({"brokers": {"replicas": 5}, "topicDefaults": {
+        "partitions": partitions, "replicationFactor": replication, "minInsyncReplicas": 1}})
+
+
+def resource(name: str, created_with: tuple[int, int] | None = (3, 3), **spec: object) -> TopicResource:
+    return TopicResource("ns", name, "2026-01-01T00:00:00Z",
+                         TopicSpec.model_validate({"clusterRef": {"name": "c"}, **spec}), managed=True,
+                         created_with=created_with)
+
+
+def kafka_topic(name: str, partitions: int = 3, replication: int = 3) -> KafkaTopic:
+    parts = tuple(PartitionState(name, p, p % 5, tuple((p + i) % 5 for i in range(replication)),
+                                 tuple((p + i) % 5 for i in range(replication)), 1) for p in range(partitions))
+    return KafkaTopic(name, "id", parts, {})
+
+
+def test_changing_topic_defaults_changes_no_existing_topic():
+    # Given a topic made with the defaults of the time (3 partitions, RF 3)
+    topics = [resource("events")]
+    actual = {"events": kafka_topic("events")}
+    # When the cluster's defaults go to 12 partitions and RF 2
+    result = plan(topics, actual, cluster(partitions=12, replication=2), range(5))
+    # Then the topic neither grows nor moves, and a new topic gets the new defaults
+    assert (result.partition_counts, result.reassignments) == ({}, {})
+    assert result.verdicts[("ns", "events")].ready
+    fresh = plan([resource("new", created_with=None)], {}, cluster(partitions=12, replication=2), range(5))
+    assert [(t.partitions, t.replicas) for t in fresh.creates] == [(12, 2)]
+    assert fresh.created_with[("ns", "new")] == (12, 2)
+
+
+def test_values_the_spec_sets_still_win():
+    result = plan([resource("events", partitions=6, replicas=2)], {"events": kafka_topic("events")}, cluster(),
+                  range(5))
+    assert result.partition_counts == {"events": 6}
+    assert all(len(r) == 2 for r in result.reassignments.values())
+
+
+def test_a_topic_managed_before_created_with_was_recorded_keeps_what_it_has():
+    result = plan([resource("old", created_with=None)], {"old": kafka_topic("old", 4, 2)}, cluster(), range(5))
+    assert (result.partition_counts, result.reassignments) == ({}, {})
+    assert result.created_with[("ns", "old")] == (4, 2)
+
+
+def test_replica_moves_wait_while_others_are_in_flight_and_go_in_batches():
+    # Given two topics whose replication factor goes from 1 to 3
+    big = kafka_topic("big", partitions=MOVE_BATCH - 10, replication=1)
+    small = kafka_topic("small", partitions=20, replication=1)
+    wanted = [resource("big", created_with=None, replicas=3), resource("small", created_with=None, replicas=3)]
+    # While Kafka still moves replicas, none starts
+    waiting = plan(wanted, {"big": big, "small": small}, cluster(), range(5), moving=4)
+    assert waiting.reassignments == {}
+    assert "4 partition moves in flight" in waiting.verdicts[("ns", "big")].message
+    # Then one batch at a time: the second topic would take it over the batch size, so it waits its turn
+    first = plan(wanted, {"big": big, "small": small}, cluster(), range(5))
+    assert {topic for topic, _ in first.reassignments} == {"big"}
+    assert "other topics" in first.verdicts[("ns", "small")].message
+    assert first.verdicts[("ns", "small")].target_replicas == 3
