@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from enum import StrEnum
 
 GROUP = "kafka.krafty.io"
@@ -117,6 +118,11 @@ def claim_node(cluster: str, name: str) -> tuple[Pool, int] | None:
         if name.startswith(prefix) and name[len(prefix):].isdigit():
             return pool, int(name[len(prefix):])
     return None
+
+
+def data_claims(cluster: str, claims: Iterable[str]) -> tuple[str, ...]:
+    """The data claims of this cluster's nodes among `claims`, sorted."""
+    return tuple(sorted(c for c in claims if claim_node(cluster, c) is not None))
 
 
 def pod_disruption_budget(cluster: str, pool: Pool) -> str:

@@ -1,9 +1,13 @@
 """The cluster's identity: its KRaft cluster id and first voters, generated once.
 
 Both live in the node ConfigMap the pods format their storage from (and the
-id also in status). They are never regenerated: a cluster whose ConfigMap was
-lost but whose status remembers the id gets the same id back, and a
-disagreement between the two stops the reconcile instead of guessing.
+id also in status). They are never regenerated while a cluster runs: a
+cluster whose ConfigMap was lost but whose status remembers the id gets the
+same id back, and a disagreement between the two stops the reconcile instead
+of guessing. A KafkaCluster created again with the same name finds its data
+and its id together (the ConfigMap stays with the volumes), or starts clean
+with a new id when no volume of the earlier cluster is left; volumes without
+the id they were formatted with stop it with a condition saying what to do.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ class IdentityConflict(ValueError):
 class Identity:
     cluster_id: str
     initial_voters: tuple[Voter, ...]  # empty once the quorum has formed
+    renewed_from: str | None = None  # an earlier cluster's id, left in a ConfigMap whose volumes are gone
 
 
 def parse_initial_controllers(text: str) -> tuple[Voter, ...]:
@@ -34,13 +39,27 @@ def parse_initial_controllers(text: str) -> tuple[Voter, ...]:
     return tuple(voters)
 
 
+def _fresh(voter_ids: list[int], new_id: Callable[[], str], renewed_from: str | None = None) -> Identity:
+    return Identity(new_id(), tuple(Voter(node, new_id()) for node in voter_ids), renewed_from)
+
+
 def resolve(status_cluster_id: str | None, config_data: Mapping[str, str] | None, voter_ids: list[int],
-            new_id: Callable[[], str]) -> Identity:
-    """The persisted identity, or a new one for a cluster that never started."""
+            new_id: Callable[[], str], volumes: tuple[str, ...] = (), config_map: str = "") -> Identity:
+    """The persisted identity, or a new one for a cluster that never started. `volumes`: the data claims
+    of this cluster's nodes that exist now; `config_map`: the name of the ConfigMap `config_data` comes from."""
     stored_id = (config_data or {}).get(naming.CLUSTER_ID_KEY)
     if stored_id and status_cluster_id and stored_id != status_cluster_id:
         raise IdentityConflict(f"the cluster id in ConfigMap data ({stored_id}) differs from status.clusterId "
                                f"({status_cluster_id}); fix or remove the wrong one, nothing changes until then")
+    if not status_cluster_id:  # a KafkaCluster that never ran, or one created again with the same name
+        formed = config_data is not None and config_data.get(naming.INITIAL_CONTROLLERS_KEY) == ""
+        if stored_id and formed and not volumes:
+            return _fresh(voter_ids, new_id, renewed_from=stored_id)  # its data is gone: start clean
+        if not stored_id and volumes:
+            raise IdentityConflict(
+                f"volumes {', '.join(volumes[:3])} hold the data of an earlier cluster, but the cluster id they were "
+                f"formatted with (in ConfigMap {config_map}) is gone: restore that ConfigMap, or "
+                "delete the volumes to start clean; nothing changes until then")
     cluster_id = stored_id or status_cluster_id or new_id()
     if config_data is not None and naming.INITIAL_CONTROLLERS_KEY in config_data:
         stored = config_data[naming.INITIAL_CONTROLLERS_KEY]

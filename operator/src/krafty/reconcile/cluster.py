@@ -67,12 +67,14 @@ class ClusterReconciler:
                 self.kube.event(body, naming.CLUSTER_KIND, spec.event.reason, spec.event.message, warning=True)
             self._write(body, {}, spec.conditions, moment)
             return Outcome(spec.result)
-        ctx = self._context(body, spec)
+        meta = body["metadata"]
+        claims = observing.claims(self.kube, meta["name"], meta["namespace"])
+        ctx = self._context(body, spec, claims)
         if ctx is None:
             return Outcome(PassResult.CONFLICT)
         endpoints = self.settings.endpoints or Endpoints(ctx.bootstrap_servers(), ctx.controller_bootstrap_servers())
         admin = self.admins.get(endpoints.bootstrap)
-        obs = observing.observe(self.kube, admin, endpoints.controllers, ctx, moment)
+        obs = observing.observe(self.kube, admin, endpoints.controllers, ctx, claims, moment)
         decided = plan(ctx, obs, Facts.from_status(body.get("status")))
         failed = Actor(self.kube, admin, endpoints.controllers, replace(ctx, sizes=decided.sizes),
                        body).run(decided.actions)
@@ -85,7 +87,7 @@ class ClusterReconciler:
         return Outcome(PassResult.ERROR if failed else decided.result, busy=decided.busy or bool(failed))
 
     # -- before observing ------------------------------------------------------------------
-    def _context(self, body: dict[str, Any], spec: KafkaClusterSpec) -> ClusterContext | None:
+    def _context(self, body: dict[str, Any], spec: KafkaClusterSpec, claims: frozenset[str]) -> ClusterContext | None:
         meta = body["metadata"]
         config = self.kube.get("ConfigMap", naming.config_map(meta["name"]), meta["namespace"])
         draft = ClusterContext(meta["name"], meta["namespace"], meta["uid"], spec, "", (),
@@ -93,12 +95,17 @@ class ClusterReconciler:
                                self.settings.rack_cluster_role)
         try:
             found = identity.resolve((body.get("status") or {}).get("clusterId"),
-                                     (config or {}).get("data") if config else None,
-                                     draft.voter_ids(), random_kafka_uuid)
+                                     (config or {}).get("data") if config else None, draft.voter_ids(),
+                                     random_kafka_uuid, naming.data_claims(meta["name"], claims),
+                                     naming.config_map(meta["name"]))
         except identity.IdentityConflict as error:
             self.kube.event(body, naming.CLUSTER_KIND, "ClusterIdConflict", str(error), warning=True)
             self._write(body, {}, [Condition(DEGRADED, True, "ClusterIdConflict", str(error))])
             return None
+        if found.renewed_from:
+            self.kube.event(body, naming.CLUSTER_KIND, "ClusterIdRenewed",
+                            f"no volume of the earlier cluster {found.renewed_from} is left: starting clean as "
+                            f"{found.cluster_id}")
         return replace(draft, cluster_id=found.cluster_id, initial_voters=found.initial_voters)
 
     def _write(self, body: dict[str, Any], fields: Mapping[str, Any], conditions: Iterable[Condition],

@@ -84,14 +84,18 @@ def _kafka(admin: KafkaAdmin, any_broker_ready: bool) -> _KafkaFacts:
     return facts
 
 
-def observe(kube: Kube, admin: KafkaAdmin, controllers: str, ctx: ClusterContext,
+def claims(kube: Kube, cluster: str, namespace: str) -> frozenset[str]:
+    """The cluster's PersistentVolumeClaims, by name (identity and volume decisions both need them)."""
+    return frozenset(c["metadata"]["name"] for c in kube.list("PersistentVolumeClaim", namespace,
+                                                              naming.selector_labels(cluster)))
+
+
+def observe(kube: Kube, admin: KafkaAdmin, controllers: str, ctx: ClusterContext, claims: frozenset[str],
             now: datetime.datetime) -> ClusterObservation:
     statefulsets = {pool: kube.get("StatefulSet", naming.statefulset(ctx.name, pool), ctx.namespace)
                     for pool in ctx.pools()}
     replicas = {pool: int(sts["spec"]["replicas"]) for pool, sts in statefulsets.items() if sts}
     found = kube.list("Pod", ctx.namespace, naming.selector_labels(ctx.name))
-    claims = frozenset(c["metadata"]["name"] for c in kube.list("PersistentVolumeClaim", ctx.namespace,
-                                                                 naming.selector_labels(ctx.name)))
     ready = any(pods.phase(p, now, ctx.spec.restarts.node_ready_timeout_seconds) is PodPhase.READY for p in found
                 if (p["metadata"].get("labels") or {}).get(naming.ROLE_LABEL) == Pool.BROKER.value)
     kafka = _kafka(admin, ready)
