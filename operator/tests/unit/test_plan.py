@@ -355,3 +355,15 @@ def test_a_removed_controllers_volume_goes_once_it_is_no_longer_a_voter():
     assert deleted(voter) == ("data-prod-controller-3",)
     assert deleted(plan(c, observe(c, claims=left), Facts(BROKERS))) == ("data-prod-controller-3",
                                                                           "data-prod-controller-4")
+
+
+def test_a_node_starting_is_not_degraded_but_a_crash_looping_one_is_named():
+    c = ctx()
+    starting = [node(i) for i in (*CONTROLLERS, 0, 1)] + [node(2, PodPhase.STARTING)]
+    assert conditions(plan(c, observe(c, starting), Facts(BROKERS)))["Degraded"] == (False, "AsExpected")
+    crashing = [node(i) for i in (*CONTROLLERS, 0, 1)] + [
+        replace(node(2, PodPhase.DOWN), trouble="CrashLoopBackOff (last exit code 1, Error)")]
+    result = plan(c, observe(c, crashing), Facts(BROKERS))
+    degraded = next(x for x in result.conditions if x.type == "Degraded")
+    assert (degraded.status, degraded.reason) == (True, "NodeDown")
+    assert degraded.message == "not running: prod-broker-2 (CrashLoopBackOff (last exit code 1, Error))"

@@ -139,9 +139,10 @@ def _degraded(obs: ClusterObservation, step: roll.Step, scale: ScalePlan) -> Con
         return Condition(DEGRADED, True, "ScaleDownBlocked", scale.message)
     if isinstance(step, roll.Blocked):
         return Condition(DEGRADED, True, "RollBlocked", step.message)
-    down = [n.pod for n in obs.nodes if n.exists and not n.running]
+    down = [n for n in obs.nodes if n.phase is PodPhase.DOWN]
     if down:
-        return Condition(DEGRADED, True, "NodeDown", f"not running: {', '.join(down)}")
+        return Condition(DEGRADED, True, "NodeDown", "not running: " + ", ".join(
+            f"{n.pod} ({n.trouble})" if n.trouble else n.pod for n in down))
     summary = partition_summary(obs) or {}
     if summary.get("underReplicated"):
         return Condition(DEGRADED, True, "UnderReplicated", f"{summary['underReplicated']} partitions are "
