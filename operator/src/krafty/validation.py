@@ -107,12 +107,63 @@ def check_config(section: str, config: Mapping[str, str], field: str) -> list[Pr
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# Kubernetes names: a label value or a qualified name's last part, and a DNS subdomain as its prefix.
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+_NAME_PART = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+# An image reference: [registry[:port]/]path[:tag][@sha256:digest]
+_IMAGE = re.compile(r"^(?:[a-zA-Z0-9.-]+(?::[0-9]+)?/)?[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+                    r"(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*(?::[\w][\w.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$")
+_STANDARD_RESOURCES = ("cpu", "memory", "ephemeral-storage")
 # Replication factors of the topics Kafka makes for itself, each with the min.insync.replicas key that
 # must stay below it.
 _INTERNAL_TOPICS = {"offsets.topic.replication.factor": None,
                     "transaction.state.log.replication.factor": "transaction.state.log.min.isr",
                     "share.coordinator.state.topic.replication.factor": "share.coordinator.state.topic.min.isr",
                     "default.replication.factor": None}
+
+
+def _qualified_name(key: str) -> bool:
+    prefix, _, name = key.rpartition("/")
+    return bool(_NAME_PART.match(name)) and (not prefix or (len(prefix) <= 253 and bool(_DNS_SUBDOMAIN.match(prefix))))
+
+
+def _labels(values: Mapping[str, str], field: str, check_values: bool = True) -> list[Problem]:
+    """Keys (and values) Kubernetes accepts as labels; annotations only need valid keys."""
+    problems = []
+    for key, value in sorted(values.items()):
+        if not _qualified_name(key):
+            problems.append(Problem(f"{field}.{key}", "is not a valid Kubernetes key: [prefix/]name, the name at most "
+                                                      "63 characters of letters, digits, '-', '_' and '.'"))
+        elif check_values and not _LABEL_VALUE.match(value):
+            problems.append(Problem(f"{field}.{key}", f"{value!r} is not a valid label value: at most 63 characters "
+                                                      "of letters, digits, '-', '_' and '.', starting and ending "
+                                                      "with a letter or digit"))
+    return problems
+
+
+def _resources(pool: NodePool, field: str) -> list[Problem]:
+    problems = []
+    for section, values in (("requests", pool.resources.requests), ("limits", pool.resources.limits)):
+        for name in sorted(values):
+            if name not in _STANDARD_RESOURCES and not name.startswith("hugepages-") and "/" not in name:
+                problems.append(Problem(f"{field}.resources.{section}.{name}",
+                                        "not a resource Kubernetes knows: cpu, memory, ephemeral-storage, "
+                                        "hugepages-<size> or an extended resource (domain/name)"))
+    for name, request in sorted(pool.resources.requests.items()):
+        limit = pool.resources.limits.get(name)
+        if limit is not None and parse_quantity(request) > parse_quantity(limit):
+            problems.append(Problem(f"{field}.resources.requests.{name}",
+                                    f"{request} exceeds the limit {limit}: Kubernetes refuses such a pod"))
+    return problems
+
+
+def _pool(pool: NodePool, field: str) -> list[Problem]:
+    template = pool.template
+    return (_resources(pool, field) + _heap_problems(field, pool)
+            + _labels(template.labels, f"{field}.template.labels")
+            + _labels(template.annotations, f"{field}.template.annotations", check_values=False)
+            + _labels(template.node_selector, f"{field}.template.nodeSelector"))
 
 
 def _control_characters(config: Mapping[str, str], field: str) -> list[Problem]:
@@ -189,8 +240,13 @@ def validate_cluster(spec: KafkaClusterSpec) -> list[Problem]:
     if defaults.replication_factor > spec.brokers.replicas:
         problems.append(Problem("spec.topicDefaults.replicationFactor",
                                 f"{defaults.replication_factor} exceeds the {spec.brokers.replicas} brokers"))
-    problems += _heap_problems("spec.brokers", spec.brokers)
-    problems += _heap_problems("spec.controllers", spec.controllers)
+    problems += _pool(spec.brokers, "spec.brokers")
+    problems += _pool(spec.controllers, "spec.controllers")
+    if spec.image is not None and not _IMAGE.match(spec.image):
+        problems.append(Problem("spec.image", f"{spec.image!r} is not an image reference "
+                                              "([registry[:port]/]repository[:tag][@sha256:digest], lowercase)"))
+    if spec.rack is not None and not _qualified_name(spec.rack.topology_key):
+        problems.append(Problem("spec.rack.topologyKey", f"{spec.rack.topology_key!r} is not a valid label key"))
     return problems
 
 

@@ -104,8 +104,8 @@ def test_the_first_passes_bring_the_cluster_to_ready(calm: Outcome, kube: Kube, 
     assert (calm.result, calm.busy) == (PassResult.RECONCILED, False)
     status = _body(kube)["status"]
     conditions = {c["type"]: (c["status"], c["reason"]) for c in status["conditions"]}
-    assert conditions == {"Ready": ("True", "ClusterReady"), "Progressing": ("False", "Reconciled"),
-                          "Degraded": ("False", "AsExpected")}
+    assert conditions == {"Ready": ("True", "ClusterReady"), "Available": ("True", "Serving"),
+                          "Progressing": ("False", "Reconciled"), "Degraded": ("False", "AsExpected")}
     assert status["readyBrokers"] == 3
     assert status["quorum"]["voters"] == [1000, 1001, 1002]
     # The spec's dynamic broker config went to Kafka without a restart, and Kafka's own tool shows it
@@ -152,3 +152,31 @@ def test_a_dynamic_config_change_reaches_kafka_in_one_pass_without_a_restart(
     assert kafka.pids() == pids
     events = kube.list("Event", NS)
     assert any(e["reason"] == "DynamicConfigApplied" and "log.retention.ms=3600000" in e["message"] for e in events)
+
+
+def test_a_template_kubernetes_refuses_is_reported_and_changes_nothing(calm: Outcome, apiserver: LocalApiServer,
+                                                                      kube: Kube, reconciler: ClusterReconciler):
+    # Given an affinity the schema lets through and the API server refuses (an unknown operator)
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "zone", "operator": "Near", "values": ["a"]}]}]}}}
+    before = kube.get("StatefulSet", naming.statefulset(CLUSTER, Pool.BROKER), NS)
+    assert before is not None
+    patch = {"spec": {"brokers": {"template": {"affinity": affinity}}}}
+    apiserver.kubectl("patch", "kafkacluster", CLUSTER, "-n", NS, "--type=merge", "-p", json.dumps(patch))
+    try:
+        # When a pass runs, Then it does not fail: the status names the object and Kubernetes' reason
+        reconciler.reconcile(_body(kube))
+        conditions = {c["type"]: c for c in _body(kube)["status"]["conditions"]}
+        assert (conditions["Ready"]["status"], conditions["Ready"]["reason"]) == ("False", "ApplyRefused")
+        assert conditions["Degraded"]["reason"] == "ApplyRefused"
+        assert "StatefulSet local-broker" in conditions["Degraded"]["message"]
+        assert "Near" in conditions["Degraded"]["message"]
+        # And the StatefulSet keeps what it had
+        after = kube.get("StatefulSet", naming.statefulset(CLUSTER, Pool.BROKER), NS)
+        assert after is not None
+        assert after["spec"]["template"] == before["spec"]["template"]
+    finally:
+        undo = {"spec": {"brokers": {"template": {"affinity": None}}}}
+        apiserver.kubectl("patch", "kafkacluster", CLUSTER, "-n", NS, "--type=merge", "-p", json.dumps(undo))
+    reconciler.reconcile(_body(kube))
+    assert {c["type"]: c["reason"] for c in _body(kube)["status"]["conditions"]}["Degraded"] != "ApplyRefused"

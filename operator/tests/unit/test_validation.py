@@ -132,3 +132,36 @@ def test_the_crd_and_the_validator_protect_the_same_broker_keys():
 def test_control_characters_in_topic_config_are_refused():
     problems = validate_topic("t", topic(config={"retention.ms": "1\rmin.insync.replicas=1"}), CLUSTER)
     assert [p.field for p in problems][:1] == ["spec.config.retention.ms"]
+
+
+@pytest.mark.parametrize(("brokers", "image", "rack", "expected"), [
+    ({"resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}}, None, None,
+     ["spec.brokers.resources.requests.cpu: 2 exceeds the limit 1: Kubernetes refuses such a pod"]),
+    ({"resources": {"requests": {"cpus": "1"}}}, None, None,
+     ["spec.brokers.resources.requests.cpus: not a resource Kubernetes knows: cpu, memory, ephemeral-storage, "
+      "hugepages-<size> or an extended resource (domain/name)"]),
+    ({"resources": {"limits": {"nvidia.com/gpu": "1", "hugepages-2Mi": "64Mi"}}}, None, None, []),
+    ({"template": {"labels": {"team": "data platform"}}}, None, None,
+     ["spec.brokers.template.labels.team: 'data platform' is not a valid label value: at most 63 characters of "
+      "letters, digits, '-', '_' and '.', starting and ending with a letter or digit"]),
+    ({"template": {"nodeSelector": {"disk type": "ssd"}}}, None, None,
+     ["spec.brokers.template.nodeSelector.disk type: is not a valid Kubernetes key: [prefix/]name, the name at "
+      "most 63 characters of letters, digits, '-', '_' and '.'"]),
+    ({"template": {"annotations": {"example.com/note": "any text, even with spaces"}}}, None, None, []),
+    ({}, "registry.local:5000/krafty/kafka:4.3.1", None, []),
+    ({}, "Krafty/Kafka", None,
+     ["spec.image: 'Krafty/Kafka' is not an image reference ([registry[:port]/]repository[:tag][@sha256:digest], "
+      "lowercase)"]),
+    ({}, "krafty/kafka:", None,
+     ["spec.image: 'krafty/kafka:' is not an image reference ([registry[:port]/]repository[:tag][@sha256:digest], "
+      "lowercase)"]),
+    ({}, None, "topology.kubernetes.io/zone", []),
+    ({}, None, "zone!", ["spec.rack.topologyKey: 'zone!' is not a valid label key"]),
+])
+def test_pod_template_fields_kubernetes_would_refuse_are_refused_first(brokers, image, rack, expected):
+    spec = {"brokers": {"replicas": 3, **brokers}}
+    if image is not None:
+        spec["image"] = image
+    if rack is not None:
+        spec["rack"] = {"topologyKey": rack}
+    assert [str(p) for p in validate_cluster(KafkaClusterSpec.model_validate(spec))] == expected

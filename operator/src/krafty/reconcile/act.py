@@ -7,9 +7,12 @@ rest still run; the next pass plans again from what it then reads.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Iterable
 from typing import Any
+
+from kubernetes.client.exceptions import ApiException
 
 from krafty import metrics, naming
 from krafty import plan as planned
@@ -32,6 +35,7 @@ class Actor:
         self.controllers = controllers
         self.ctx = ctx
         self.body = body
+        self.refused: list[str] = []  # what the API server refused to apply, with its reason
         self._steps: dict[type, Callable[[Any], None]] = {
             planned.ApplyChildren: self._apply_children, planned.Announce: self._announce,
             planned.SetClusterDefaults: self._set_defaults, planned.MoveReplicas: self._move,
@@ -63,8 +67,16 @@ class Actor:
         for child in action.children:
             if child.desired is None:
                 self.kube.delete(child.kind, child.name, None if child.kind in CLUSTER_SCOPED else self.ctx.namespace)
-            else:
+                continue
+            try:
                 self.kube.apply(child.desired)
+            except ApiException as error:
+                if error.status not in (400, 422):  # anything but "this object is invalid" is not the spec's fault
+                    raise
+                # A spec value the validation let through and Kubernetes refuses (an affinity, a toleration):
+                # the object keeps what it had, and the status says why.
+                self.refused.append(f"{child.kind} {child.name}: {_api_message(error)}")
+                self.say("ApplyRefused", self.refused[-1], warning=True)
 
     def _announce(self, action: planned.Announce) -> None:
         self.say(action.reason, action.message, action.warning)
@@ -117,3 +129,11 @@ class Actor:
         if failed:
             message += f"; not possible yet for {len(failed)}: {'; '.join(list(failed.values())[:3])}"
         self.say("LeadersRebalanced", message)
+
+
+def _api_message(error: ApiException) -> str:
+    """The API server's own message for a refused object."""
+    try:
+        return str(json.loads(error.body or "{}").get("message") or error.reason)
+    except ValueError:
+        return str(error.reason)

@@ -18,7 +18,7 @@ from krafty import metrics, naming
 from krafty.clients.kafka_admin import AdminPool
 from krafty.clients.kube import Kube
 from krafty.decide import identity
-from krafty.decide.status import DEGRADED, Condition
+from krafty.decide.status import DEGRADED, READY, Condition
 from krafty.kraft_wire import random_kafka_uuid
 from krafty.model import KafkaClusterSpec
 from krafty.model.context import ClusterContext
@@ -76,12 +76,18 @@ class ClusterReconciler:
         admin = self.admins.get(endpoints.bootstrap)
         obs = observing.observe(self.kube, admin, endpoints.controllers, ctx, claims, moment)
         decided = plan(ctx, obs, Facts.from_status(body.get("status")))
-        failed = Actor(self.kube, admin, endpoints.controllers, replace(ctx, sizes=decided.sizes),
-                       body).run(decided.actions)
-        self._write(body, decided.status, decided.conditions, moment)
+        actor = Actor(self.kube, admin, endpoints.controllers, replace(ctx, sizes=decided.sizes), body)
+        failed = actor.run(decided.actions)
+        conditions = list(decided.conditions)
+        if actor.refused:
+            message = "Kubernetes refused what the spec asks for: " + "; ".join(actor.refused)
+            conditions = [Condition(READY, False, "ApplyRefused", message)] + [
+                Condition(DEGRADED, True, "ApplyRefused", message) if c.type == DEGRADED else c
+                for c in conditions[1:]]
+        self._write(body, decided.status, conditions, moment)
         metrics.COLLECTOR.set_cluster(ctx.namespace, ctx.name, metrics.ClusterFacts(
             brokers_desired=spec.brokers.replicas, brokers_ready=decided.status["readyBrokers"],
-            ready=decided.conditions[0].status is True, available=decided.conditions[1].status,
+            ready=conditions[0].status is True, available=conditions[1].status,
             roll_in_progress=decided.status["roll"] is not None,
             partitions_to_move=decided.scale.partitions_to_move, observation=obs))
         return Outcome(PassResult.ERROR if failed else decided.result, busy=decided.busy or bool(failed))
