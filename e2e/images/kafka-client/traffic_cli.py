@@ -125,13 +125,14 @@ def last_values(args: argparse.Namespace) -> dict[str, object]:
 
 def watch_leader(args: argparse.Namespace) -> dict[str, object]:
     from krafty.clients import kraft
+    from krafty.clients.errors import KafkaUnavailable
 
     leaders: list[int] = []
     without, longest, began = None, 0.0, time.monotonic()
     while time.monotonic() - began < args.seconds:
         try:
             leader = kraft.describe_quorum(args.servers, timeout=2).leader_id
-        except (OSError, RuntimeError):
+        except (KafkaUnavailable, RuntimeError):  # no controller answered, or one answered with an error
             leader = -1
         now = time.monotonic()
         if leader < 0:
