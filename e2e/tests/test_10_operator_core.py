@@ -60,10 +60,10 @@ def test_both_topologies_are_ready_and_say_so(prod: KafkaClusterHandle, small: K
     # Given both clusters Ready, Then `kubectl get` shows the useful columns
     table = operator.kubectl("get", "kafkaclusters", "-n", NAMESPACE)
     header = table.splitlines()[0].split()
-    assert header[:7] == ["NAME", "MODE", "BROKERS", "READY-BROKERS", "VERSION", "READY", "REASON"]
+    assert header[:8] == ["NAME", "MODE", "BROKERS", "READY-BROKERS", "VERSION", "AVAILABLE", "READY", "REASON"]
     rows = {line.split()[0]: line.split() for line in table.splitlines()[1:]}
-    assert rows["prod"][1:6] == ["dedicated", "3", "3", "4.3.1", "True"]
-    assert rows["small"][1:6] == ["combined", "3", "3", "4.3.1", "True"]
+    assert rows["prod"][1:8] == ["dedicated", "3", "3", "4.3.1", "True", "True", "ClusterReady"]
+    assert rows["small"][1:8] == ["combined", "3", "3", "4.3.1", "True", "True", "ClusterReady"]
     # And status names every node and the quorum
     assert prod.status()["quorum"]["voters"] == [1000, 1001, 1002]
     assert small.status()["quorum"]["voters"] == [0, 1, 2]
