@@ -2,11 +2,12 @@
 
 Everything the pass will do is decided here, from what it read once at its
 start, as a tuple of named actions that krafty.reconcile.act carries out in
-order: apply the children (rendered for the sizes to run this pass, never by
+order, stopping at the first one Kafka cannot carry out: remove a leaving
+voter, apply the children (rendered for the sizes to run this pass, never by
 rewriting the spec), set the cluster-wide dynamic config, move replicas or
-remove throttles, remove a voter, unregister removed brokers, then one roll
-step (restart a node, elect preferred leaders, or report what blocks). The
-status the pass writes, once, is part of the plan.
+remove throttles, unregister removed brokers, delete their volumes, then one
+roll step (restart a node, elect preferred leaders, or report what blocks).
+The status the pass writes, once, is part of the plan.
 """
 
 from __future__ import annotations
@@ -86,6 +87,12 @@ class RemoveVoter:
 
 
 @dataclass(frozen=True)
+class AddVoter:
+    voter: VoterState  # a caught-up observer
+    host: str  # its controller listener's address, as the other voters will reach it
+
+
+@dataclass(frozen=True)
 class Unregister:
     brokers: tuple[int, ...]
 
@@ -108,8 +115,8 @@ class ElectLeaders:
     message: str
 
 
-Action = (ApplyChildren | Announce | SetClusterDefaults | MoveReplicas | RemoveThrottles | RemoveVoter | Unregister
-          | DeleteVolumes | RestartNode | ElectLeaders)
+Action = (ApplyChildren | Announce | SetClusterDefaults | MoveReplicas | RemoveThrottles | RemoveVoter | AddVoter
+          | Unregister | DeleteVolumes | RestartNode | ElectLeaders)
 
 
 class PassResult(StrEnum):
@@ -231,7 +238,12 @@ def plan(ctx: ClusterContext, obs: ClusterObservation, facts: Facts) -> ClusterP
     sized = replace(ctx, sizes=Sizes(scale.brokers, scale.controllers),
                     # once formed, a node formatting an empty disk joins the existing quorum instead
                     initial_voters=() if formed else ctx.initial_voters)
-    actions: list[Action] = [ApplyChildren(tuple(children(sized)))]
+    # A voter leaving is removed before anything else: the StatefulSet stops it only once that went through.
+    actions: list[Action] = [RemoveVoter(scale.remove_voter)] if scale.remove_voter is not None else []
+    if scale.add_voter is not None:
+        pool, ordinal = naming.pool_and_ordinal(scale.add_voter.node_id)
+        actions.append(AddVoter(scale.add_voter, ctx.host(pool, ordinal)))
+    actions.append(ApplyChildren(tuple(children(sized))))
     if formed:
         assert obs.quorum is not None
         actions.append(Announce("QuorumFormed", f"controller quorum formed with voters "
@@ -247,8 +259,6 @@ def plan(ctx: ClusterContext, obs: ClusterObservation, facts: Facts) -> ClusterP
     else:
         unthrottle = _throttles_to_remove(obs, scale)
         actions += [unthrottle] if unthrottle else []
-    if scale.remove_voter is not None:
-        actions.append(RemoveVoter(scale.remove_voter))
     if scale.unregister:
         actions.append(Unregister(scale.unregister))
     claims = volumes.removable(ctx.name, obs.claims, obs, Sizes.of(ctx.spec), Sizes(scale.brokers, scale.controllers))

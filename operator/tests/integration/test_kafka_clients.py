@@ -7,6 +7,7 @@ import re
 import pytest
 
 from krafty.clients import kraft
+from krafty.clients.errors import KafkaUnavailable
 from krafty.clients.kafka_admin import KafkaAdmin
 from krafty.kraft_wire import KafkaProtocolError
 from krafty_testkit import kafka_admin
@@ -124,3 +125,22 @@ def test_remove_a_voter_and_errors_are_named(cluster: LocalKafkaCluster):
     after = wait_for(lambda: kraft.describe_quorum(cluster.running_controller_bootstrap()),
                      lambda q: voter.node_id not in q.voter_ids(), 30, "the voter removed")
     assert len(after.voters) == 2
+    # When it runs again it is only an observer (no auto-join), until it is added back
+    cluster.start_node(voter.node_id)
+    wait_for(lambda: kraft.describe_quorum(cluster.controller_bootstrap_servers),
+             lambda q: voter.node_id in {o.node_id for o in q.observers}, 60, "the controller back as an observer")
+    node = cluster.nodes[voter.node_id]
+
+    def add() -> str:
+        # (the leader checks the new voter's listener first: refused while it is still opening, retried)
+        try:
+            kraft.add_voter(cluster.controller_bootstrap_servers, None, voter.node_id, voter.directory_id,
+                            "127.0.0.1", node.controller_port, "CONTROLLER", timeout=10)
+        except KafkaUnavailable as error:
+            return str(error)
+        return "added"
+
+    wait_for(add, lambda result: result == "added", 90, "AddRaftVoter accepted")
+    back = wait_for(lambda: kraft.describe_quorum(cluster.controller_bootstrap_servers),
+                    lambda q: voter.node_id in q.voter_ids(), 60, "the voter added back")
+    assert len(back.voters) == 3

@@ -27,6 +27,7 @@ from krafty.observed import (
     VoterState,
 )
 from krafty.plan import (
+    AddVoter,
     Announce,
     ApplyChildren,
     DeleteVolumes,
@@ -186,6 +187,16 @@ def test_a_quorum_change_in_flight_removes_the_stopped_voter_and_waits_for_the_r
                               statefulset_replicas={Pool.BROKER: 3, Pool.CONTROLLER: 4}), Facts(BROKERS))
     assert not [a for a in lagging.actions if isinstance(a, RemoveVoter)]
     assert "not caught up" in lagging.status["scaling"]["message"]
+
+
+def test_a_leaving_controller_is_removed_from_the_voters_before_its_statefulset_shrinks():
+    # Given controllers 3 -> 1 with three voters running
+    c = ctx(controllers=1)
+    result = plan(c, observe(c), Facts(BROKERS))
+    # Then the pass removes voter 1002 first, and only then applies the StatefulSet with 2
+    assert kinds(result.actions)[:2] == ["RemoveVoter", "ApplyChildren"]
+    assert result.actions[0].voter.node_id == 1002
+    assert statefulset_replicas(result.actions, Pool.CONTROLLER) == 2
 
 
 def test_kafka_unreachable_changes_nothing_in_kafka_and_says_why():
@@ -367,3 +378,16 @@ def test_a_node_starting_is_not_degraded_but_a_crash_looping_one_is_named():
     degraded = next(x for x in result.conditions if x.type == "Degraded")
     assert (degraded.status, degraded.reason) == (True, "NodeDown")
     assert degraded.message == "not running: prod-broker-2 (CrashLoopBackOff (last exit code 1, Error))"
+
+
+def test_a_caught_up_controller_is_made_a_voter_at_its_own_address():
+    # Given controllers 3 -> 5 midway: controller 1003 runs and has caught up as an observer
+    c = ctx(controllers=5)
+    nodes = [node(i) for i in (1000, 1001, 1002, 1003, *BROKERS)]
+    observer = VoterState(1003, "dir-1003", 0)
+    with_observer = QuorumState(1001, 7, quorum().voters, (observer,))
+    result = plan(c, observe(c, nodes, quorum=with_observer,
+                             statefulset_replicas={Pool.BROKER: 3, Pool.CONTROLLER: 4}), Facts(BROKERS))
+    [add] = [a for a in result.actions if isinstance(a, AddVoter)]
+    assert (add.voter, add.host) == (observer, "prod-controller-3.prod-controllers.kafka.svc.cluster.local")
+    assert statefulset_replicas(result.actions, Pool.CONTROLLER) == 4  # the next one starts after it votes

@@ -115,14 +115,32 @@ def test_a_refused_scale_down_names_the_first_topics_and_counts_the_rest():
 
 def test_controllers_grow_one_voter_at_a_time():
     step1 = plan(inputs(desired_controllers=5), obs([0, 1, 2], partitions(3, [0, 1, 2])))
-    assert step1.controllers == 4
-    # controller 1003 runs but has not joined yet: wait
+    assert (step1.controllers, step1.message) == (4, "starting controller 1003")
+    # controller 1003 runs but has not caught up as an observer yet: wait
     waiting = plan(inputs(desired_controllers=5, running_controllers=4), obs([0, 1, 2], partitions(3, [0, 1, 2])))
     assert waiting.controllers == 4
-    assert "1003 to join" in waiting.message
+    assert "1003 to catch up" in waiting.message
+    # caught up: the operator makes it a voter
+    observer = VoterState(1003, "dir1003", 0)
+    caught_up = QuorumState(1000, 1, voters(1000, 1001, 1002).voters, (observer,))
+    adding = plan(inputs(desired_controllers=5, running_controllers=4),
+                  obs([0, 1, 2], partitions(3, [0, 1, 2]), caught_up))
+    assert (adding.controllers, adding.add_voter) == (4, observer)
     joined = plan(inputs(desired_controllers=5, running_controllers=4),
                   obs([0, 1, 2], partitions(3, [0, 1, 2]), voters(1000, 1001, 1002, 1003)))
     assert joined.controllers == 5
+
+
+def test_a_controller_back_on_a_new_disk_has_its_old_voter_entry_replaced():
+    # Given controller 1001 running again on an empty disk: an observer with a new directory id
+    fresh = VoterState(1001, "new-dir", 0)
+    quorum = QuorumState(1000, 1, voters(1000, 1001, 1002).voters, (fresh,))
+    replace = plan(inputs(), obs([0, 1, 2], partitions(3, [0, 1, 2]), quorum))
+    # Then its old entry goes first, and then (an observer not a voter) it is added back
+    assert replace.remove_voter is not None
+    assert (replace.remove_voter.node_id, replace.remove_voter.directory_id) == (1001, "dir1001")
+    after = QuorumState(1000, 1, voters(1000, 1002).voters, (fresh,))
+    assert plan(inputs(), obs([0, 1, 2], partitions(3, [0, 1, 2]), after)).add_voter == fresh
 
 
 def test_controllers_never_change_while_a_voter_lags():
@@ -135,34 +153,33 @@ def test_controllers_never_change_while_a_voter_lags():
 def test_controllers_shrink_by_removing_the_voter_while_it_runs_then_stopping_it():
     five = voters(1000, 1001, 1002, 1003, 1004)
     data = partitions(3, [0, 1, 2])
-    # Given 5 -> 3: the highest controller is removed from the voters first, while it still runs
+    # Given 5 -> 3: the highest controller is removed from the voters while it still runs, and stopped in the
+    # same pass (the plan puts the removal first: a running controller would join the quorum again by itself)
     remove = plan(inputs(desired_controllers=3, running_controllers=5), obs([0, 1, 2], data, five))
-    assert (remove.controllers, remove.phase) == (5, "RemovingVoter")
+    assert (remove.controllers, remove.phase) == (4, "RemovingVoter")
     assert remove.remove_voter is not None
     assert remove.remove_voter.node_id == 1004
-    # Once it is no longer a voter, it stops
+    # A controller that is no longer a voter is just stopped
     stop = plan(inputs(desired_controllers=3, running_controllers=5),
                 obs([0, 1, 2], data, voters(1000, 1001, 1002, 1003)))
     assert (stop.controllers, stop.remove_voter) == (4, None)
 
 
 def test_three_controllers_to_one_never_stop_a_voter_the_majority_needs():
-    # Given 3 -> 1, each step keeps a live majority of the voters at that moment
+    # Given 3 -> 1, each step removes the leaving voter while every voter runs, before it stops
     data = partitions(3, [0, 1, 2])
     quorum, running, steps = voters(1000, 1001, 1002), 3, []
-    for _ in range(6):
+    for _ in range(4):
         step = plan(inputs(desired_controllers=1, running_controllers=running), obs([0, 1, 2], data, quorum))
-        if step.remove_voter is not None:
-            # a voter is removed only while it and every other voter run
-            assert naming.node_id(Pool.CONTROLLER, running - 1) == step.remove_voter.node_id
-            quorum = voters(*sorted(quorum.voter_ids() - {step.remove_voter.node_id}))
-            steps.append(f"remove {step.remove_voter.node_id}")
-        elif step.controllers < running:
-            # a controller stops only when it no longer votes
-            assert naming.node_id(Pool.CONTROLLER, step.controllers) not in quorum.voter_ids()
+        if step.controllers < running:
+            leaving = naming.node_id(Pool.CONTROLLER, step.controllers)
+            assert step.remove_voter is not None
+            assert step.remove_voter.node_id == leaving  # removed in the pass that stops it, first
+            assert len(quorum.voter_ids()) - 1 >= 1  # the voters left are all running
+            quorum = voters(*sorted(quorum.voter_ids() - {leaving}))
             running = step.controllers
-            steps.append(f"stop {naming.node_id(Pool.CONTROLLER, running)}")
-    assert steps == ["remove 1002", "stop 1002", "remove 1001", "stop 1001"]
+            steps.append(f"remove and stop {leaving}")
+    assert steps == ["remove and stop 1002", "remove and stop 1001"]
     assert (running, quorum.voter_ids()) == (1, {1000})
 
 

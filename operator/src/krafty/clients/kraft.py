@@ -80,6 +80,7 @@ def wire_name(api_key: int) -> str:
 
 
 _NAMES = {wire.DESCRIBE_QUORUM: "DescribeQuorum", wire.DESCRIBE_CLUSTER: "DescribeCluster",
+          wire.ADD_RAFT_VOTER: "AddRaftVoter",
           wire.REMOVE_RAFT_VOTER: "RemoveRaftVoter", wire.UNREGISTER_BROKER: "UnregisterBroker",
           wire.ALTER_PARTITION_REASSIGNMENTS: "AlterPartitionReassignments",
           wire.LIST_PARTITION_REASSIGNMENTS: "ListPartitionReassignments",
@@ -94,6 +95,14 @@ def describe_brokers(servers: str, timeout: float = 10.0) -> tuple[wire.Broker, 
 
 def describe_quorum(servers: str, timeout: float = 10.0) -> wire.Quorum:
     return call(servers, wire.DESCRIBE_QUORUM, 2, wire.encode_describe_quorum(), wire.decode_describe_quorum, timeout)
+
+
+def add_voter(servers: str, cluster_id: str | None, voter_id: int, directory_id: str, host: str, port: int,
+              listener: str, timeout: float = 30.0) -> None:
+    """Makes a controller that runs as an observer a voter (KIP-853), once it has caught up."""
+    body = wire.encode_add_raft_voter(cluster_id, voter_id, directory_id, [(listener, host, port)],
+                                      int(timeout * 1000))
+    call(servers, wire.ADD_RAFT_VOTER, 0, body, wire.decode_simple("AddRaftVoter"), timeout + 5)
 
 
 def remove_voter(servers: str, cluster_id: str | None, voter_id: int, directory_id: str,

@@ -10,11 +10,13 @@ Brokers
         removed brokers are unregistered from the KRaft metadata.
 Dedicated controllers (KIP-853 dynamic quorum), one voter at a time, each
 step only while every voter is caught up:
-  up    one more controller starts and joins the quorum by itself (auto-join);
+  up    one more controller starts as an observer; once it has caught up the
+        operator makes it a voter (AddRaftVoter);
   down  the highest controller is removed from the voters while it still runs,
-        then it stops, then its volume goes (krafty.decide.volumes): the quorum
-        never passes through a voter set without a live majority (3 -> 1 used to
-        stop a voter of two).
+        and stopped right after in the same pass (only if the removal went
+        through), then its volume goes (krafty.decide.volumes): the quorum never
+        passes through a voter set without a live majority (3 -> 1 used to stop
+        a voter of two).
 """
 
 from __future__ import annotations
@@ -69,6 +71,7 @@ class ScalePlan:
     remove_voter: VoterState | None = None
     balanced_for: tuple[int, ...] | None = None
     partitions_to_move: int = 0
+    add_voter: VoterState | None = None
 
     @property
     def busy(self) -> bool:
@@ -85,39 +88,78 @@ def _quorum_problem(obs: ClusterObservation, ignore: frozenset[int] = frozenset(
     return None
 
 
-def _controllers(inp: ScaleInput, obs: ClusterObservation) -> tuple[int, ScalePhase, str, VoterState | None]:
-    """(controller replicas, phase, message, voter to remove)."""
+@dataclass(frozen=True)
+class QuorumStep:
+    controllers: int  # controller replicas to run
+    phase: ScalePhase = ScalePhase.STABLE
+    message: str = ""
+    remove: VoterState | None = None  # a voter to remove from the quorum
+    add: VoterState | None = None  # a caught-up observer to make a voter
+
+
+def _membership(obs: ClusterObservation, current: int, staying: int) -> QuorumStep | None:
+    """Voters the running controllers do not match: a controller back on a new disk (its old voter entry goes
+    first), or a running controller that stays and is only an observer (it becomes a voter once caught up)."""
+    quorum = obs.quorum
+    if quorum is None or quorum.leader_id < 0:
+        return None
+    running = {naming.node_id(Pool.CONTROLLER, i) for i in range(min(current, staying))}
+    observers = {o.node_id: o for o in quorum.observers if o.node_id in running}
+    for voter in quorum.voters:
+        found = observers.get(voter.node_id)
+        if found is not None and found.directory_id != voter.directory_id:
+            problem = _quorum_problem(obs, frozenset({voter.node_id}))
+            if problem:
+                return QuorumStep(current, ScalePhase.REMOVING_VOTER,
+                                  f"waiting to replace controller {voter.node_id}'s voter entry: {problem}")
+            return QuorumStep(current, ScalePhase.REMOVING_VOTER, f"controller {voter.node_id} came back on a new "
+                              "disk: removing its old voter entry", remove=voter)
+    for node in sorted(running - quorum.voter_ids()):
+        found = observers.get(node)
+        if found is not None and 0 <= found.lag <= MAX_VOTER_LAG and not _quorum_problem(obs):
+            return QuorumStep(current, ScalePhase.SCALING_CONTROLLERS, f"adding controller {node} to the voters",
+                              add=found)
+        return QuorumStep(current, ScalePhase.SCALING_CONTROLLERS,
+                          f"waiting for controller {node} to catch up with the metadata log before it votes")
+    return None
+
+
+def _controllers(inp: ScaleInput, obs: ClusterObservation) -> QuorumStep:
     current, desired = inp.running_controllers, inp.desired_controllers
     if not inp.dedicated:
-        return 0, ScalePhase.STABLE, "", None
+        return QuorumStep(0)
     first_gone = naming.node_id(Pool.CONTROLLER, current)
     stale = [v for v in (obs.quorum.voters if obs.quorum else ()) if v.node_id >= first_gone]
     if stale:
         # A voter whose controller no longer runs: remove it while the others are healthy.
         problem = _quorum_problem(obs, frozenset(v.node_id for v in stale))
         if problem:
-            return (current, ScalePhase.REMOVING_VOTER, f"waiting to remove controller {stale[0].node_id}: {problem}",
-                    None)
-        return (current, ScalePhase.REMOVING_VOTER, f"removing stopped controller {stale[0].node_id} from the voters",
-                stale[0])
+            return QuorumStep(current, ScalePhase.REMOVING_VOTER,
+                              f"waiting to remove controller {stale[0].node_id}: {problem}")
+        return QuorumStep(current, ScalePhase.REMOVING_VOTER,
+                          f"removing stopped controller {stale[0].node_id} from the voters", remove=stale[0])
+    repair = _membership(obs, current, desired)
+    if repair is not None:
+        return repair
     if current == desired:
-        return current, ScalePhase.STABLE, "", None
+        return QuorumStep(current)
     if inp.roll_pending:
-        return current, ScalePhase.SCALING_CONTROLLERS, "waiting for the rolling restart to finish", None
+        return QuorumStep(current, ScalePhase.SCALING_CONTROLLERS, "waiting for the rolling restart to finish")
     problem = _quorum_problem(obs)
     if problem:
-        return current, ScalePhase.SCALING_CONTROLLERS, f"quorum change waits: {problem}", None
+        return QuorumStep(current, ScalePhase.SCALING_CONTROLLERS, f"quorum change waits: {problem}")
     if current < desired:
-        newest = naming.node_id(Pool.CONTROLLER, current - 1)
-        if obs.quorum is not None and current and newest not in obs.quorum.voter_ids():
-            return current, ScalePhase.SCALING_CONTROLLERS, f"waiting for controller {newest} to join the quorum", None
-        return current + 1, ScalePhase.SCALING_CONTROLLERS, f"adding controller {first_gone}", None
+        # It starts as an observer; the operator makes it a voter once it has caught up (_membership).
+        return QuorumStep(current + 1, ScalePhase.SCALING_CONTROLLERS, f"starting controller {first_gone}")
     leaving = naming.node_id(Pool.CONTROLLER, current - 1)
     voter = next((v for v in obs.quorum.voters if v.node_id == leaving), None) if obs.quorum else None
-    if voter is not None:
-        return (current, ScalePhase.REMOVING_VOTER,
-                f"removing controller {leaving} from the voters while it still runs", voter)
-    return (current - 1, ScalePhase.SCALING_CONTROLLERS, f"stopping controller {leaving}: no longer a voter", None)
+    if voter is None:
+        return QuorumStep(current - 1, ScalePhase.SCALING_CONTROLLERS, f"stopping controller {leaving}: no longer "
+                                                                        "a voter")
+    # Removed while it runs, and stopped in the same pass once that went through (the removal is the pass's
+    # first action): the quorum never waits on a voter that is gone.
+    return QuorumStep(current - 1, ScalePhase.REMOVING_VOTER,
+                      f"removing controller {leaving} from the voters, then stopping it", remove=voter)
 
 
 def _scale_down(inp: ScaleInput, obs: ClusterObservation) -> ScalePlan:
@@ -199,11 +241,11 @@ def _stale_registrations(obs: ClusterObservation, brokers: int) -> tuple[int, ..
 
 
 def plan(inp: ScaleInput, obs: ClusterObservation) -> ScalePlan:
-    controllers, c_phase, c_message, voter = _controllers(inp, obs)
+    quorum = _controllers(inp, obs)
     brokers = _scale_down(inp, obs) if inp.running_brokers > inp.desired_brokers else _rebalance(inp, obs)
     phase, message = brokers.phase, brokers.message
-    if c_phase is not ScalePhase.STABLE and not brokers.busy:
-        phase, message = c_phase, c_message
-    return ScalePlan(brokers.brokers, controllers, phase, message, brokers.blocked, brokers.reassign,
-                     _stale_registrations(obs, brokers.brokers), voter, brokers.balanced_for,
-                     brokers.partitions_to_move)
+    if quorum.phase is not ScalePhase.STABLE and not brokers.busy:
+        phase, message = quorum.phase, quorum.message
+    return ScalePlan(brokers.brokers, quorum.controllers, phase, message, brokers.blocked, brokers.reassign,
+                     _stale_registrations(obs, brokers.brokers), quorum.remove, brokers.balanced_for,
+                     brokers.partitions_to_move, quorum.add)

@@ -34,6 +34,7 @@ from krafty.kraft_wire.codec import (
     uuid_to_kafka,
 )
 from krafty.kraft_wire.nodes import (
+    ADD_RAFT_VOTER,
     DESCRIBE_CLUSTER,
     DESCRIBE_QUORUM,
     METADATA_TOPIC,
@@ -45,6 +46,7 @@ from krafty.kraft_wire.nodes import (
     decode_describe_cluster,
     decode_describe_quorum,
     decode_simple,
+    encode_add_raft_voter,
     encode_describe_cluster,
     encode_describe_quorum,
     encode_remove_raft_voter,
@@ -52,12 +54,12 @@ from krafty.kraft_wire.nodes import (
 )
 
 __all__ = [
-    "ALTER_PARTITION_REASSIGNMENTS", "DESCRIBE_CLUSTER", "DESCRIBE_QUORUM", "ERROR_NAMES", "INCREMENTAL_ALTER_CONFIGS",
-    "LIST_PARTITION_REASSIGNMENTS", "METADATA_TOPIC", "REMOVE_RAFT_VOTER", "UNREGISTER_BROKER", "Broker",
-    "KafkaProtocolError", "OngoingReassignment", "Quorum", "Reader", "ReplicaState", "TopicPartition", "Writer",
-    "decode_alter_configs", "decode_alter_reassignments", "decode_describe_cluster", "decode_describe_quorum",
-    "decode_list_reassignments", "decode_simple", "encode_alter_cluster_defaults", "encode_alter_reassignments",
-    "encode_describe_cluster", "encode_describe_quorum", "encode_list_reassignments", "encode_remove_raft_voter",
-    "encode_unregister_broker", "frame", "random_kafka_uuid", "read_response_header", "request_header",
-    "uuid_from_kafka", "uuid_to_kafka",
+    "ADD_RAFT_VOTER", "ALTER_PARTITION_REASSIGNMENTS", "DESCRIBE_CLUSTER", "DESCRIBE_QUORUM", "ERROR_NAMES",
+    "INCREMENTAL_ALTER_CONFIGS", "LIST_PARTITION_REASSIGNMENTS", "METADATA_TOPIC", "REMOVE_RAFT_VOTER",
+    "UNREGISTER_BROKER", "Broker", "KafkaProtocolError", "OngoingReassignment", "Quorum", "Reader", "ReplicaState",
+    "TopicPartition", "Writer", "decode_alter_configs", "decode_alter_reassignments", "decode_describe_cluster",
+    "decode_describe_quorum", "decode_list_reassignments", "decode_simple", "encode_add_raft_voter",
+    "encode_alter_cluster_defaults", "encode_alter_reassignments", "encode_describe_cluster",
+    "encode_describe_quorum", "encode_list_reassignments", "encode_remove_raft_voter", "encode_unregister_broker",
+    "frame", "random_kafka_uuid", "read_response_header", "request_header", "uuid_from_kafka", "uuid_to_kafka",
 ]

@@ -49,6 +49,10 @@ class Writer:
         self.parts.append(struct.pack(">h", v))
         return self
 
+    def uint16(self, v: int) -> Writer:
+        self.parts.append(struct.pack(">H", v))
+        return self
+
     def int32(self, v: int) -> Writer:
         self.parts.append(struct.pack(">i", v))
         return self

@@ -1,9 +1,9 @@
 """The KRaft requests about nodes: DescribeQuorum, DescribeCluster (fenced brokers too),
-RemoveRaftVoter and UnregisterBroker."""
+AddRaftVoter, RemoveRaftVoter and UnregisterBroker."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from krafty.kraft_wire.codec import Reader, Writer, check
@@ -11,6 +11,7 @@ from krafty.kraft_wire.codec import Reader, Writer, check
 DESCRIBE_QUORUM = 55
 DESCRIBE_CLUSTER = 60
 UNREGISTER_BROKER = 64
+ADD_RAFT_VOTER = 80
 REMOVE_RAFT_VOTER = 81
 METADATA_TOPIC = "__cluster_metadata"
 
@@ -102,6 +103,16 @@ def decode_describe_quorum(r: Reader) -> Quorum:
 
 
 # -- RemoveRaftVoter v0, UnregisterBroker v0 -------------------------------------
+
+def encode_add_raft_voter(cluster_id: str | None, voter_id: int, directory_id: str,
+                          listeners: Sequence[tuple[str, str, int]], timeout_ms: int) -> Writer:
+    """listeners: (name, host, port) of the new voter's controller listeners."""
+    def listener(w: Writer, item: tuple[str, str, int]) -> None:
+        w.compact_string(item[0]).compact_string(item[1]).uint16(item[2]).tags()
+
+    return (Writer().compact_string(cluster_id).int32(timeout_ms).int32(voter_id).uuid(directory_id)
+            .compact_array(list(listeners), listener).tags())
+
 
 def encode_remove_raft_voter(cluster_id: str | None, voter_id: int, directory_id: str) -> Writer:
     return Writer().compact_string(cluster_id).int32(voter_id).uuid(directory_id).tags()

@@ -2,7 +2,8 @@
 
 Nothing here decides: every action says what to do and why (krafty.plan).
 An action Kafka cannot carry out now is reported (a warning Event) and the
-rest still run; the next pass plans again from what it then reads.
+actions after it wait for the next pass, which plans again from what it
+then reads.
 """
 
 from __future__ import annotations
@@ -40,21 +41,23 @@ class Actor:
             planned.ApplyChildren: self._apply_children, planned.Announce: self._announce,
             planned.SetClusterDefaults: self._set_defaults, planned.MoveReplicas: self._move,
             planned.RemoveThrottles: self._unthrottle, planned.RemoveVoter: self._remove_voter,
+            planned.AddVoter: self._add_voter,
             planned.Unregister: self._unregister, planned.DeleteVolumes: self._delete_volumes,
             planned.RestartNode: self._restart,
             planned.ElectLeaders: self._elect,
         }
 
-    def run(self, actions: Iterable[planned.Action]) -> int:
-        """Carries out the actions in order; returns how many Kafka could not carry out."""
-        failed = 0
+    def run(self, actions: Iterable[planned.Action]) -> bool:
+        """Carries out the actions in order, up to the first one Kafka cannot carry out (what comes after
+        may rely on it: a controller stops only once it is no longer a voter); returns whether all ran."""
         for action in actions:
             try:
                 self._steps[type(action)](action)
             except (KafkaUnavailable, KafkaProtocolError) as error:
-                failed += 1
-                self.say(f"{type(action).__name__}Failed", f"not done this pass: {error}", warning=True)
-        return failed
+                self.say(f"{type(action).__name__}Failed", f"not done, nor what follows it this pass: {error}",
+                         warning=True)
+                return False
+        return True
 
     def say(self, reason: str, message: str, warning: bool = False) -> None:
         """A decision or its outcome, in the operator's log and as an Event on the KafkaCluster."""
@@ -103,6 +106,12 @@ class Actor:
         voter = action.voter
         kraft.remove_voter(self.controllers, self.ctx.cluster_id, voter.node_id, voter.directory_id)
         self.say("VoterRemoved", f"controller {voter.node_id} removed from the KRaft voters")
+
+    def _add_voter(self, action: planned.AddVoter) -> None:
+        voter = action.voter
+        kraft.add_voter(self.controllers, self.ctx.cluster_id, voter.node_id, voter.directory_id, action.host,
+                        naming.CONTROLLER_PORT, naming.CONTROLLER_LISTENER)
+        self.say("VoterAdded", f"controller {voter.node_id} added to the KRaft voters")
 
     def _unregister(self, action: planned.Unregister) -> None:
         for broker in action.brokers:

@@ -77,7 +77,7 @@ class ClusterReconciler:
         obs = observing.observe(self.kube, admin, endpoints.controllers, ctx, claims, moment)
         decided = plan(ctx, obs, Facts.from_status(body.get("status")))
         actor = Actor(self.kube, admin, endpoints.controllers, replace(ctx, sizes=decided.sizes), body)
-        failed = actor.run(decided.actions)
+        done = actor.run(decided.actions)
         conditions = list(decided.conditions)
         if actor.refused:
             message = "Kubernetes refused what the spec asks for: " + "; ".join(actor.refused)
@@ -90,7 +90,7 @@ class ClusterReconciler:
             ready=conditions[0].status is True, available=conditions[1].status,
             roll_in_progress=decided.status["roll"] is not None,
             partitions_to_move=decided.scale.partitions_to_move, observation=obs))
-        return Outcome(PassResult.ERROR if failed else decided.result, busy=decided.busy or bool(failed))
+        return Outcome(decided.result if done else PassResult.ERROR, busy=decided.busy or not done)
 
     # -- before observing ------------------------------------------------------------------
     def _context(self, body: dict[str, Any], spec: KafkaClusterSpec, claims: frozenset[str]) -> ClusterContext | None:

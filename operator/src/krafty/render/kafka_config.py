@@ -80,10 +80,8 @@ def node_properties(ctx: ClusterContext, pool: Pool, ordinal: int) -> dict[str, 
         **_listeners(ctx, pool, ordinal),
         "log.dirs": naming.LOG_DIR,
     }
-    if "controller" in roles:
-        # KIP-853: a controller started on an empty disk joins the quorum by itself,
-        # which is how dedicated quorums grow.
-        props["controller.quorum.auto.join.enable"] = "true"
+    # KIP-853: a controller started on an empty disk runs as an observer until the operator makes it a voter
+    # (auto-join stays off: a controller being removed would join again before it stops).
     if "broker" in roles:
         props.update({
             "controlled.shutdown.enable": "true",
