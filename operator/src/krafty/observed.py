@@ -190,6 +190,7 @@ class ClusterObservation:
     cluster_defaults: Mapping[str, str] | None = None  # dynamic cluster-wide broker config; None: unread
     throttled_topics: frozenset[str] | None = frozenset()  # topics with replication throttles; None: unread
     claims: frozenset[str] = frozenset()  # the cluster's PersistentVolumeClaims, by name
+    controller_servers: str = ""  # where the controllers were asked (every one that runs or is wanted)
 
     def node(self, node_id: int) -> NodeState | None:
         return next((n for n in self.nodes if n.node_id == node_id), None)

@@ -89,9 +89,11 @@ class ClusterContext:
     def bootstrap_servers(self) -> str:
         return naming.bootstrap_address(self.name, self.namespace, self.cluster_domain, self.spec.listeners[0].port)
 
-    def controller_bootstrap_servers(self) -> str:
+    def controller_bootstrap_servers(self, count: int | None = None) -> str:
+        """The controllers' addresses: the first `count` of them, or as many as the spec asks for."""
         pool = self.voter_pool
-        return ",".join(f"{self.host(pool, i)}:{naming.CONTROLLER_PORT}" for i in range(self.spec.controllers.replicas))
+        number = self.spec.controllers.replicas if count is None else count
+        return ",".join(f"{self.host(pool, i)}:{naming.CONTROLLER_PORT}" for i in range(number))
 
     def initial_controllers_arg(self) -> str:
         """The --initial-controllers value for `kafka-storage format` (id@host:port:directory-id,...)."""

@@ -72,11 +72,12 @@ class ClusterReconciler:
         ctx = self._context(body, spec, claims)
         if ctx is None:
             return Outcome(PassResult.CONFLICT)
-        endpoints = self.settings.endpoints or Endpoints(ctx.bootstrap_servers(), ctx.controller_bootstrap_servers())
-        admin = self.admins.get(endpoints.bootstrap)
-        obs = observing.observe(self.kube, admin, endpoints.controllers, ctx, claims, moment)
+        override = self.settings.endpoints
+        admin = self.admins.get(override.bootstrap if override else ctx.bootstrap_servers())
+        controllers = (lambda _count: override.controllers) if override else ctx.controller_bootstrap_servers
+        obs = observing.observe(self.kube, admin, controllers, ctx, claims, moment)
         decided = plan(ctx, obs, Facts.from_status(body.get("status")))
-        actor = Actor(self.kube, admin, endpoints.controllers, replace(ctx, sizes=decided.sizes), body)
+        actor = Actor(self.kube, admin, obs.controller_servers, replace(ctx, sizes=decided.sizes), body)
         done = actor.run(decided.actions)
         conditions = list(decided.conditions)
         if actor.refused:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import logging
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -90,8 +91,10 @@ def claims(kube: Kube, cluster: str, namespace: str) -> frozenset[str]:
                                                               naming.selector_labels(cluster)))
 
 
-def observe(kube: Kube, admin: KafkaAdmin, controllers: str, ctx: ClusterContext, claims: frozenset[str],
-            now: datetime.datetime) -> ClusterObservation:
+def observe(kube: Kube, admin: KafkaAdmin, controllers: Callable[[int], str], ctx: ClusterContext,
+            claims: frozenset[str], now: datetime.datetime) -> ClusterObservation:
+    """`controllers`: the controller addresses for a number of controllers (during a scale-down the quorum's
+    leader can be one the spec no longer asks for: every controller that runs is asked)."""
     statefulsets = {pool: kube.get("StatefulSet", naming.statefulset(ctx.name, pool), ctx.namespace)
                     for pool in ctx.pools()}
     replicas = {pool: int(sts["spec"]["replicas"]) for pool, sts in statefulsets.items() if sts}
@@ -99,9 +102,10 @@ def observe(kube: Kube, admin: KafkaAdmin, controllers: str, ctx: ClusterContext
     ready = any(pods.phase(p, now, ctx.spec.restarts.node_ready_timeout_seconds) is PodPhase.READY for p in found
                 if (p["metadata"].get("labels") or {}).get(naming.ROLE_LABEL) == Pool.BROKER.value)
     kafka = _kafka(admin, ready)
+    servers = controllers(max(ctx.spec.controllers.replicas, replicas.get(Pool.CONTROLLER, 0)))
     quorum, quorum_error = None, None
     try:
-        quorum = quorum_state(controllers)
+        quorum = quorum_state(servers)
     except (KafkaUnavailable, KafkaProtocolError) as error:
         quorum_error = str(error)
     registered = {r.node_id for r in kafka.registrations if not r.fenced}
@@ -110,4 +114,4 @@ def observe(kube: Kube, admin: KafkaAdmin, controllers: str, ctx: ClusterContext
     return ClusterObservation(nodes, kafka.partitions, quorum, kafka_error=kafka.error, quorum_error=quorum_error,
                               statefulset_replicas=replicas, reassignments=kafka.reassignments,
                               registrations=kafka.registrations, cluster_defaults=kafka.defaults,
-                              throttled_topics=kafka.throttled, claims=claims)
+                              throttled_topics=kafka.throttled, claims=claims, controller_servers=servers)
