@@ -5,6 +5,7 @@ The end-to-end tests and the demo (scripts/demo.py) both use it."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import subprocess
@@ -34,12 +35,23 @@ SMALL_NODE = {"resources": {"requests": {"cpu": "50m", "memory": "640Mi"}, "limi
               "jvm": {"heap": "256Mi"}, "storage": {"size": "1Gi"}}
 
 
+def operator_sources_digest() -> str:
+    """A digest of what the operator image is built from: the image tag stays e2e, so the pod carries this to
+    be replaced whenever the code changed (a running operator on an older image otherwise stays)."""
+    digest = hashlib.sha256()
+    for path in sorted([ROOT / "Dockerfile", ROOT / "operator" / "requirements.txt",
+                        *(ROOT / "operator" / "src").rglob("*.py"), *(ROOT / "operator" / "src").rglob("*.json")]):
+        digest.update(path.relative_to(ROOT).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def install_operator(kube: KubeCluster, release: str = RELEASE, namespace: str = OPERATOR_NAMESPACE,
                      watch: tuple[str, ...] = (NAMESPACE,), *extra: str) -> None:
     """helm upgrade --install of the chart with the locally built operator image."""
     watched = ",".join(watch)
     kube.run_helm("upgrade", "--install", release, str(CHART), "--namespace", namespace, "--create-namespace",
                   "--set", "image.repository=krafty/operator", "--set", "image.tag=e2e",
+                  "--set-string", f"podAnnotations.krafty-e2e/sources={operator_sources_digest()}",
                   "--set", f"watchNamespaces={{{watched}}}", "--wait", "--timeout", "5m", *extra, timeout=420)
 
 
