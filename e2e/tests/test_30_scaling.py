@@ -177,5 +177,5 @@ def test_controller_quorum_3_to_1_to_3_under_load_keeps_a_leader_and_loses_no_me
     removed = {e["message"] for e in prod.events("VoterRemoved")}
     assert {"controller 1002 removed from the KRaft voters", "controller 1001 removed from the KRaft voters"} <= removed
     topics = set(prod.kafka_tool("kafka-topics.sh", "--list").split())
-    assert {"quorum-load", *created, "scaling"} <= topics
+    assert {"quorum-load", *created} <= topics  # made before, between and after the steps
     prod.wait_ready(600)
