@@ -75,6 +75,8 @@ class Operator:
 
     def run_cluster(self, namespace: str, name: str) -> float | None:
         body = self.kube.get(naming.CLUSTER_KIND, name, namespace)
+        if body is not None and body["metadata"].get("deletionTimestamp") and self.clusters.teardown(body):
+            return BUSY_INTERVAL
         if body is None or body["metadata"].get("deletionTimestamp"):
             metrics.COLLECTOR.set_cluster(namespace, name, None)
             self.clusters.release(namespace, name)
@@ -137,7 +139,7 @@ def cluster_event(type: str | None, body: kopf.Body, namespace: str | None, name
     deleted = type == "DELETED"
     if not operator.changed(naming.CLUSTER_KIND, body, deleted):
         return
-    if deleted:  # the cluster pass then releases what the cluster held
+    if deleted or body.get("metadata", {}).get("deletionTimestamp"):  # the cluster pass tears it down in order
         operator.scheduler.forget(("topics", namespace, name))
         operator.scheduler.forget(("lag", namespace, name))
         operator.scheduler.poke(("cluster", namespace, name))

@@ -25,6 +25,8 @@ STATIC_CONFIG_ANNOTATION = f"{GROUP}/static-config"  # what a restart would chan
 CLUSTER_LABEL = f"{GROUP}/cluster"
 ROLE_LABEL = f"{GROUP}/pool"
 TOPIC_FINALIZER = f"{GROUP}/topic-deletion"
+# Held on every KafkaCluster so that its deletion stops the brokers before the controllers
+CLUSTER_FINALIZER = f"{GROUP}/ordered-teardown"
 
 # Broker config keys the operator sets itself (the CRD's CEL rule on brokers.config lists the same).
 OWNED_BROKER_KEYS = ("node.id", "broker.id", "process.roles", "listeners", "advertised.listeners",

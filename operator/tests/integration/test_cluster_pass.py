@@ -180,3 +180,26 @@ def test_a_template_kubernetes_refuses_is_reported_and_changes_nothing(calm: Out
         apiserver.kubectl("patch", "kafkacluster", CLUSTER, "-n", NS, "--type=merge", "-p", json.dumps(undo))
     reconciler.reconcile(_body(kube))
     assert {c["type"]: c["reason"] for c in _body(kube)["status"]["conditions"]}["Degraded"] != "ApplyRefused"
+
+
+def test_a_deleted_cluster_stops_its_brokers_before_its_controllers(calm: Outcome, apiserver: LocalApiServer,
+                                                                     kube: Kube, reconciler: ClusterReconciler):
+    """Last in this module: the cluster goes. No garbage collector runs here: the test deletes pods itself."""
+    # Given a cluster the operator holds
+    assert naming.CLUSTER_FINALIZER in _body(kube)["metadata"]["finalizers"]
+    # When it is deleted, Then the first step stops the brokers and keeps the controllers
+    apiserver.kubectl("delete", "kafkacluster", CLUSTER, "-n", NS, "--wait=false")
+    assert reconciler.teardown(_body(kube)) is True
+    assert kube.get("StatefulSet", naming.statefulset(CLUSTER, Pool.BROKER), NS) is None
+    assert kube.get("StatefulSet", naming.statefulset(CLUSTER, Pool.CONTROLLER), NS) is not None
+    progressing = {c["type"]: c for c in _body(kube)["status"]["conditions"]}["Progressing"]
+    assert (progressing["status"], progressing["reason"]) == ("True", "BrokersStopping")
+    # And while broker pods are still there, the cluster stays held, naming them
+    assert reconciler.teardown(_body(kube)) is True
+    assert "local-broker-0" in {c["type"]: c for c in _body(kube)["status"]["conditions"]}["Progressing"]["message"]
+    # When the broker pods are gone, Then the cluster is let go (the collector takes the controllers)
+    apiserver.kubectl("delete", "pods", "-n", NS, "-l", f"{naming.ROLE_LABEL}={Pool.BROKER.value}")
+    assert reconciler.teardown(_body(kube)) is False
+    assert kube.get(naming.CLUSTER_KIND, CLUSTER, NS) is None
+    reasons = [e["reason"] for e in kube.list("Event", NS)]
+    assert {"BrokersStopping", "ControllersStopping"} <= set(reasons)

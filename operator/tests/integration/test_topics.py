@@ -327,3 +327,24 @@ def test_a_paused_cluster_changes_no_topic(apiserver, kube, kafka, reconciler):
     finally:
         apiserver.kubectl("annotate", "kafkacluster", CLUSTER, "-n", NS, "kafka.krafty.io/paused-")
     run_until(reconciler, lambda: condition(kube, "while-paused")["status"] == "True", "created after the pause")
+
+
+def test_topics_of_a_cluster_being_deleted_are_let_go_without_waiting_for_kafka(apiserver, kube, kafka, reconciler):
+    # Given a second cluster (held by a finalizer of the test's) with a Topic the operator made
+    apiserver.apply({"apiVersion": "kafka.krafty.io/v1alpha1", "kind": "KafkaCluster",
+                     "metadata": {"name": "going", "namespace": NS, "finalizers": ["test.krafty.io/hold"]},
+                     "spec": {"brokers": {"replicas": 3}}})
+    apiserver.apply({**topic_resource("goes-with-it", partitions=1, deletionPolicy="Delete"),
+                     "spec": {"clusterRef": {"name": "going"}, "partitions": 1, "deletionPolicy": "Delete"}})
+    reconciler.reconcile(NS, "going")
+    assert "goes-with-it" in kafka.admin().list_topics(timeout=10).topics
+    try:
+        # When the cluster is being deleted, Then the Topic's deletion lets go at once
+        apiserver.kubectl("delete", "kafkacluster", "going", "-n", NS, "--wait=false")
+        outcome = reconciler.delete(kube.get("Topic", "goes-with-it", NS))
+        assert outcome.startswith("the KafkaCluster is being deleted")
+        # And asks nothing of Kafka (whose brokers are on their way out): the topic is still there
+        assert "goes-with-it" in kafka.admin().list_topics(timeout=10).topics
+    finally:
+        apiserver.kubectl("patch", "kafkacluster", "going", "-n", NS, "--type=merge", "-p",
+                          json.dumps({"metadata": {"finalizers": None}}))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 import kubernetes
@@ -80,6 +81,32 @@ class Kube:
                 return False
             raise
         return True
+
+    def hold(self, kind: str, body: dict[str, Any], finalizer: str) -> bool:
+        """Adds the finalizer unless the object has it; returns whether it was added."""
+        meta = body["metadata"]
+        present = meta.get("finalizers") or []
+        if finalizer in present:
+            return False
+        patch = ([{"op": "add", "path": "/metadata/finalizers/-", "value": finalizer}] if present else
+                 [{"op": "add", "path": "/metadata/finalizers", "value": [finalizer]}])
+        self._json_patch(kind, meta, patch)
+        return True
+
+    def let_go(self, kind: str, body: dict[str, Any], finalizer: str) -> bool:
+        """Removes the finalizer (only where the object read still holds it there); returns whether it did."""
+        meta = body["metadata"]
+        present = meta.get("finalizers") or []
+        if finalizer not in present:
+            return False
+        path = f"/metadata/finalizers/{present.index(finalizer)}"
+        self._json_patch(kind, meta, [{"op": "test", "path": path, "value": finalizer}, {"op": "remove", "path": path}])
+        return True
+
+    def _json_patch(self, kind: str, meta: dict[str, Any], patch: Sequence[dict[str, Any]]) -> None:
+        metrics.KUBE_REQUESTS.labels("patch", kind).inc()
+        self._resource(kind).patch(body=list(patch), name=meta["name"], namespace=meta.get("namespace"),
+                                   content_type="application/json-patch+json")
 
     def patch_status(self, kind: str, name: str, namespace: str, status: dict[str, Any]) -> None:
         resource = self._resource(kind)

@@ -10,6 +10,7 @@ from status), so a new operator process continues where the last one stopped.
 from __future__ import annotations
 
 import datetime
+import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -26,6 +27,9 @@ from krafty.plan import Facts, Held, PassResult, admit, plan
 from krafty.reconcile import observe as observing
 from krafty.reconcile import status as writer
 from krafty.reconcile.act import Actor
+from krafty.reconcile.teardown import teardown_pass
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,9 @@ class ClusterReconciler:
 
     def reconcile(self, body: dict[str, Any]) -> Outcome:
         moment = writer.now()
+        if self.kube.hold(naming.CLUSTER_KIND, body, naming.CLUSTER_FINALIZER):
+            log.info("KafkaCluster %s/%s: holding %s, so that a deletion stops the brokers before the controllers",
+                     body["metadata"]["namespace"], body["metadata"]["name"], naming.CLUSTER_FINALIZER)
         spec = admit(body)
         if isinstance(spec, Held):
             if spec.event is not None:
@@ -118,6 +125,10 @@ class ClusterReconciler:
     def _write(self, body: dict[str, Any], fields: Mapping[str, Any], conditions: Iterable[Condition],
                moment: datetime.datetime | None = None) -> None:
         writer.write(self.kube, naming.CLUSTER_KIND, body, fields, conditions, moment or writer.now())
+
+    def teardown(self, body: dict[str, Any]) -> bool:
+        """One step of the cluster's ordered deletion; returns whether it still holds the cluster."""
+        return teardown_pass(self.kube, body)
 
     def release(self, namespace: str, name: str) -> None:
         """Cleans up after a deleted cluster: what no owner reference can (its cluster-scoped rack

@@ -18,6 +18,11 @@ def timestamp(moment: datetime.datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def parse(stamp: str) -> datetime.datetime:
+    """A timestamp as the API server writes it (metadata.deletionTimestamp, lastTransitionTime)."""
+    return datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
+
+
 def write(kube: Kube, kind: str, body: Mapping[str, Any], fields: Mapping[str, Any],
           conditions: Iterable[Condition], moment: datetime.datetime) -> bool:
     """Writes status: the given fields, observedGeneration, and the conditions merged with the old ones

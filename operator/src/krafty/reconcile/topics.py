@@ -232,7 +232,10 @@ class TopicReconciler:
             self.kube.event(body, naming.TOPIC_KIND, "TopicRetained",
                             f"{resource.kafka_name} stays in Kafka (deletionPolicy Retain)")
             return "retained"
-        spec = self.cluster_spec(meta["namespace"], resource.spec.cluster_ref.name)
+        cluster = self.kube.get(naming.CLUSTER_KIND, resource.spec.cluster_ref.name, meta["namespace"])
+        if cluster is not None and cluster["metadata"].get("deletionTimestamp"):
+            return "the KafkaCluster is being deleted: its topics go with it (their data stays on kept volumes)"
+        spec = _spec(cluster)
         if spec is None:
             return "the KafkaCluster is gone: nothing to delete"
         admin = self.admin(self.bootstrap(meta["namespace"], resource.spec.cluster_ref.name, spec))
