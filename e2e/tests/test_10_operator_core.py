@@ -220,6 +220,56 @@ def test_a_node_that_does_not_come_back_stops_the_roll_until_the_spec_changes(sm
     assert [pod for pod, _ in restart_events(small, started)] == [restarted, restarted]
 
 
+PREFLIGHT_CASES = [
+    # (what the spec asks, what undoes it, what the failure quotes)
+    ({"image": "krafty/kafka:no-such-tag"}, {"image": None}, "ErrImagePull|ImagePullBackOff"),
+    ({"brokers": {"jvm": {"options": ["-XX:+NoSuchOption"]}}}, {"brokers": {"jvm": {"options": None}}},
+     "Unrecognized VM option 'NoSuchOption'"),
+    ({"brokers": {"template": {"nodeSelector": {"krafty.io/no-such-node": "x"}}}},
+     {"brokers": {"template": {"nodeSelector": None}}}, "Unschedulable"),
+]
+
+
+@pytest.mark.parametrize(("bad", "undo", "quoted"), PREFLIGHT_CASES, ids=["image", "jvm-option", "node-selector"])
+def test_a_template_that_cannot_start_restarts_no_node(small: KafkaClusterHandle, bad: dict[str, Any],
+                                                       undo: dict[str, Any], quoted: str):
+    before = pod_uids(small)
+    started = time.monotonic()
+    # When the pod template changes into one that cannot be pulled, started or scheduled
+    small.patch_spec(bad)
+    # Then its preflight pod fails, the status quotes why, and no node restarts
+    degraded = wait_for(lambda: small.condition("Degraded"), lambda c: c.get("reason") == "PreflightFailed", 300,
+                        "the preflight failure in status")
+    print(f"\npreflight failed after {time.monotonic() - started:.1f} s: {degraded['message']}")
+    assert re.search(quoted, degraded["message"]), degraded["message"]
+    assert any(re.search(quoted, e["message"]) for e in small.events("PreflightFailed"))
+    time.sleep(10)  # a few more passes: still nothing restarts
+    assert pod_uids(small) == before
+    # When the spec is changed back, Then the failure clears, the preflight pod goes, and still no node restarted
+    small.patch_spec(undo)
+    wait_for(lambda: small.condition("Degraded"), lambda c: c.get("reason") != "PreflightFailed", 120,
+             "the preflight failure cleared")
+    wait_for(lambda: small.kube.kubectl("get", "pods", "-n", small.namespace, "-l",
+                                        "kafka.krafty.io/preflight-of", "-o", "name"),
+             lambda out: not out.strip(), 120, "the preflight pod deleted")
+    small.wait_ready(300)
+    assert pod_uids(small) == before
+
+
+def test_a_template_that_starts_passes_its_preflight_and_rolls(small: KafkaClusterHandle):
+    before = pod_uids(small)
+    started = time.time()
+    small.patch_spec({"brokers": {"jvm": {"options": ["-XX:+UseStringDeduplication"]}}})
+    wait_rolled(small, before, set(before), 900)
+    small.wait_ready(300)
+    passed = [e["message"] for e in small.events("PreflightStarted")
+              if e["lastTimestamp"] >= time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started - 1))]
+    assert passed, "no preflight ran before the roll"
+    reasons = [r for _, r in restart_events(small, started)]
+    assert reasons, "nothing restarted"
+    assert all(r == "RestartPodTemplateChanged" for r in reasons), reasons
+
+
 @pytest.fixture(scope="module", autouse=True)
 def roll_comparison() -> Iterator[None]:
     yield

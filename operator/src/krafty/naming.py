@@ -24,6 +24,9 @@ CONFIG_HASH_ANNOTATION = f"{GROUP}/config-hash"
 STATIC_CONFIG_ANNOTATION = f"{GROUP}/static-config"  # what a restart would change, for readable reasons
 CLUSTER_LABEL = f"{GROUP}/cluster"
 ROLE_LABEL = f"{GROUP}/pool"
+# A preflight pod (a StatefulSet's new template tried before any node restarts into it): its pool and revision
+PREFLIGHT_LABEL = f"{GROUP}/preflight-of"
+PREFLIGHT_REVISION_LABEL = f"{GROUP}/revision"
 TOPIC_FINALIZER = f"{GROUP}/topic-deletion"
 # Held on every KafkaCluster so that its deletion stops the brokers before the controllers
 CLUSTER_FINALIZER = f"{GROUP}/ordered-teardown"
@@ -125,6 +128,11 @@ def claim_node(cluster: str, name: str) -> tuple[Pool, int] | None:
 def data_claims(cluster: str, claims: Iterable[str]) -> tuple[str, ...]:
     """The data claims of this cluster's nodes among `claims`, sorted."""
     return tuple(sorted(c for c in claims if claim_node(cluster, c) is not None))
+
+
+def preflight_pod(revision: str) -> str:
+    """A StatefulSet revision's preflight pod (a revision is named <statefulset>-<hash>)."""
+    return f"{revision}-preflight"
 
 
 def pod_disruption_budget(cluster: str, pool: Pool) -> str:

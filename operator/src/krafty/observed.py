@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 from krafty.naming import Pool
 
@@ -129,6 +130,12 @@ class NodeState:
     registered: bool = False  # brokers: registered and unfenced
     pending: tuple[PendingChange, ...] = ()  # how the pod differs from the current template
     trouble: str | None = None  # why the pod does not start, when it will not by itself
+    requests: Mapping[str, str] = field(default_factory=dict)  # what its running pod requests (cpu, memory)
+
+    @property
+    def template_pending(self) -> bool:
+        """Its pod template changed (image, JVM, resources, scheduling), not only its config."""
+        return any(c.kind is not ChangeKind.CONFIG for c in self.pending)
 
     @property
     def is_broker(self) -> bool:
@@ -175,6 +182,23 @@ class BrokerRegistration:
     fenced: bool
 
 
+class PreflightOutcome(StrEnum):
+    RUNNING = "Running"  # scheduled or being scheduled, pulling, starting
+    PASSED = "Passed"  # the JVM started with the node's options and printed Kafka's version
+    FAILED = "Failed"  # unschedulable, image not pulled, JVM refused to start, or out of time
+
+
+@dataclass(frozen=True)
+class Preflight:
+    """A pod that tried a StatefulSet's new template before any node restarts into it."""
+
+    name: str
+    pool: Pool
+    revision: str
+    outcome: PreflightOutcome
+    message: str
+
+
 @dataclass(frozen=True)
 class ClusterObservation:
     """Everything one pass knows, read once at its start."""
@@ -191,6 +215,9 @@ class ClusterObservation:
     throttled_topics: frozenset[str] | None = frozenset()  # topics with replication throttles; None: unread
     claims: frozenset[str] = frozenset()  # the cluster's PersistentVolumeClaims, by name
     controller_servers: str = ""  # where the controllers were asked (every one that runs or is wanted)
+    revisions: Mapping[Pool, str] = field(default_factory=dict)  # each StatefulSet's update revision
+    templates: Mapping[Pool, Mapping[str, Any]] = field(default_factory=dict)  # each StatefulSet's pod template
+    preflights: tuple[Preflight, ...] = ()
 
     def node(self, node_id: int) -> NodeState | None:
         return next((n for n in self.nodes if n.node_id == node_id), None)

@@ -5,7 +5,8 @@ start, as a tuple of named actions that krafty.reconcile.act carries out in
 order, stopping at the first one Kafka cannot carry out: remove a leaving
 voter, apply the children (rendered for the sizes to run this pass, never by
 rewriting the spec), set the cluster-wide dynamic config, move replicas or
-remove throttles, unregister removed brokers, delete their volumes, then one
+remove throttles, unregister removed brokers, delete their volumes, start or delete preflight
+pods (a new pod template is tried before any node restarts into it), then one
 roll step (restart a node, elect preferred leaders, or report what blocks).
 The status the pass writes, once, is part of the plan.
 """
@@ -20,7 +21,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from krafty import naming
-from krafty.decide import cluster_status, roll, scaling, volumes
+from krafty.decide import cluster_status, preflight, roll, scaling, volumes
 from krafty.decide.configs import ConfigDiff, diff
 from krafty.decide.status import DEGRADED, PROGRESSING, READY, Condition
 from krafty.model import KafkaClusterSpec, LeaderBalanceMode
@@ -28,6 +29,7 @@ from krafty.model.context import ClusterContext, Sizes
 from krafty.observed import ClusterObservation, NodeState, VoterState
 from krafty.render.cluster import Child, children
 from krafty.render.kafka_config import dynamic_broker_config
+from krafty.render.preflight import preflight_pod
 from krafty.validation import validate_cluster
 
 
@@ -103,6 +105,17 @@ class DeleteVolumes:
 
 
 @dataclass(frozen=True)
+class StartPreflight:
+    pod: Mapping[str, Any]
+    message: str
+
+
+@dataclass(frozen=True)
+class DeletePreflights:
+    pods: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class RestartNode:
     node: NodeState
     reason: roll.RestartReason
@@ -116,7 +129,7 @@ class ElectLeaders:
 
 
 Action = (ApplyChildren | Announce | SetClusterDefaults | MoveReplicas | RemoveThrottles | RemoveVoter | AddVoter
-          | Unregister | DeleteVolumes | RestartNode | ElectLeaders)
+          | Unregister | DeleteVolumes | StartPreflight | DeletePreflights | RestartNode | ElectLeaders)
 
 
 class PassResult(StrEnum):
@@ -216,13 +229,25 @@ def _roll_step(ctx: ClusterContext, obs: ClusterObservation, scale: scaling.Scal
                           threshold_percent=threshold)
 
 
+def _preflight(ctx: ClusterContext, obs: ClusterObservation, step: roll.Step) -> tuple[roll.Step, list[Action]]:
+    """The roll step once the preflight gate had its say, and the preflight pods to start or delete."""
+    gated = preflight.gate(step, obs.nodes, obs.revisions, obs.preflights)
+    actions: list[Action] = [DeletePreflights(gated.stale)] if gated.stale else []
+    if gated.start is not None and isinstance(step, roll.Restart):
+        revision, template = obs.revisions[gated.start], obs.templates[gated.start]
+        pod = preflight_pod(ctx, gated.start, revision, template, step.node.requests)
+        actions.append(StartPreflight(pod, f"trying the new pod template of the {gated.start.value}s ({revision}) "
+                                           f"in {pod['metadata']['name']} before restarting {step.node.pod}"))
+    return gated.step, actions
+
+
 def _step_actions(step: roll.Step) -> tuple[Action, ...]:
     if isinstance(step, roll.Restart):
         return (RestartNode(step.node, step.reason, step.message),)
     if isinstance(step, roll.ElectLeaders):
         return (ElectLeaders(step.partitions, step.message),)
     if isinstance(step, roll.Blocked):
-        return (Announce("RollBlocked", step.message, warning=True),)
+        return (Announce(step.reason, step.message, warning=True),)
     return ()
 
 
@@ -264,7 +289,8 @@ def plan(ctx: ClusterContext, obs: ClusterObservation, facts: Facts) -> ClusterP
     claims = volumes.removable(ctx.name, obs.claims, obs, Sizes.of(ctx.spec), Sizes(scale.brokers, scale.controllers))
     if claims:
         actions.append(DeleteVolumes(claims))
-    step = _roll_step(ctx, obs, scale, leaders_pending)
+    step, preflight_actions = _preflight(ctx, obs, _roll_step(ctx, obs, scale, leaders_pending))
+    actions += preflight_actions
     if not scale.busy:
         restore = ctx.spec.leader_balance.mode is LeaderBalanceMode.OPERATOR
         leaders_pending = leaders_pending and restore and not roll.leaders_settled(obs)

@@ -15,7 +15,7 @@ from krafty import naming
 from krafty.decide.configs import diff
 from krafty.model.context import ClusterContext
 from krafty.naming import Pool
-from krafty.observed import ChangeKind, NodeState, PendingChange, PodPhase
+from krafty.observed import ChangeKind, NodeState, PendingChange, PodPhase, Preflight, PreflightOutcome
 
 RESTART_ANNOTATION = f"{naming.GROUP}/restart"
 REVISION_LABEL = "controller-revision-hash"
@@ -139,6 +139,34 @@ def node_states(ctx: ClusterContext, statefulsets: Mapping[Pool, Mapping[str, An
                 node_id=node_id, pool=pool, pod=naming.pod(ctx.name, pool, index), roles=ctx.roles(pool, index),
                 phase=phase(pod, now, timeout), revision_current=current,
                 restart_requested=bool(annotations.get(RESTART_ANNOTATION)), registered=node_id in registered,
-                trouble=trouble(pod),
+                trouble=trouble(pod), requests=_requests(pod),
                 pending=pending_changes(pod, template) if pod and template and not current else ()))
     return tuple(nodes)
+
+
+def _requests(pod: Pod | None) -> dict[str, str]:
+    container = (((pod or {}).get("spec") or {}).get("containers") or [{}])[0]
+    return {k: str(v) for k, v in ((container.get("resources") or {}).get("requests") or {}).items()}
+
+
+def preflight(pod: Pod) -> Preflight | None:
+    """What a preflight pod showed: passed (the JVM printed Kafka's version), failed (and why, quoting
+    Kubernetes or the JVM), or still running. None for a pod that is not a preflight pod."""
+    labels = pod["metadata"].get("labels") or {}
+    pool, revision = labels.get(naming.PREFLIGHT_LABEL), labels.get(naming.PREFLIGHT_REVISION_LABEL)
+    if pool not in set(Pool) or not revision:
+        return None
+    status = pod.get("status") or {}
+    terminated = next(((c.get("state") or {}).get("terminated") for c in status.get("containerStatuses") or []
+                       if (c.get("state") or {}).get("terminated")), None) or {}
+    said = " ".join(str(terminated.get("message") or "").split())[-600:]
+    outcome, message = PreflightOutcome.RUNNING, "starting"
+    if status.get("phase") == "Succeeded":
+        outcome, message = PreflightOutcome.PASSED, said or "started"
+    elif status.get("phase") == "Failed":
+        exit_code = f"exit code {terminated['exitCode']}: " if "exitCode" in terminated else ""
+        outcome = PreflightOutcome.FAILED
+        message = f"{exit_code}{said or status.get('message') or terminated.get('reason') or status.get('reason')}"
+    elif trouble(pod) is not None:
+        outcome, message = PreflightOutcome.FAILED, str(trouble(pod))
+    return Preflight(pod["metadata"]["name"], Pool(pool), revision, outcome, message)

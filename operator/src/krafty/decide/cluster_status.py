@@ -138,7 +138,7 @@ def _degraded(obs: ClusterObservation, step: roll.Step, scale: ScalePlan) -> Con
     if scale.blocked:
         return Condition(DEGRADED, True, "ScaleDownBlocked", scale.message)
     if isinstance(step, roll.Blocked):
-        return Condition(DEGRADED, True, "RollBlocked", step.message)
+        return Condition(DEGRADED, True, step.reason, step.message)
     down = [n for n in obs.nodes if n.phase is PodPhase.DOWN]
     if down:
         return Condition(DEGRADED, True, "NodeDown", "not running: " + ", ".join(

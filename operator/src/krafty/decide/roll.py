@@ -57,6 +57,7 @@ class Blocked:
     node_id: int
     partition: str
     message: str
+    reason: str = "RollBlocked"
 
 
 @dataclass(frozen=True)

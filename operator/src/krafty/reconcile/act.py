@@ -43,6 +43,7 @@ class Actor:
             planned.RemoveThrottles: self._unthrottle, planned.RemoveVoter: self._remove_voter,
             planned.AddVoter: self._add_voter,
             planned.Unregister: self._unregister, planned.DeleteVolumes: self._delete_volumes,
+            planned.StartPreflight: self._start_preflight, planned.DeletePreflights: self._delete_preflights,
             planned.RestartNode: self._restart,
             planned.ElectLeaders: self._elect,
         }
@@ -126,6 +127,15 @@ class Actor:
         for claim in action.claims:
             self.kube.delete("PersistentVolumeClaim", claim, self.ctx.namespace)
             self.say("VolumeDeleted", f"{claim} deleted: its node was removed, emptied and forgotten by Kafka")
+
+    def _start_preflight(self, action: planned.StartPreflight) -> None:
+        self.kube.apply(dict(action.pod))
+        self.say("PreflightStarted", action.message)
+
+    def _delete_preflights(self, action: planned.DeletePreflights) -> None:
+        for pod in action.pods:
+            self.kube.delete("Pod", pod, self.ctx.namespace)
+        self.say("PreflightDeleted", f"{', '.join(action.pods)} deleted: no node waits to restart into its template")
 
     def _restart(self, action: planned.RestartNode) -> None:
         self.say(f"Restart{action.reason.value}", f"restarting {action.node.pod}: {action.message}")

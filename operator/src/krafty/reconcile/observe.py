@@ -1,4 +1,4 @@
-"""Observing a cluster, once per pass: StatefulSets and pods from Kubernetes; registered brokers,
+"""Observing a cluster, once per pass: StatefulSets, pods and preflight pods from Kubernetes; registered brokers,
 partition moves, partitions, topic throttles, the dynamic cluster config and the quorum from Kafka.
 
 Each Kubernetes object and each Kafka fact is read once. Kafka sources fail on
@@ -98,7 +98,9 @@ def observe(kube: Kube, admin: KafkaAdmin, controllers: Callable[[int], str], ct
     statefulsets = {pool: kube.get("StatefulSet", naming.statefulset(ctx.name, pool), ctx.namespace)
                     for pool in ctx.pools()}
     replicas = {pool: int(sts["spec"]["replicas"]) for pool, sts in statefulsets.items() if sts}
-    found = kube.list("Pod", ctx.namespace, naming.selector_labels(ctx.name))
+    listed = kube.list("Pod", ctx.namespace, {naming.CLUSTER_LABEL: ctx.name})  # Kafka and preflight pods
+    found = [p for p in listed if (p["metadata"].get("labels") or {}).get(naming.ROLE_LABEL)]
+    preflights = tuple(found_preflight for p in listed if (found_preflight := pods.preflight(p)) is not None)
     ready = any(pods.phase(p, now, ctx.spec.restarts.node_ready_timeout_seconds) is PodPhase.READY for p in found
                 if (p["metadata"].get("labels") or {}).get(naming.ROLE_LABEL) == Pool.BROKER.value)
     kafka = _kafka(admin, ready)
@@ -114,4 +116,8 @@ def observe(kube: Kube, admin: KafkaAdmin, controllers: Callable[[int], str], ct
     return ClusterObservation(nodes, kafka.partitions, quorum, kafka_error=kafka.error, quorum_error=quorum_error,
                               statefulset_replicas=replicas, reassignments=kafka.reassignments,
                               registrations=kafka.registrations, cluster_defaults=kafka.defaults,
-                              throttled_topics=kafka.throttled, claims=claims, controller_servers=servers)
+                              throttled_topics=kafka.throttled, claims=claims, controller_servers=servers,
+                              revisions={pool: sts["status"]["updateRevision"] for pool, sts in statefulsets.items()
+                                         if sts and (sts.get("status") or {}).get("updateRevision")},
+                              templates={pool: sts["spec"]["template"] for pool, sts in statefulsets.items() if sts},
+                              preflights=preflights)
