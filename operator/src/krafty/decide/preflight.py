@@ -45,7 +45,8 @@ def gate(step: roll.Step, nodes: tuple[NodeState, ...], revisions: Mapping[Pool,
     if found.outcome is PreflightOutcome.RUNNING:
         return Gate(roll.Wait(f"preflight pod {found.name} is trying {what}: {found.message}"), stale=stale)
     if found.outcome is PreflightOutcome.FAILED:
-        return Gate(roll.Blocked(step.node.node_id, "", f"{what} failed its preflight, so no node restarts into "
-                                                         f"it ({found.name}): {found.message.rstrip('.')}. Fix the spec or "
-                                                         f"change it back", reason=FAILED_REASON), stale=stale)
+        why = found.message.rstrip(".")
+        message = (f"{what} failed its preflight, so no node restarts into it ({found.name}): {why}. "
+                   "Fix the spec or change it back")
+        return Gate(roll.Blocked(step.node.node_id, "", message, reason=FAILED_REASON), stale=stale)
     return Gate(step, stale=stale)
