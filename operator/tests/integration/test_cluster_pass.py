@@ -182,6 +182,34 @@ def test_a_template_kubernetes_refuses_is_reported_and_changes_nothing(calm: Out
     assert {c["type"]: c["reason"] for c in _body(kube)["status"]["conditions"]}["Degraded"] != "ApplyRefused"
 
 
+def test_a_template_admission_refuses_restarts_no_node_and_says_why(calm: Outcome, apiserver: LocalApiServer,
+                                                                     kube: Kube, reconciler: ClusterReconciler):
+    # Given a template with a priority class that does not exist (the StatefulSet takes it, no pod could)
+    sts = naming.statefulset(CLUSTER, Pool.BROKER)
+    patch = {"spec": {"brokers": {"template": {"priorityClassName": "no-such-class"}}}}
+    apiserver.kubectl("patch", "kafkacluster", CLUSTER, "-n", NS, "--type=merge", "-p", json.dumps(patch))
+    reconciler.reconcile(_body(kube))
+    # (what the StatefulSet controller would record: a new revision the running pods do not have)
+    apiserver.kubectl("patch", "statefulset", sts, "-n", NS, "--subresource=status", "--type=merge",
+                      "-p", json.dumps({"status": {"replicas": 3, "updateRevision": f"{sts}-new"}}))
+    pods_before = {p["metadata"]["name"]: p["metadata"]["uid"] for p in kube.list("Pod", NS)}
+    try:
+        # When a pass reaches the roll, Then it tries a preflight pod first, which admission refuses
+        reconciler.reconcile(_body(kube))
+        conditions = {c["type"]: c for c in _body(kube)["status"]["conditions"]}
+        assert conditions["Degraded"]["reason"] == "ApplyRefused"
+        assert "no-such-class" in conditions["Degraded"]["message"]
+        assert naming.preflight_pod(f"{sts}-new") in conditions["Degraded"]["message"]
+        # And no node restarted
+        assert {p["metadata"]["name"]: p["metadata"]["uid"] for p in kube.list("Pod", NS)} == pods_before
+    finally:
+        undo = {"spec": {"brokers": {"template": {"priorityClassName": None}}}}
+        apiserver.kubectl("patch", "kafkacluster", CLUSTER, "-n", NS, "--type=merge", "-p", json.dumps(undo))
+        apiserver.kubectl("patch", "statefulset", sts, "-n", NS, "--subresource=status", "--type=merge",
+                          "-p", json.dumps({"status": {"updateRevision": None}}))
+    reconciler.reconcile(_body(kube))
+
+
 def test_a_deleted_cluster_stops_its_brokers_before_its_controllers(calm: Outcome, apiserver: LocalApiServer,
                                                                      kube: Kube, reconciler: ClusterReconciler):
     """Last in this module: the cluster goes. No garbage collector runs here: the test deletes pods itself."""

@@ -129,7 +129,16 @@ class Actor:
             self.say("VolumeDeleted", f"{claim} deleted: its node was removed, emptied and forgotten by Kafka")
 
     def _start_preflight(self, action: planned.StartPreflight) -> None:
-        self.kube.apply(dict(action.pod))
+        try:
+            self.kube.apply(dict(action.pod))
+        except ApiException as error:
+            if not 400 <= error.status < 500:
+                raise
+            # Admission refused the template itself (a priority class or service account that does not exist,
+            # a quota): no node can run it either
+            self.refused.append(f"preflight Pod {action.pod['metadata']['name']}: {_api_message(error)}")
+            self.say("PreflightFailed", self.refused[-1], warning=True)
+            return
         self.say("PreflightStarted", action.message)
 
     def _delete_preflights(self, action: planned.DeletePreflights) -> None:
