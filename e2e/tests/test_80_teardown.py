@@ -14,7 +14,7 @@ def test_a_deleted_cluster_stops_brokers_then_controllers_and_is_gone_in_a_minut
                                                                                    operator: KubeCluster):
     operator.apply([topic_resource("goes-with-prod", "prod", partitions=3, replicas=3)])
     wait_topic_ready(operator, "goes-with-prod")
-    selector = "kafka.krafty.io/cluster=prod"
+    selector = "kafka.krafty.io/cluster=prod,kafka.krafty.io/pool"  # Kafka pods (not preflight pods)
     terminating: dict[str, float] = {}  # pod -> seconds after the delete when first seen terminating
     gone: dict[str, float] = {}
     pods = set(operator.kubectl("get", "pods", "-n", NAMESPACE, "-l", selector, "-o", "name").split())
