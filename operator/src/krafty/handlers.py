@@ -75,9 +75,9 @@ class Operator:
 
     def run_cluster(self, namespace: str, name: str) -> float | None:
         body = self.kube.get(naming.CLUSTER_KIND, name, namespace)
-        if body is not None and body["metadata"].get("deletionTimestamp") and self.clusters.teardown(body):
-            return BUSY_INTERVAL
         if body is None or body["metadata"].get("deletionTimestamp"):
+            if body is not None and self.clusters.teardown(body):  # its brokers are still stopping
+                return BUSY_INTERVAL
             metrics.COLLECTOR.set_cluster(namespace, name, None)
             self.clusters.release(namespace, name)
             self.topic_admins.release(namespace, name)

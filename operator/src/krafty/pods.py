@@ -160,13 +160,13 @@ def preflight(pod: Pod) -> Preflight | None:
     terminated = next(((c.get("state") or {}).get("terminated") for c in status.get("containerStatuses") or []
                        if (c.get("state") or {}).get("terminated")), None) or {}
     said = " ".join(str(terminated.get("message") or "").split())[-600:]
-    outcome, message = PreflightOutcome.RUNNING, "starting"
+    outcome, message = PreflightOutcome.RUNNING, trouble(pod)
     if status.get("phase") == "Succeeded":
         outcome, message = PreflightOutcome.PASSED, said or "started"
     elif status.get("phase") == "Failed":
         exit_code = f"exit code {terminated['exitCode']}: " if "exitCode" in terminated else ""
         outcome = PreflightOutcome.FAILED
         message = f"{exit_code}{said or status.get('message') or terminated.get('reason') or status.get('reason')}"
-    elif trouble(pod) is not None:
-        outcome, message = PreflightOutcome.FAILED, str(trouble(pod))
-    return Preflight(pod["metadata"]["name"], Pool(pool), revision, outcome, message)
+    elif message is not None:  # it will not start by itself: unschedulable, image not pulled
+        outcome = PreflightOutcome.FAILED
+    return Preflight(pod["metadata"]["name"], Pool(pool), revision, outcome, message or "starting")
