@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import NewTopic
 
+from krafty.clients.connection import Connection
 from krafty.clients.kafka_admin import KafkaAdmin
 from krafty_testkit.apiserver import LocalApiServer
 from krafty_testkit.local_kafka import Layout, LocalKafkaCluster
@@ -62,7 +63,7 @@ def operator(apiserver: LocalApiServer, kafka: LocalKafkaCluster, tmp_path_facto
 
 
 def test_500_topic_resources_against_one_create_topics_batch(apiserver, kafka, operator):
-    admin = KafkaAdmin(kafka.bootstrap_servers)
+    admin = KafkaAdmin(Connection(kafka.bootstrap_servers))
     # The operator: 500 Topic resources applied at once
     names = [f"managed-{i:03d}" for i in range(COUNT)]
     docs = [{"apiVersion": "kafka.krafty.io/v1alpha1", "kind": "Topic",

@@ -1,5 +1,6 @@
 """The two Kafka clusters most end-to-end tests share: a dedicated 3 controllers + 3 brokers
-"prod" and a combined, rack-aware 3-node "small" (images, operator and client pod: e2e/conftest.py)."""
+"prod" and a combined, rack-aware 3-node "small" with a TLS listener; both speak mutual TLS between their
+nodes (images, operator and client pod: e2e/conftest.py)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ def prod(operator: KubeCluster, cluster_timings: list[tuple[str, float]]) -> Kaf
 def small(operator: KubeCluster, cluster_timings: list[tuple[str, float]]) -> KafkaClusterHandle:
     handle = KafkaClusterHandle(operator, "small")
     # Rack-aware by node name, a label every node has: each broker reads its rack from its node.
-    handle.apply(cluster_spec("combined", rack={"topologyKey": "kubernetes.io/hostname"}))
+    # A second client listener speaks TLS (e2e/tests/test_15_tls.py).
+    handle.apply(cluster_spec("combined", rack={"topologyKey": "kubernetes.io/hostname"},
+                              listeners=[{"name": "plain", "port": 9092}, {"name": "tls", "port": 9094, "tls": True}]))
     cluster_timings.append(("KafkaCluster small (3 combined nodes): apply to Ready", handle.wait_ready(900)))
     return handle

@@ -19,10 +19,12 @@ import kopf
 
 from krafty import metrics, naming
 from krafty.clients import kube as kube_client
+from krafty.clients.connection import Connection
 from krafty.clients.kafka_admin import AdminPool
+from krafty.reconcile import connection
 from krafty.reconcile.cluster import ClusterReconciler, Endpoints, Settings
 from krafty.reconcile.lag import LagPass
-from krafty.reconcile.topics import Held, TopicReconciler, in_cluster_bootstrap
+from krafty.reconcile.topics import Held, TopicReconciler
 from krafty.scheduler import Scheduler
 
 BUSY_INTERVAL = 5.0
@@ -46,10 +48,10 @@ class Operator:
                             rack_cluster_role=os.environ.get("KRAFTY_RACK_CLUSTER_ROLE", naming.RACK_CLUSTER_ROLE),
                             endpoints=Endpoints(override, controllers) if override and controllers else None)
         self.clusters = ClusterReconciler(self.kube, settings)
-        bootstrap = (lambda _ns, _name, _spec: override) if override else in_cluster_bootstrap(settings.cluster_domain)
+        locate = connection.fixed(override) if override else connection.in_cluster(self.kube, settings.cluster_domain)
         self.topic_admins = AdminPool()
-        self.topics = TopicReconciler(self.kube, bootstrap, self.topic_admins.get)
-        self.lag = LagPass(self.lag_bootstrap)
+        self.topics = TopicReconciler(self.kube, locate, self.topic_admins.get)
+        self.lag = LagPass(self.lag_connection)
         self.scheduler = Scheduler(self.run)
         self._seen: dict[tuple[str, str, str], tuple[Any, ...]] = {}
 
@@ -69,9 +71,9 @@ class Operator:
             metrics.RECONCILES.labels(kind, "ok" if delay is not None else "gone").inc()
         return delay
 
-    def lag_bootstrap(self, namespace: str, cluster: str) -> str | None:
+    def lag_connection(self, namespace: str, cluster: str) -> Connection | None:
         spec = self.topics.cluster_spec(namespace, cluster)
-        return None if spec is None else self.topics.bootstrap(namespace, cluster, spec)
+        return None if spec is None else self.topics.locate(namespace, cluster)
 
     def run_cluster(self, namespace: str, name: str) -> float | None:
         body = self.kube.get(naming.CLUSTER_KIND, name, namespace)

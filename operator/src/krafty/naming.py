@@ -18,11 +18,19 @@ RACK_CLUSTER_ROLE = "krafty-kafka-rack"
 
 # Annotations users set
 PAUSED_ANNOTATION = f"{GROUP}/paused"
+# A new value asks for a new cluster CA (renewed through its three steps, see krafty.decide.certificates)
+RENEW_CA_ANNOTATION = f"{GROUP}/renew-cluster-ca"
 CONFIRM_DELETION_ANNOTATION = f"{GROUP}/confirm-deletion"
 # Annotations and labels the operator sets
 CONFIG_HASH_ANNOTATION = f"{GROUP}/config-hash"
 STATIC_CONFIG_ANNOTATION = f"{GROUP}/static-config"  # what a restart would change, for readable reasons
 CLUSTER_LABEL = f"{GROUP}/cluster"
+# On the pod template: the trust bundle and node certificates the pods run with (a change rolls them)
+CERTIFICATES_ANNOTATION = f"{GROUP}/certificates"
+# On the node certificates' Secret: bumped when certificates nodes already run with are issued again
+CERTIFICATE_GENERATION_ANNOTATION = f"{GROUP}/certificate-generation"
+# On the cluster CA's Secret: the value of RENEW_CA_ANNOTATION already acted on
+RENEWED_FOR_ANNOTATION = f"{GROUP}/renewed-for"
 ROLE_LABEL = f"{GROUP}/pool"
 # A preflight pod (a StatefulSet's new template tried before any node restarts into it): its pool and revision
 PREFLIGHT_LABEL = f"{GROUP}/preflight-of"
@@ -34,8 +42,16 @@ CLUSTER_FINALIZER = f"{GROUP}/ordered-teardown"
 # Broker config keys the operator sets itself (the CRD's CEL rule on brokers.config lists the same).
 OWNED_BROKER_KEYS = ("node.id", "broker.id", "process.roles", "listeners", "advertised.listeners",
                      "listener.security.protocol.map", "inter.broker.listener.name", "controller.listener.names",
-                     "log.dirs", "log.dir", "metadata.log.dir", "broker.rack", "cluster.id")
-OWNED_BROKER_PREFIXES = ("controller.quorum.",)
+                     "log.dirs", "log.dir", "metadata.log.dir", "broker.rack", "cluster.id", "ssl.key.password",
+                     "ssl.client.auth")
+OWNED_BROKER_PREFIXES = ("controller.quorum.", "config.providers", "ssl.keystore.", "ssl.truststore.", "listener.name.")
+
+
+
+def owned_broker_key(key: str) -> bool:
+    """A server.properties key only the operator sets."""
+    return key in OWNED_BROKER_KEYS or key.startswith(OWNED_BROKER_PREFIXES)
+
 
 # Replication throttles: set by the operator while it moves replicas, removed after.
 # The dynamic-config and topic reconcilers leave these keys alone.
@@ -57,7 +73,21 @@ DATA_DIR = "/var/lib/kafka/data"
 LOG_DIR = f"{DATA_DIR}/kafka-logs"
 CONFIG_DIR = "/etc/kafka/krafty"
 KAFKA_HOME = "/opt/kafka"
+TLS_DIR = "/etc/kafka/tls"
+NODE_CERTS_DIR = f"{TLS_DIR}/node"  # every node's certificate and key (the node certificates' Secret)
+TRUST_DIR = f"{TLS_DIR}/trust"  # the cluster CA bundle
 CLUSTER_ID_KEY = "cluster.id"
+# Whether the nodes speak mutual TLS to each other: chosen when the cluster is created, never changed after.
+INTERNAL_TLS_KEY = "internal-tls"
+CA_CERT_KEY = "ca.crt"
+CA_KEY_KEY = "ca.key"
+# During a CA renewal, the CA before (it signs until every node trusts the new one)
+PREVIOUS_CA_CERT_KEY = "previous-ca.crt"
+PREVIOUS_CA_KEY_KEY = "previous-ca.key"
+TLS_CERT_KEY = "tls.crt"
+TLS_KEY_KEY = "tls.key"
+# The operator's own client certificate, and the common name every node's certificate carries
+OPERATOR_COMMON_NAME = "krafty-operator"
 INITIAL_CONTROLLERS_KEY = "initial-controllers"
 
 
@@ -97,6 +127,46 @@ def config_map(cluster: str) -> str:
 def connection_config_map(cluster: str) -> str:
     """Where applications (Spark jobs) read the bootstrap address."""
     return f"{cluster}-kafka-connection"
+
+
+def cluster_ca(cluster: str) -> str:
+    """The cluster CA's certificate and private key (the operator signs node certificates with it)."""
+    return f"{cluster}-cluster-ca"
+
+
+def cluster_ca_cert(cluster: str) -> str:
+    """The certificates clients trust (ca.crt): the cluster CA, and during a renewal the one before it."""
+    return f"{cluster}-cluster-ca-cert"
+
+
+def clients_ca(cluster: str) -> str:
+    """The clients CA's certificate and private key (client certificates of users are signed with it)."""
+    return f"{cluster}-clients-ca"
+
+
+def clients_ca_cert(cluster: str) -> str:
+    return f"{cluster}-clients-ca-cert"
+
+
+def node_certificates(cluster: str) -> str:
+    """Every node's certificate and key, as <pool>-<ordinal>.crt and .key."""
+    return f"{cluster}-kafka-certs"
+
+
+def operator_certificate(cluster: str) -> str:
+    """The operator's client certificate for this cluster (tls.crt, tls.key)."""
+    return f"{cluster}-operator-cert"
+
+
+def node_common_name(cluster: str) -> str:
+    """The subject every node of a cluster presents (one principal for all of them)."""
+    return f"{cluster}-kafka"
+
+
+def node_certificate_keys(pool: Pool, ordinal: int) -> tuple[str, str]:
+    """The keys of one node's certificate and private key in the node certificates' Secret."""
+    stem = f"{pool.value}-{ordinal}"
+    return f"{stem}.crt", f"{stem}.key"
 
 
 def service_account(cluster: str) -> str:
@@ -151,6 +221,17 @@ def pool_and_ordinal(node: int) -> tuple[Pool, int]:
     if node >= CONTROLLER_ID_OFFSET:
         return Pool.CONTROLLER, node - CONTROLLER_ID_OFFSET
     return Pool.BROKER, node
+
+
+def service_names(service: str, namespace: str, domain: str) -> tuple[str, ...]:
+    """Every DNS name a client may use for a Service, short to fully qualified."""
+    return service, f"{service}.{namespace}", f"{service}.{namespace}.svc", f"{service}.{namespace}.svc.{domain}"
+
+
+def operator_bootstrap(cluster: str, namespace: str, domain: str) -> str:
+    """Where the operator's own clients reach the brokers: their replication listener, through the headless
+    Service (the user's listeners may change or demand credentials; this one is the cluster's own)."""
+    return f"{headless_service(cluster, Pool.BROKER)}.{namespace}.svc.{domain}:{REPLICATION_PORT}"
 
 
 def pod_host(cluster: str, namespace: str, pool: Pool, ordinal: int, domain: str) -> str:

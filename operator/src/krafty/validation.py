@@ -176,8 +176,7 @@ def _control_characters(config: Mapping[str, str], field: str) -> list[Problem]:
 def _owned_broker_keys(config: Mapping[str, str], field: str) -> list[Problem]:
     """Keys the operator sets, and settings that would break what it relies on."""
     problems = [Problem(f"{field}.{key}", "is set by the operator and cannot be overridden")
-                for key in sorted(config) if key in naming.OWNED_BROKER_KEYS
-                or key.startswith(naming.OWNED_BROKER_PREFIXES) or key == "security.inter.broker.protocol"]
+                for key in sorted(config) if naming.owned_broker_key(key) or key == "security.inter.broker.protocol"]
     if config.get("controlled.shutdown.enable", "true").strip().lower() == "false":
         problems.append(Problem(f"{field}.controlled.shutdown.enable", "must stay true: rolling restarts move "
                                 "leadership off a broker through controlled shutdown before it stops"))

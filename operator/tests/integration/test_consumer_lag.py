@@ -9,6 +9,7 @@ import pytest
 from confluent_kafka import Consumer, ElectionType, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from krafty.clients.connection import Connection
 from krafty.clients.lag import LagReader
 from krafty.decide.lag import LagRead, LogRange
 from krafty_testkit import kafka_admin
@@ -59,7 +60,7 @@ def _as_tool_shows(read: LagRead, group: str) -> dict[tuple[str, int], tuple[int
 
 
 def test_committed_offsets_match_kafka_and_survive_coordinators_restarting(lagged: LocalKafkaCluster):
-    reader = LagReader(lagged.bootstrap_servers)
+    reader = LagReader(Connection(lagged.bootstrap_servers))
     # Then the offsets and log ends are the ones Kafka's own tool shows
     before = reader.read()
     assert {g: _as_tool_shows(before, g) for g in GROUPS} == {g: tool_offsets(lagged, g) for g in GROUPS}
@@ -100,7 +101,7 @@ def test_committed_offsets_match_kafka_and_survive_coordinators_restarting(lagge
 def test_log_ends_are_read_right_after_leaders_move(lagged: LocalKafkaCluster):
     # Given a client that has cached each partition's leader epoch, as librdkafka does
     cached = AdminClient({"bootstrap.servers": lagged.bootstrap_servers})
-    reader = LagReader(lagged.bootstrap_servers)
+    reader = LagReader(Connection(lagged.bootstrap_servers))
     partitions = [("lagged", p) for p in range(3)]
     assert all(reader.log_ranges(partitions).values())
     cached.list_topics(timeout=10)

@@ -83,7 +83,10 @@ BAD_INPUTS = {
     "reserved listener port": (cluster(listeners=[{"name": "plain", "port": 9093}]), "spec.listeners"),
     "duplicate listener ports": (cluster(listeners=[{"name": "a", "port": 9092}, {"name": "b", "port": 9092}]),
                                  "spec.listeners"),
-    "TLS not yet supported": (cluster(listeners=[{"name": "tls", "port": 9094, "tls": True}]), "spec.listeners[0].tls"),
+    "renewal outside validity": (cluster(tls={"clusterCa": {"validityDays": 30, "renewalDays": 30}}),
+                                 "spec.tls.clusterCa"),
+    "TLS that is not a boolean": (cluster(listeners=[{"name": "tls", "port": 9094, "tls": "yes"}]),
+                                  "spec.listeners[0].tls"),
     "grace period too short": (cluster(restarts={"gracePeriodSeconds": 5}), "spec.restarts.gracePeriodSeconds"),
     "unknown field": (cluster(brokres={"replicas": 3}), "brokres"),
     "topic without cluster": ({**topic(), "spec": {"partitions": 3}}, "spec.clusterRef"),
@@ -126,6 +129,8 @@ TRANSITIONS = {
                            "controllers.mode is immutable"),
     "storage change": (cluster(), lambda d: d["spec"]["brokers"]["storage"].update(size="5Gi"),
                        "storage size and class cannot change"),
+    "internal TLS switched off": (cluster(tls={"internal": True}), lambda d: d["spec"]["tls"].update(internal=False),
+                                  "tls.internal is chosen when the cluster is created and cannot change"),
 }
 
 

@@ -7,6 +7,7 @@ import re
 import pytest
 
 from krafty.clients import kraft
+from krafty.clients.connection import Connection
 from krafty.clients.errors import KafkaUnavailable
 from krafty.clients.kafka_admin import KafkaAdmin
 from krafty.kraft_wire import KafkaProtocolError
@@ -36,7 +37,7 @@ def test_describe_quorum_agrees_with_kafka_metadata_quorum(cluster: LocalKafkaCl
 
 
 def test_partitions_carry_their_topics_min_isr_and_throttled_topics_are_seen(cluster: LocalKafkaCluster):
-    admin = KafkaAdmin(cluster.bootstrap_servers)
+    admin = KafkaAdmin(Connection(cluster.bootstrap_servers))
     kafka_admin.create_topic(cluster.admin(), "clients-a", 3, 3, **{"min.insync.replicas": "2"})
     kafka_admin.create_topic(cluster.admin(), "clients-b", 2, 1, **{"leader.replication.throttled.replicas": "*"})
     kafka_admin.wait_fully_in_sync(cluster.admin(), "clients-a")
@@ -64,14 +65,14 @@ def test_describe_brokers_sees_fenced_brokers_that_describe_cluster_leaves_out(c
         fenced = wait_for(lambda: kraft.describe_brokers(cluster.running_bootstrap_servers),
                           lambda found: (1, True) in {(b.node_id, b.fenced) for b in found}, 60, "broker 1 fenced")
         assert {b.node_id for b in fenced} == {0, 1, 2}
-        assert KafkaAdmin(cluster.running_bootstrap_servers).registered_brokers() == {0, 2}
+        assert KafkaAdmin(Connection(cluster.running_bootstrap_servers)).registered_brokers() == {0, 2}
     finally:
         cluster.start_node(1)
         cluster.wait_ready()
 
 
 def test_dynamic_cluster_defaults_round_trip(cluster: LocalKafkaCluster):
-    admin = KafkaAdmin(cluster.bootstrap_servers)
+    admin = KafkaAdmin(Connection(cluster.bootstrap_servers))
     # (Kafka 4 itself records min.insync.replicas as a cluster-wide dynamic default when it formats)
     before = admin.dynamic_cluster_defaults(0)
     admin.alter_dynamic_cluster_defaults({"log.retention.ms": "3600000", "num.io.threads": "6"}, [])
@@ -86,7 +87,7 @@ def test_dynamic_cluster_defaults_round_trip(cluster: LocalKafkaCluster):
 
 
 def test_reassignment_and_preferred_election(cluster: LocalKafkaCluster):
-    admin = KafkaAdmin(cluster.bootstrap_servers)
+    admin = KafkaAdmin(Connection(cluster.bootstrap_servers))
     kafka_admin.create_topic(cluster.admin(), "moves", 1, 2)
     kafka_admin.wait_fully_in_sync(cluster.admin(), "moves")
     replicas = kafka_admin.partition_states(cluster.admin(), "moves")[0][1]

@@ -15,8 +15,10 @@ import kubernetes
 import pytest
 from confluent_kafka import Consumer
 
+from krafty.clients.connection import Connection
 from krafty.clients.kafka_admin import KafkaAdmin
 from krafty.clients.kube import Kube
+from krafty.reconcile.connection import fixed
 from krafty.reconcile.topics import Held, TopicReconciler
 from krafty_testkit import kafka_admin, traffic
 from krafty_testkit.apiserver import LocalApiServer
@@ -48,12 +50,12 @@ def kube(apiserver: LocalApiServer) -> Kube:
 
 @pytest.fixture
 def reconciler(kube: Kube, kafka: LocalKafkaCluster) -> TopicReconciler:
-    admins: dict[str, KafkaAdmin] = {}
+    admins: dict[Connection, KafkaAdmin] = {}
 
-    def admin(bootstrap: str) -> KafkaAdmin:
-        return admins.setdefault(bootstrap, KafkaAdmin(bootstrap))
+    def admin(connection: Connection) -> KafkaAdmin:
+        return admins.setdefault(connection, KafkaAdmin(connection))
 
-    return TopicReconciler(kube, lambda _ns, _cluster, _spec: kafka.bootstrap_servers, admin)
+    return TopicReconciler(kube, fixed(kafka.bootstrap_servers), admin)
 
 
 @pytest.fixture(autouse=True)
@@ -88,7 +90,7 @@ def events(apiserver: LocalApiServer, name: str) -> list[str]:
 
 
 def overrides(kafka: LocalKafkaCluster, topic: str) -> dict[str, str]:
-    return wait_for(lambda: KafkaAdmin(kafka.bootstrap_servers).topic_overrides([topic])[topic],
+    return wait_for(lambda: KafkaAdmin(Connection(kafka.bootstrap_servers)).topic_overrides([topic])[topic],
                     lambda _: True, 30, f"the config of {topic}")
 
 

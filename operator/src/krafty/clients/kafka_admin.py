@@ -33,6 +33,7 @@ from confluent_kafka.admin import (
 
 from krafty import metrics, naming
 from krafty.clients import kraft
+from krafty.clients.connection import Connection
 from krafty.clients.errors import KafkaUnavailable, describe_error
 from krafty.observed import PartitionState
 
@@ -44,10 +45,10 @@ RECYCLE_AFTER = 60.0
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def admin_config(bootstrap_servers: str, client_id: str) -> dict[str, Any]:
+def admin_config(connection: Connection, client_id: str) -> dict[str, Any]:
     # librdkafka logs to stderr itself (a Python logger callback would run on its threads).
-    return {"bootstrap.servers": bootstrap_servers, "log_level": 3, "socket.timeout.ms": 10000,
-            "client.id": client_id}
+    return {"bootstrap.servers": connection.servers, "log_level": 3, "socket.timeout.ms": 10000,
+            "client.id": client_id, **connection.librdkafka()}
 
 
 class Recycler:
@@ -86,7 +87,7 @@ def _kafka_call(method: F) -> F:
                 if self._recycler.failed():
                     log.warning("Kafka admin client for %s failed for %.0fs: replacing it", self.bootstrap_servers,
                                 RECYCLE_AFTER)
-                    self.client = AdminClient(admin_config(self.bootstrap_servers, "krafty-operator"))
+                    self.client = AdminClient(admin_config(self.connection, "krafty-operator"))
                 raise KafkaUnavailable(f"{method.__name__}: {describe_error(error)}") from error
             self._recycler.succeeded()
             return result
@@ -96,9 +97,10 @@ def _kafka_call(method: F) -> F:
 class KafkaAdmin:
     """One AdminClient per cluster bootstrap address, reused across reconciles."""
 
-    def __init__(self, bootstrap_servers: str) -> None:
-        self.bootstrap_servers = bootstrap_servers
-        self.client = AdminClient(admin_config(bootstrap_servers, "krafty-operator"))
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+        self.bootstrap_servers = connection.servers
+        self.client = AdminClient(admin_config(connection, "krafty-operator"))
         self._lock = threading.RLock()
         self._recycler = Recycler()
         self._min_isr: dict[str, int] = {}  # last read per topic, for when configs cannot be read
@@ -174,7 +176,7 @@ class KafkaAdmin:
     def alter_dynamic_cluster_defaults(self, set_values: dict[str, str], delete: Iterable[str]) -> None:
         # librdkafka refuses the default broker resource (name ""): the wire client sends it.
         changes: dict[str, str | None] = {**dict(set_values), **dict.fromkeys(delete)}
-        kraft.alter_cluster_defaults(self.bootstrap_servers, changes)
+        kraft.alter_cluster_defaults(self.connection, changes)
 
     @_kafka_call
     def elect_preferred(self, partitions: Iterable[tuple[str, int]]) -> dict[str, str]:
@@ -293,18 +295,20 @@ class AdminPool:
         self._admins: dict[str, KafkaAdmin] = {}
         self._lock = threading.Lock()
 
-    def get(self, bootstrap: str) -> KafkaAdmin:
+    def get(self, connection: Connection) -> KafkaAdmin:
+        """The client for these servers; a new one when the credentials changed (a renewed certificate)."""
         with self._lock:
-            if bootstrap not in self._admins:
-                self._admins[bootstrap] = KafkaAdmin(bootstrap)
-            return self._admins[bootstrap]
+            admin = self._admins.get(connection.servers)
+            if admin is None or admin.connection != connection:
+                admin = self._admins[connection.servers] = KafkaAdmin(connection)
+            return admin
 
     def release(self, namespace: str, cluster: str) -> None:
         """Drops the clients of a deleted cluster (librdkafka closes a handle when it is dropped)."""
-        prefix = f"{naming.bootstrap_service(cluster)}.{namespace}.svc."
+        prefix = f"{naming.headless_service(cluster, naming.Pool.BROKER)}.{namespace}.svc."
         with self._lock:
-            for bootstrap in [b for b in self._admins if b.startswith(prefix)]:
-                del self._admins[bootstrap]
+            for servers in [s for s in self._admins if s.startswith(prefix)]:
+                del self._admins[servers]
 
 
 def _source(entry: ConfigEntry) -> int:

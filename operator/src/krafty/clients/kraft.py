@@ -1,4 +1,4 @@
-"""KRaft admin requests over a plain TCP connection (see krafty.kraft_wire).
+"""KRaft admin requests over a TCP or TLS connection (see krafty.kraft_wire).
 
 Each call tries the given servers in turn (brokers forward these requests to
 the active controller; controllers answer them directly) and returns the
@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import itertools
 import socket
+import ssl
 import struct
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 from krafty import kraft_wire as wire
 from krafty import metrics
+from krafty.clients.connection import Connection
 from krafty.clients.errors import KafkaUnavailable
 
 T = TypeVar("T")
@@ -24,6 +26,8 @@ T = TypeVar("T")
 _RETRIABLE = {6, 7, 8, 41}  # NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT, BROKER_NOT_AVAILABLE, NOT_CONTROLLER
 _correlation = itertools.count(1)
 CLIENT_ID = "krafty-operator"
+# Where a request goes: a Connection (with TLS when the cluster has it), or plain host:port,... addresses.
+Target = Connection | str
 
 
 def _addresses(servers: str) -> list[tuple[str, int]]:
@@ -47,10 +51,12 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
     return b"".join(chunks)
 
 
-def _exchange(address: tuple[str, int], api_key: int, version: int, body: bytes, timeout: float) -> wire.Reader:
+def _exchange(address: tuple[str, int], api_key: int, version: int, body: bytes, timeout: float,
+              tls: ssl.SSLContext | None) -> wire.Reader:
     correlation_id = next(_correlation)
     header = wire.request_header(api_key, version, correlation_id, CLIENT_ID).bytes()
-    with socket.create_connection(address, timeout=timeout) as sock:
+    with socket.create_connection(address, timeout=timeout) as raw:
+        sock = tls.wrap_socket(raw, server_hostname=address[0]) if tls is not None else raw
         sock.sendall(wire.frame(header + body))
         (size,) = struct.unpack(">i", _recv_exact(sock, 4))
         reader = wire.Reader(_recv_exact(sock, size))
@@ -59,13 +65,15 @@ def _exchange(address: tuple[str, int], api_key: int, version: int, body: bytes,
     return reader
 
 
-def call(servers: str, api_key: int, version: int, body: wire.Writer,
+def call(target: Target, api_key: int, version: int, body: wire.Writer,
          decode: Callable[[wire.Reader], T], timeout: float = 10.0) -> T:
     errors: list[str] = []
     metrics.KAFKA_REQUESTS.labels(wire_name(api_key)).inc()
-    for address in _addresses(servers):
+    connection = Connection(target) if isinstance(target, str) else target
+    tls = connection.ssl_context()
+    for address in _addresses(connection.servers):
         try:
-            return decode(_exchange(address, api_key, version, body.bytes(), timeout))
+            return decode(_exchange(address, api_key, version, body.bytes(), timeout, tls))
         except wire.KafkaProtocolError as error:
             if error.code not in _RETRIABLE:
                 raise
@@ -87,17 +95,17 @@ _NAMES = {wire.DESCRIBE_QUORUM: "DescribeQuorum", wire.DESCRIBE_CLUSTER: "Descri
           wire.INCREMENTAL_ALTER_CONFIGS: "IncrementalAlterConfigs"}
 
 
-def describe_brokers(servers: str, timeout: float = 10.0) -> tuple[wire.Broker, ...]:
+def describe_brokers(servers: Target, timeout: float = 10.0) -> tuple[wire.Broker, ...]:
     """Every registered broker, fenced ones too (sent to brokers: the bootstrap address)."""
     return call(servers, wire.DESCRIBE_CLUSTER, 2, wire.encode_describe_cluster(), wire.decode_describe_cluster,
                 timeout)
 
 
-def describe_quorum(servers: str, timeout: float = 10.0) -> wire.Quorum:
+def describe_quorum(servers: Target, timeout: float = 10.0) -> wire.Quorum:
     return call(servers, wire.DESCRIBE_QUORUM, 2, wire.encode_describe_quorum(), wire.decode_describe_quorum, timeout)
 
 
-def add_voter(servers: str, cluster_id: str | None, voter_id: int, directory_id: str, host: str, port: int,
+def add_voter(servers: Target, cluster_id: str | None, voter_id: int, directory_id: str, host: str, port: int,
               listener: str, timeout: float = 30.0) -> None:
     """Makes a controller that runs as an observer a voter (KIP-853), once it has caught up."""
     body = wire.encode_add_raft_voter(cluster_id, voter_id, directory_id, [(listener, host, port)],
@@ -105,29 +113,29 @@ def add_voter(servers: str, cluster_id: str | None, voter_id: int, directory_id:
     call(servers, wire.ADD_RAFT_VOTER, 0, body, wire.decode_simple("AddRaftVoter"), timeout + 5)
 
 
-def remove_voter(servers: str, cluster_id: str | None, voter_id: int, directory_id: str,
+def remove_voter(servers: Target, cluster_id: str | None, voter_id: int, directory_id: str,
                  timeout: float = 30.0) -> None:
     call(servers, wire.REMOVE_RAFT_VOTER, 0, wire.encode_remove_raft_voter(cluster_id, voter_id, directory_id),
          wire.decode_simple("RemoveRaftVoter"), timeout)
 
 
-def unregister_broker(servers: str, broker_id: int, timeout: float = 30.0) -> None:
+def unregister_broker(servers: Target, broker_id: int, timeout: float = 30.0) -> None:
     call(servers, wire.UNREGISTER_BROKER, 0, wire.encode_unregister_broker(broker_id),
          wire.decode_simple("UnregisterBroker"), timeout)
 
 
-def alter_reassignments(servers: str, targets: Mapping[wire.TopicPartition, list[int] | None],
+def alter_reassignments(servers: Target, targets: Mapping[wire.TopicPartition, list[int] | None],
                         timeout: float = 30.0) -> dict[wire.TopicPartition, str]:
     body = wire.encode_alter_reassignments(targets, int(timeout * 1000))
     return call(servers, wire.ALTER_PARTITION_REASSIGNMENTS, 0, body, wire.decode_alter_reassignments, timeout + 5)
 
 
-def list_reassignments(servers: str, timeout: float = 30.0) -> dict[wire.TopicPartition, wire.OngoingReassignment]:
+def list_reassignments(servers: Target, timeout: float = 30.0) -> dict[wire.TopicPartition, wire.OngoingReassignment]:
     body = wire.encode_list_reassignments(int(timeout * 1000))
     return call(servers, wire.LIST_PARTITION_REASSIGNMENTS, 0, body, wire.decode_list_reassignments, timeout + 5)
 
 
-def alter_cluster_defaults(servers: str, changes: dict[str, str | None], timeout: float = 30.0) -> None:
+def alter_cluster_defaults(servers: Target, changes: dict[str, str | None], timeout: float = 30.0) -> None:
     """Sets (or with None deletes) cluster-wide dynamic broker settings: the default broker resource ""."""
     if changes:
         call(servers, wire.INCREMENTAL_ALTER_CONFIGS, 1, wire.encode_alter_cluster_defaults(changes),

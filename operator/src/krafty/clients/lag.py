@@ -17,6 +17,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from krafty import metrics
+from krafty.clients.connection import Connection
 from krafty.clients.errors import KafkaUnavailable, describe_error
 from krafty.clients.kafka_admin import Recycler, admin_config
 from krafty.decide.lag import LagRead, LogRange, TopicPartitionKey
@@ -29,9 +30,9 @@ CLIENT_ID = "krafty-operator-lag"
 class LagReader:
     """The clients of one cluster's lag pass: an AdminClient and one offset reader per group."""
 
-    def __init__(self, bootstrap_servers: str) -> None:
-        self.bootstrap_servers = bootstrap_servers
-        self._admin = AdminClient(admin_config(bootstrap_servers, CLIENT_ID))
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+        self._admin = AdminClient(admin_config(connection, CLIENT_ID))
         self._admin_recycler = Recycler()
         self._readers: dict[str, tuple[Consumer, Recycler]] = {}
         self._lock = threading.Lock()
@@ -46,7 +47,7 @@ class LagReader:
                 groups, partitions = self._groups_and_partitions()
             except (KafkaException, FutureTimeout) as error:
                 if self._admin_recycler.failed():
-                    self._admin = AdminClient(admin_config(self.bootstrap_servers, CLIENT_ID))
+                    self._admin = AdminClient(admin_config(self.connection, CLIENT_ID))
                 raise KafkaUnavailable(f"consumer groups: {describe_error(error)}") from error
             self._admin_recycler.succeeded()
             committed: dict[str, dict[TopicPartitionKey, int | None]] = {}
@@ -92,8 +93,9 @@ class LagReader:
                 if tp.error is not None or tp.offset >= 0}
 
     def _new_reader(self, group: str) -> tuple[Consumer, Recycler]:
-        reader = Consumer({"bootstrap.servers": self.bootstrap_servers, "group.id": group,
-                           "enable.auto.commit": False, "client.id": CLIENT_ID, "log_level": 3})
+        reader = Consumer({"bootstrap.servers": self.connection.servers, "group.id": group,
+                           "enable.auto.commit": False, "client.id": CLIENT_ID, "log_level": 3,
+                           **self.connection.librdkafka()})
         self._readers[group] = (reader, Recycler())
         return self._readers[group]
 

@@ -71,3 +71,14 @@ def resolve(status_cluster_id: str | None, config_data: Mapping[str, str] | None
         # Running before, ConfigMap lost: formatting must not invent a new first quorum.
         return Identity(cluster_id, ())
     return Identity(cluster_id, tuple(Voter(node, new_id()) for node in voter_ids))
+
+
+def internal_tls(config_data: Mapping[str, str] | None, wanted: bool | None) -> bool:
+    """Whether the nodes speak mutual TLS to each other. Chosen once, like the cluster id: what the ConfigMap
+    says once the cluster exists; plaintext for a cluster made before the operator had TLS (a ConfigMap
+    without the key); for a new cluster the spec's choice, on unless it says otherwise."""
+    if config_data is not None and naming.INTERNAL_TLS_KEY in config_data:
+        return config_data[naming.INTERNAL_TLS_KEY] == "true"
+    if config_data is not None:
+        return False
+    return wanted is not False

@@ -75,12 +75,34 @@ class Controllers(NodePool):
 class Listener(Spec):
     name: str = Field(pattern=r"^[a-z][a-z0-9]{0,14}$")
     port: int = Field(ge=1024, le=65535)
-    tls: Literal[False] = False
+    tls: bool = False
     authentication: Literal["none"] = "none"
 
     @property
     def kafka_name(self) -> str:
         return self.name.upper()
+
+
+class Validity(Spec):
+    """How long certificates are valid, and how long before they expire the operator renews them."""
+
+    validity_days: int = Field(default=365, ge=2, le=36500)
+    renewal_days: int = Field(default=30, ge=1, le=36499)
+
+    @model_validator(mode="after")
+    def _renewal_inside_validity(self) -> Validity:
+        if self.renewal_days >= self.validity_days:
+            raise ValueError("renewalDays must be less than validityDays")
+        return self
+
+
+class Tls(Spec):
+    # Mutual TLS between the nodes (controller and replication listeners). None: on for a new cluster;
+    # a running cluster keeps what it was created with.
+    internal: bool | None = None
+    cluster_ca: Validity = Field(default_factory=Validity)
+    clients_ca: Validity = Field(default_factory=Validity)
+    certificates: Validity = Field(default_factory=Validity)
 
 
 class TopicDefaults(Spec):
@@ -119,6 +141,7 @@ class KafkaClusterSpec(Spec):
     brokers: Brokers
     controllers: Controllers = Field(default_factory=Controllers)
     listeners: tuple[Listener, ...] = Field(default_factory=_default_listeners, min_length=1, max_length=4)
+    tls: Tls = Field(default_factory=Tls)
     topic_defaults: TopicDefaults = Field(default_factory=TopicDefaults)
     restarts: Restarts = Field(default_factory=Restarts)
     leader_balance: LeaderBalance = Field(default_factory=LeaderBalance)

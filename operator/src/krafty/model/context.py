@@ -53,6 +53,8 @@ class ClusterContext:
     cluster_domain: str = "cluster.local"
     rack_cluster_role: str = naming.RACK_CLUSTER_ROLE
     sizes: Sizes | None = None  # to run this pass; None: what the spec asks for
+    internal_tls: bool = True  # mutual TLS between the nodes: fixed when the cluster was created
+    certificates: str = ""  # what the pods run with (krafty.decide.certificates.running_marker)
 
     @property
     def running_sizes(self) -> Sizes:

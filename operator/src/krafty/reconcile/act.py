@@ -33,7 +33,7 @@ class Actor:
                  body: dict[str, Any]) -> None:
         self.kube = kube
         self.admin = admin
-        self.controllers = controllers
+        self.controllers = admin.connection.to(controllers)  # the brokers' credentials, the controllers' addresses
         self.ctx = ctx
         self.body = body
         self.refused: list[str] = []  # what the API server refused to apply, with its reason
@@ -93,7 +93,7 @@ class Actor:
         rate = str(action.throttle_rate)
         self.admin.alter_dynamic_cluster_defaults(dict.fromkeys(naming.THROTTLE_RATE_KEYS, rate), [])
         self.admin.alter_topic_configs({t: dict.fromkeys(naming.THROTTLED_REPLICAS_KEYS, "*") for t in action.topics})
-        errors = kraft.alter_reassignments(self.admin.bootstrap_servers, action.reassign)
+        errors = kraft.alter_reassignments(self.admin.connection, action.reassign)
         message = (f"{action.message}; replication throttled to {action.throttle_rate // 2**20} MiB/s per broker"
                    + (f"; refused for {len(errors)}: {'; '.join(list(errors.values())[:3])}" if errors else ""))
         self.say("ReplicasMoving", message, warning=bool(errors))

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from krafty import metrics, naming
+from krafty.clients.connection import Connection
 from krafty.clients.kafka_admin import AdminPool
 from krafty.clients.kube import Kube
 from krafty.decide import identity
@@ -27,6 +28,7 @@ from krafty.plan import Facts, Held, PassResult, admit, plan
 from krafty.reconcile import observe as observing
 from krafty.reconcile import status as writer
 from krafty.reconcile.act import Actor
+from krafty.reconcile.pki import PkiPass
 from krafty.reconcile.teardown import teardown_pass
 
 log = logging.getLogger(__name__)
@@ -79,10 +81,17 @@ class ClusterReconciler:
         ctx = self._context(body, spec, claims)
         if ctx is None:
             return Outcome(PassResult.CONFLICT)
+        listed = observing.cluster_pods(self.kube, ctx)
+        issued = PkiPass(self.kube, ctx, body, moment).run(listed)
+        ctx = replace(ctx, certificates=issued.marker)
         override = self.settings.endpoints
-        admin = self.admins.get(override.bootstrap if override else ctx.bootstrap_servers())
+        if override:
+            admin = self.admins.get(Connection(override.bootstrap))
+        else:
+            admin = self.admins.get(Connection(naming.operator_bootstrap(ctx.name, ctx.namespace, ctx.cluster_domain),
+                                               issued.identity() if ctx.internal_tls else None))
         controllers = (lambda _count: override.controllers) if override else ctx.controller_bootstrap_servers
-        obs = observing.observe(self.kube, admin, controllers, ctx, claims, moment)
+        obs = observing.observe(self.kube, admin, controllers, ctx, claims, listed, moment)
         decided = plan(ctx, obs, Facts.from_status(body.get("status")))
         actor = Actor(self.kube, admin, obs.controller_servers, replace(ctx, sizes=decided.sizes), body)
         done = actor.run(decided.actions)
@@ -120,7 +129,14 @@ class ClusterReconciler:
             self.kube.event(body, naming.CLUSTER_KIND, "ClusterIdRenewed",
                             f"no volume of the earlier cluster {found.renewed_from} is left: starting clean as "
                             f"{found.cluster_id}")
-        return replace(draft, cluster_id=found.cluster_id, initial_voters=found.initial_voters)
+        internal_tls = identity.internal_tls((config or {}).get("data") if config else None, spec.tls.internal)
+        if spec.tls.internal is not None and spec.tls.internal != internal_tls:
+            self.kube.event(body, naming.CLUSTER_KIND, "InternalTlsFixed",
+                            f"spec.tls.internal is {str(spec.tls.internal).lower()}, but this cluster was created "
+                            f"with{'' if internal_tls else 'out'} TLS between its nodes, which cannot change while it "
+                            "runs: it keeps what it was created with", warning=True)
+        return replace(draft, cluster_id=found.cluster_id, initial_voters=found.initial_voters,
+                       internal_tls=internal_tls)
 
     def _write(self, body: dict[str, Any], fields: Mapping[str, Any], conditions: Iterable[Condition],
                moment: datetime.datetime | None = None) -> None:

@@ -8,6 +8,7 @@ import threading
 from collections.abc import Callable
 
 from krafty import metrics
+from krafty.clients.connection import Connection
 from krafty.clients.errors import KafkaUnavailable
 from krafty.clients.lag import LagReader
 from krafty.decide.lag import PartitionLag, partition_lag, unreadable
@@ -15,8 +16,9 @@ from krafty.decide.lag import PartitionLag, partition_lag, unreadable
 log = logging.getLogger(__name__)
 LAG_INTERVAL = 10.0
 
-# (namespace, cluster) -> the bootstrap address, or None when the cluster is gone
-Locate = Callable[[str, str], str | None]
+# (namespace, cluster) -> how to connect, or None when the cluster is gone; raises KafkaUnavailable while it
+# cannot be reached yet
+Locate = Callable[[str, str], Connection | None]
 
 
 class LagPass:
@@ -27,14 +29,14 @@ class LagPass:
         self._lock = threading.Lock()
 
     def reconcile(self, namespace: str, cluster: str) -> float | None:
-        bootstrap = self._locate(namespace, cluster)
-        if bootstrap is None:
-            self.release(namespace, cluster)
-            return None
         key = (namespace, cluster)
         previous = self._last.get(key, [])
         try:
-            entries = partition_lag(self._reader(key, bootstrap).read(), previous)
+            connection = self._locate(namespace, cluster)
+            if connection is None:
+                self.release(namespace, cluster)
+                return None
+            entries = partition_lag(self._reader(key, connection).read(), previous)
         except KafkaUnavailable as error:
             log.info("lag of %s/%s unreadable: %s", namespace, cluster, error)
             entries = unreadable(previous)
@@ -45,13 +47,13 @@ class LagPass:
         metrics.COLLECTOR.set_lag(namespace, cluster, entries)
         return LAG_INTERVAL
 
-    def _reader(self, key: tuple[str, str], bootstrap: str) -> LagReader:
+    def _reader(self, key: tuple[str, str], connection: Connection) -> LagReader:
         with self._lock:
             reader = self._readers.get(key)
-            if reader is None or reader.bootstrap_servers != bootstrap:
+            if reader is None or reader.connection != connection:
                 if reader is not None:
                     reader.close()
-                reader = self._readers[key] = LagReader(bootstrap)
+                reader = self._readers[key] = LagReader(connection)
             return reader
 
     def release(self, namespace: str, cluster: str) -> None:

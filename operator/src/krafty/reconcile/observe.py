@@ -33,7 +33,7 @@ from krafty.observed import (
 log = logging.getLogger(__name__)
 
 
-def quorum_state(servers: str) -> QuorumState:
+def quorum_state(servers: kraft.Target) -> QuorumState:
     quorum = kraft.describe_quorum(servers)
 
     def voter(replica: Any) -> VoterState:
@@ -56,11 +56,11 @@ class _KafkaFacts:
         self.error: str | None = None
 
     def read(self, admin: KafkaAdmin) -> None:
-        brokers = kraft.describe_brokers(admin.bootstrap_servers)
+        brokers = kraft.describe_brokers(admin.connection)
         self.registrations = tuple(BrokerRegistration(b.node_id, b.fenced) for b in brokers)
         # Moves first, then the replica lists: with no move in flight, the lists read after it cannot
         # show a move that has just finished (target and old replicas together).
-        self.reassignments = dict(kraft.list_reassignments(admin.bootstrap_servers))
+        self.reassignments = dict(kraft.list_reassignments(admin.connection))
         self.partitions, self.throttled = admin.topic_state()
         unfenced = sorted(r.node_id for r in self.registrations if not r.fenced)
         if unfenced:
@@ -91,14 +91,19 @@ def claims(kube: Kube, cluster: str, namespace: str) -> frozenset[str]:
                                                               naming.selector_labels(cluster)))
 
 
+def cluster_pods(kube: Kube, ctx: ClusterContext) -> list[dict[str, Any]]:
+    """The cluster's Kafka and preflight pods (read once per pass: the PKI step and `observe` share them)."""
+    return kube.list("Pod", ctx.namespace, {naming.CLUSTER_LABEL: ctx.name})
+
+
 def observe(kube: Kube, admin: KafkaAdmin, controllers: Callable[[int], str], ctx: ClusterContext,
-            claims: frozenset[str], now: datetime.datetime) -> ClusterObservation:
+            claims: frozenset[str], listed: list[dict[str, Any]], now: datetime.datetime) -> ClusterObservation:
     """`controllers`: the controller addresses for a number of controllers (during a scale-down the quorum's
-    leader can be one the spec no longer asks for: every controller that runs is asked)."""
+    leader can be one the spec no longer asks for: every controller that runs is asked); `listed`: the
+    cluster's pods (`cluster_pods`)."""
     statefulsets = {pool: kube.get("StatefulSet", naming.statefulset(ctx.name, pool), ctx.namespace)
                     for pool in ctx.pools()}
     replicas = {pool: int(sts["spec"]["replicas"]) for pool, sts in statefulsets.items() if sts}
-    listed = kube.list("Pod", ctx.namespace, {naming.CLUSTER_LABEL: ctx.name})  # Kafka and preflight pods
     found = [p for p in listed if (p["metadata"].get("labels") or {}).get(naming.ROLE_LABEL)]
     preflights = tuple(found_preflight for p in listed if (found_preflight := pods.preflight(p)) is not None)
     ready = any(pods.phase(p, now, ctx.spec.restarts.node_ready_timeout_seconds) is PodPhase.READY for p in found
@@ -107,7 +112,7 @@ def observe(kube: Kube, admin: KafkaAdmin, controllers: Callable[[int], str], ct
     servers = controllers(max(ctx.spec.controllers.replicas, replicas.get(Pool.CONTROLLER, 0)))
     quorum, quorum_error = None, None
     try:
-        quorum = quorum_state(servers)
+        quorum = quorum_state(admin.connection.to(servers))
     except (KafkaUnavailable, KafkaProtocolError) as error:
         quorum_error = str(error)
     registered = {r.node_id for r in kafka.registrations if not r.fenced}

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from krafty import metrics, naming
 from krafty.clients import kraft
+from krafty.clients.connection import Connection
 from krafty.clients.errors import KafkaUnavailable
 from krafty.clients.kafka_admin import KafkaAdmin
 from krafty.clients.kube import Kube
@@ -25,19 +26,11 @@ from krafty.decide.health import summarize
 from krafty.decide.status import DEGRADED, PROGRESSING, READY, Condition
 from krafty.model import DeletionPolicy, KafkaClusterSpec, TopicSpec
 from krafty.reconcile import status as writer
+from krafty.reconcile.connection import Locate
 
 ADOPT_ANNOTATION = f"{naming.GROUP}/adopt"
 BUSY_INTERVAL = 5.0
 CHECK_INTERVAL = 30.0
-
-Bootstrap = Callable[[str, str, KafkaClusterSpec], str]
-
-
-def in_cluster_bootstrap(domain: str) -> Bootstrap:
-    def address(namespace: str, cluster: str, spec: KafkaClusterSpec) -> str:
-        return naming.bootstrap_address(cluster, namespace, domain, spec.listeners[0].port)
-    return address
-
 
 def _resource(body: dict[str, Any]) -> topics.TopicResource | None:
     meta = body["metadata"]
@@ -67,9 +60,9 @@ def _paused(cluster: dict[str, Any] | None) -> bool:
 
 
 class TopicReconciler:
-    def __init__(self, kube: Kube, bootstrap: Bootstrap, admin: Callable[[str], KafkaAdmin]) -> None:
+    def __init__(self, kube: Kube, locate: Locate, admin: Callable[[Connection], KafkaAdmin]) -> None:
         self.kube = kube
-        self.bootstrap = bootstrap
+        self.locate = locate
         self.admin = admin
 
     def cluster_spec(self, namespace: str, cluster: str) -> KafkaClusterSpec | None:
@@ -91,11 +84,11 @@ class TopicReconciler:
         if spec is None:
             self._report(bodies, topics.plan(resources, {}, None, []), {})
             return CHECK_INTERVAL
-        admin = self.admin(self.bootstrap(namespace, cluster, spec))
         try:
+            admin = self.admin(self.locate(namespace, cluster))
             actual = self._actual(admin, {r.kafka_name for r in resources})
             brokers = admin.registered_brokers()
-            ongoing = kraft.list_reassignments(admin.bootstrap_servers)
+            ongoing = kraft.list_reassignments(admin.connection)
         except KafkaUnavailable as error:  # Kafka down: report it on every topic, retry soon
             self._unreachable(bodies, str(error))
             return BUSY_INTERVAL
@@ -106,7 +99,7 @@ class TopicReconciler:
         changed = self._changed(plan)
         after = self._actual(admin, {r.kafka_name for r in resources}) if changed else actual
         if plan.reassignments:
-            ongoing = kraft.list_reassignments(admin.bootstrap_servers)
+            ongoing = kraft.list_reassignments(admin.connection)
         self._report(bodies, plan, after, ongoing)
         metrics.COLLECTOR.set_topics(namespace, cluster, {
             name: (len(t.partitions), summarize(t.partitions).under_replicated) for name, t in after.items()})
@@ -137,7 +130,7 @@ class TopicReconciler:
             moved = sorted({topic for topic, _ in plan.reassignments})
             admin.alter_dynamic_cluster_defaults(dict.fromkeys(naming.THROTTLE_RATE_KEYS, str(throttle)), [])
             admin.alter_topic_configs({t: dict.fromkeys(naming.THROTTLED_REPLICAS_KEYS, "*") for t in moved})
-            errors = kraft.alter_reassignments(admin.bootstrap_servers, plan.reassignments)
+            errors = kraft.alter_reassignments(admin.connection, plan.reassignments)
             for (topic, partition), error in errors.items():
                 self._fail(plan, by_topic, topic, "ReassignmentFailed", f"partition {partition}: {error}")
 
@@ -238,7 +231,10 @@ class TopicReconciler:
         spec = _spec(cluster)
         if spec is None:
             return "the KafkaCluster is gone: nothing to delete"
-        admin = self.admin(self.bootstrap(meta["namespace"], resource.spec.cluster_ref.name, spec))
+        try:
+            admin = self.admin(self.locate(meta["namespace"], resource.spec.cluster_ref.name))
+        except KafkaUnavailable as unreachable:
+            raise Held(f"cannot reach the cluster to delete {resource.kafka_name}: {unreachable}") from unreachable
         confirmed = (meta.get("annotations") or {}).get(naming.CONFIRM_DELETION_ANNOTATION) == "true"
         readers = [] if confirmed else admin.groups_reading(resource.kafka_name)
         if readers:

@@ -10,9 +10,10 @@ from krafty.render.kafka_config import node_properties, render_properties
 
 
 def node_config_map(ctx: ClusterContext) -> dict[str, Any]:
-    """server.properties of every node, the cluster id and, until the quorum has
-    formed, the initial voters that `kafka-storage format` needs (empty after)."""
-    data = {naming.CLUSTER_ID_KEY: ctx.cluster_id, naming.INITIAL_CONTROLLERS_KEY: ctx.initial_controllers_arg()}
+    """server.properties of every node, the cluster id, whether the nodes speak TLS to each other and, until
+    the quorum has formed, the initial voters that `kafka-storage format` needs (empty after)."""
+    data = {naming.CLUSTER_ID_KEY: ctx.cluster_id, naming.INITIAL_CONTROLLERS_KEY: ctx.initial_controllers_arg(),
+            naming.INTERNAL_TLS_KEY: "true" if ctx.internal_tls else "false"}
     for pool in ctx.pools():
         for ordinal in range(ctx.replicas(pool)):
             data[naming.node_config_key(pool, ordinal)] = render_properties(node_properties(ctx, pool, ordinal))
@@ -26,6 +27,12 @@ def node_config_map(ctx: ClusterContext) -> dict[str, Any]:
 
 
 def connection_config_map(ctx: ClusterContext) -> dict[str, Any]:
-    """What a client needs to connect (Spark jobs mount it): bootstrap address and protocol."""
+    """What a client needs to connect (Spark jobs mount it): the first listener's bootstrap address and
+    protocol and, for TLS, the Secret and key of the CA certificates to trust (PEM)."""
+    data = {"bootstrap.servers": ctx.bootstrap_servers(), "security.protocol": "PLAINTEXT"}
+    if ctx.spec.listeners[0].tls:
+        data |= {"security.protocol": "SSL", "ssl.truststore.type": "PEM",
+                 "ssl.truststore.secret": naming.cluster_ca_cert(ctx.name),
+                 "ssl.truststore.secret.key": naming.CA_CERT_KEY}
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": ctx.metadata(naming.connection_config_map(ctx.name)),
-            "data": {"bootstrap.servers": ctx.bootstrap_servers(), "security.protocol": "PLAINTEXT"}}
+            "data": data}

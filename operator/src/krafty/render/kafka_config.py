@@ -12,28 +12,33 @@ from krafty.naming import Pool
 
 # Keys that identify a node rather than configure it: equal in shape on every node,
 # so they are left out of the restart hash (scaling must not roll the others).
-_NODE_IDENTITY = ("node.id", "advertised.listeners")
+_NODE_IDENTITY = ("node.id", "advertised.listeners", "ssl.keystore.certificate.chain", "ssl.keystore.key")
 # Only a discovery list: existing entries stay valid when voters are added, so a
 # change to it does not need a restart (restarted nodes get the new list).
 _DISCOVERY_ONLY = ("controller.quorum.bootstrap.servers",)
 
 
+def _protocol(tls: bool) -> str:
+    return "SSL" if tls else "PLAINTEXT"
+
+
 def _listeners(ctx: ClusterContext, pool: Pool, ordinal: int) -> dict[str, str]:
     roles = ctx.roles(pool, ordinal)
     host = ctx.host(pool, ordinal)
+    internal = _protocol(ctx.internal_tls)
     bind, advertised, protocols = [], [], []
     if "broker" in roles:
         for listener in ctx.spec.listeners:
             bind.append(f"{listener.kafka_name}://:{listener.port}")
             advertised.append(f"{listener.kafka_name}://{host}:{listener.port}")
-            protocols.append(f"{listener.kafka_name}:PLAINTEXT")
+            protocols.append(f"{listener.kafka_name}:{_protocol(listener.tls)}")
         bind.append(f"{naming.REPLICATION_LISTENER}://:{naming.REPLICATION_PORT}")
         advertised.append(f"{naming.REPLICATION_LISTENER}://{host}:{naming.REPLICATION_PORT}")
-        protocols.append(f"{naming.REPLICATION_LISTENER}:PLAINTEXT")
+        protocols.append(f"{naming.REPLICATION_LISTENER}:{internal}")
     if "controller" in roles:
         bind.append(f"{naming.CONTROLLER_LISTENER}://:{naming.CONTROLLER_PORT}")
         advertised.append(f"{naming.CONTROLLER_LISTENER}://{host}:{naming.CONTROLLER_PORT}")
-    protocols.append(f"{naming.CONTROLLER_LISTENER}:PLAINTEXT")
+    protocols.append(f"{naming.CONTROLLER_LISTENER}:{internal}")
     out = {
         "listeners": ",".join(bind),
         "advertised.listeners": ",".join(advertised),
@@ -42,6 +47,27 @@ def _listeners(ctx: ClusterContext, pool: Pool, ordinal: int) -> dict[str, str]:
     }
     if "broker" in roles:
         out["inter.broker.listener.name"] = naming.REPLICATION_LISTENER
+    return out
+
+
+def _tls(ctx: ClusterContext, pool: Pool, ordinal: int) -> dict[str, str]:
+    """The node's certificate, key and trusted CAs, read by Kafka from the mounted Secrets through the
+    directory config provider: server.properties (a ConfigMap) only names the files, it never holds a key."""
+    cert, key = naming.node_certificate_keys(pool, ordinal)
+    out = {
+        "config.providers": "dir",
+        "config.providers.dir.class": "org.apache.kafka.common.config.provider.DirectoryConfigProvider",
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.certificate.chain": f"${{dir:{naming.NODE_CERTS_DIR}:{cert}}}",
+        "ssl.keystore.key": f"${{dir:{naming.NODE_CERTS_DIR}:{key}}}",
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.certificates": f"${{dir:{naming.TRUST_DIR}:{naming.CA_CERT_KEY}}}",
+    }
+    if ctx.internal_tls:  # the nodes and the operator prove who they are to each other
+        roles = ctx.roles(pool, ordinal)
+        names = [naming.REPLICATION_LISTENER] * ("broker" in roles) + [naming.CONTROLLER_LISTENER] * (
+            "controller" in roles)
+        out.update({f"listener.name.{name.lower()}.ssl.client.auth": "required" for name in names})
     return out
 
 
@@ -78,6 +104,7 @@ def node_properties(ctx: ClusterContext, pool: Pool, ordinal: int) -> dict[str, 
         "process.roles": ",".join(roles),
         "controller.quorum.bootstrap.servers": ctx.controller_bootstrap_servers(),
         **_listeners(ctx, pool, ordinal),
+        **_tls(ctx, pool, ordinal),
         "log.dirs": naming.LOG_DIR,
     }
     # KIP-853: a controller started on an empty disk runs as an observer until the operator makes it a voter
@@ -122,7 +149,8 @@ def render_properties(props: dict[str, str]) -> str:
 def dynamic_keys(props: dict[str, str]) -> set[str]:
     """Keys Kafka applies cluster-wide at runtime (no restart needed)."""
     brokers = catalog().broker
-    return {key for key in props if key in brokers and brokers[key].dynamic_cluster_wide}
+    return {key for key in props if key in brokers and brokers[key].dynamic_cluster_wide
+            and not naming.owned_broker_key(key)}
 
 
 def dynamic_broker_config(ctx: ClusterContext) -> dict[str, str]:

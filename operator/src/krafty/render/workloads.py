@@ -86,6 +86,8 @@ def _container(ctx: ClusterContext, pool: Pool, spec: NodePool) -> dict[str, Any
         "volumeMounts": [
             {"name": naming.DATA_VOLUME, "mountPath": naming.DATA_DIR},
             {"name": "config", "mountPath": naming.CONFIG_DIR, "readOnly": True},
+            {"name": "node-certs", "mountPath": naming.NODE_CERTS_DIR, "readOnly": True},
+            {"name": "trust", "mountPath": naming.TRUST_DIR, "readOnly": True},
             {"name": "tmp", "mountPath": "/tmp"},
         ],
         "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
@@ -100,6 +102,7 @@ def _pod_annotations(ctx: ClusterContext, pool: Pool, spec: NodePool) -> dict[st
         annotations.update({"prometheus.io/scrape": "true", "prometheus.io/port": str(naming.METRICS_PORT),
                             "prometheus.io/path": "/metrics"})
     annotations[naming.CONFIG_HASH_ANNOTATION] = restart_hash(ctx, pool)
+    annotations[naming.CERTIFICATES_ANNOTATION] = ctx.certificates
     annotations[naming.STATIC_CONFIG_ANNOTATION] = json.dumps(static_config(ctx, pool), separators=(",", ":"))
     return annotations
 
@@ -108,6 +111,9 @@ def _pod_spec(ctx: ClusterContext, pool: Pool, spec: NodePool) -> dict[str, Any]
     template = spec.template
     volumes: list[dict[str, Any]] = [
         {"name": "config", "configMap": {"name": naming.config_map(ctx.name)}},
+        # Readable by the Kafka user's group only (fsGroup)
+        {"name": "node-certs", "secret": {"secretName": naming.node_certificates(ctx.name), "defaultMode": 0o440}},
+        {"name": "trust", "secret": {"secretName": naming.cluster_ca_cert(ctx.name), "defaultMode": 0o440}},
         {"name": "tmp", "emptyDir": {}},
     ]
     if spec.storage is None:

@@ -1,0 +1,120 @@
+"""TLS on real pods. The "small" cluster's nodes and the operator speak mutual TLS to each other (the default for a
+new cluster), and its second client listener, tls on 9094, speaks TLS with a certificate of the operator's
+cluster CA. Clients are kcat (librdkafka) in the client pod and Kafka's console tools with a client.properties."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+from krafty_testkit.k8s_kafka import (
+    NAMESPACE,
+    OPERATOR_NAMESPACE,
+    ClientPod,
+    KafkaClusterHandle,
+    topic_resource,
+    wait_topic_ready,
+)
+from krafty_testkit.kube import KubeCluster, KubeError
+
+TLS_PORT = 9094
+CA_FILE = "/tmp/cluster-ca.crt"
+KEY_MARKERS = ("PRIVATE KEY", "ca.key")
+
+
+def tls_address(handle: KafkaClusterHandle, port: int = TLS_PORT) -> str:
+    return f"{handle.name}-kafka-bootstrap.{handle.namespace}.svc.cluster.local:{port}"
+
+
+def secret_text(kube: KubeCluster, name: str, key: str) -> str:
+    data = kube.kubectl_json("get", "secret", name, "-n", NAMESPACE)["data"]
+    return base64.b64decode(data[key]).decode()
+
+
+def kcat(client: ClientPod, *args: str, stdin: str | None = None, timeout: float = 90) -> str:
+    interactive = ["-i"] if stdin is not None else []
+    return client.kube.kubectl("exec", *interactive, "-n", client.namespace, client.name, "--", "kcat", *args,
+                               stdin=stdin, timeout=timeout)
+
+
+def kcat_fails(client: ClientPod, *args: str) -> str:
+    """kcat's error output for a connection that must fail (a metadata request, ten seconds at most)."""
+    with pytest.raises(KubeError) as failed:
+        kcat(client, "-L", "-m", "10", *args)
+    return str(failed.value)
+
+
+@pytest.fixture(scope="module")
+def trusting_client(small: KafkaClusterHandle, client: ClientPod) -> ClientPod:
+    """The client pod, given the cluster CA's certificate from the Secret applications read."""
+    ca = secret_text(client.kube, "small-cluster-ca-cert", "ca.crt")
+    client.kube.kubectl("exec", "-i", "-n", client.namespace, client.name, "--", "sh", "-c", f"cat > {CA_FILE}",
+                        stdin=ca)
+    return client
+
+
+def test_kcat_and_the_console_tools_produce_and_consume_over_tls(small: KafkaClusterHandle,
+                                                                 trusting_client: ClientPod, operator: KubeCluster):
+    operator.apply([topic_resource("tls-records", "small", partitions=3, replicas=3)])
+    wait_topic_ready(operator, "tls-records")
+    ssl = ["-X", "security.protocol=ssl", "-X", f"ssl.ca.location={CA_FILE}"]
+    # Given kcat trusting the cluster CA (it checks the brokers' names against their certificates)
+    kcat(trusting_client, "-P", "-b", tls_address(small), *ssl, "-t", "tls-records",
+         stdin="".join(f"kcat-{i}\n" for i in range(100)))
+    # And Kafka's console producer with a client.properties, in a broker pod (where the tools are)
+    properties = ("security.protocol=SSL\nssl.truststore.type=PEM\n"
+                  "ssl.truststore.location=/etc/kafka/tls/trust/ca.crt\n")
+    broker = ["exec", "-i", "-n", NAMESPACE, "small-broker-0", "-c", "kafka", "--"]
+    operator.kubectl(*broker, "sh", "-c", "cat > /tmp/client.properties", stdin=properties)
+    operator.kubectl(*broker, "kafka-console-producer.sh", "--bootstrap-server", tls_address(small),
+                     "--producer.config", "/tmp/client.properties", "--topic", "tls-records",
+                     stdin="".join(f"console-{i}\n" for i in range(100)), timeout=120)
+    # When both read everything back through the TLS listener
+    by_kcat = kcat(trusting_client, "-C", "-b", tls_address(small), *ssl, "-t", "tls-records", "-o", "beginning",
+                   "-e", "-q").split()
+    by_console = operator.kubectl(*broker, "kafka-console-consumer.sh", "--bootstrap-server", tls_address(small),
+                                  "--consumer.config", "/tmp/client.properties", "--topic", "tls-records",
+                                  "--from-beginning", "--max-messages", "200", "--timeout-ms", "60000",
+                                  timeout=120).split()
+    # Then each saw the 200 records once
+    expected = sorted([f"kcat-{i}" for i in range(100)] + [f"console-{i}" for i in range(100)])
+    assert sorted(by_kcat) == expected
+    assert sorted(by_console) == expected
+
+
+def test_plaintext_untrusting_and_certificateless_clients_are_turned_away(small: KafkaClusterHandle,
+                                                                         trusting_client: ClientPod):
+    # A plaintext client on the TLS port gets no metadata
+    assert "Failed to acquire metadata" in kcat_fails(trusting_client, "-b", tls_address(small))
+    # A client that trusts only the public CAs refuses the brokers' certificate
+    refused = kcat_fails(trusting_client, "-b", tls_address(small), "-X", "security.protocol=ssl",
+                         "-X", "ssl.ca.location=/etc/ssl/certs/ca-certificates.crt")
+    assert "certificate verify failed" in refused
+    # The replication and controller listeners want a client certificate of the cluster CA, not only trust
+    for port in (9091, 9093):
+        address = f"small-broker-0.small-brokers.{NAMESPACE}.svc.cluster.local:{port}"
+        refused = kcat_fails(trusting_client, "-b", address, "-X", "security.protocol=ssl",
+                             "-X", f"ssl.ca.location={CA_FILE}")
+        assert "SSL" in refused, refused
+    # While the same client on the TLS listener is served
+    assert "3 brokers:" in kcat(trusting_client, "-L", "-b", tls_address(small), "-X", "security.protocol=ssl",
+                                "-X", f"ssl.ca.location={CA_FILE}", "-t", "tls-records")
+
+
+def test_no_private_key_is_in_the_cluster_its_config_maps_or_the_operators_log(small: KafkaClusterHandle,
+                                                                             operator: KubeCluster):
+    # The keys exist, in Secrets only
+    assert "PRIVATE KEY" in secret_text(operator, "small-kafka-certs", "broker-0.key")
+    assert "PRIVATE KEY" in secret_text(operator, "small-cluster-ca", "ca.key")
+    places = {
+        "KafkaClusters": operator.kubectl("get", "kafkaclusters", "-n", NAMESPACE, "-o", "yaml"),
+        "ConfigMaps": operator.kubectl("get", "configmaps", "-n", NAMESPACE, "-o", "yaml"),
+        "operator log": operator.kubectl("logs", "-n", OPERATOR_NAMESPACE, "--tail=-1",
+                                         "-l", "app.kubernetes.io/name=krafty-operator"),
+    }
+    leaks = {where: marker for where, text in places.items() for marker in KEY_MARKERS if marker in text}
+    assert leaks == {}
+    # And server.properties names the key files, never their content
+    config = operator.kubectl_json("get", "configmap", "small-kafka-config", "-n", NAMESPACE)["data"]
+    assert "ssl.keystore.key=${dir:/etc/kafka/tls/node:broker-0.key}" in config["broker-0.properties"]

@@ -1,0 +1,147 @@
+"""What the cluster's PKI needs now: a CA made or renewed, certificates issued, an old CA let go.
+
+A CA is renewed without a moment in which nodes distrust each other, in three steps, each a roll:
+    1. a new CA is made; every pod is given a trust bundle of the new and the previous CA, while the
+       certificates stay signed by the previous one (which keeps signing new ones meanwhile);
+    2. once every pod trusts the new CA, every certificate is issued again, signed by it;
+    3. once every pod runs with those, the previous CA leaves the trust bundle.
+Pods say what they run with in one annotation (see `running_marker`), so each step is read, never remembered.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+
+from krafty import pki
+from krafty.model.cluster import Validity
+from krafty.pki import KeyPair
+
+
+class IssueReason(StrEnum):
+    NEW = "New"  # none yet
+    EXPIRING = "Expiring"  # inside its renewal window
+    REQUESTED = "Requested"  # a user asked for a new CA (annotation)
+    UNUSABLE = "Unusable"  # unreadable, not a CA, or a key that does not belong to the certificate
+    NAMES_CHANGED = "NamesChanged"  # its DNS names are not the ones its holder answers to now
+    NEW_CA = "NewCa"  # signed by a CA that is no longer the one signing
+
+    def message(self, what: str) -> str:
+        return {
+            IssueReason.NEW: f"{what}: issued",
+            IssueReason.EXPIRING: f"{what}: renewed, it was about to expire",
+            IssueReason.REQUESTED: f"{what}: renewed, as the cluster's annotation asked",
+            IssueReason.UNUSABLE: f"{what}: issued again, the one kept could not be used",
+            IssueReason.NAMES_CHANGED: f"{what}: issued again, its DNS names changed",
+            IssueReason.NEW_CA: f"{what}: issued again by the new CA, which every node trusts now",
+        }[self]
+
+
+@dataclass(frozen=True)
+class CaHeld:
+    """A CA as its Secrets hold it."""
+
+    current: KeyPair | None
+    previous: KeyPair | None = None  # during a renewal: the CA before, which still signs until step 2
+    renewed_for: str = ""  # the value of the renewal annotation already acted on
+
+
+@dataclass(frozen=True)
+class CaStep:
+    renew: IssueReason | None  # make a new CA, for this reason
+    release_previous: bool  # step 3: the previous CA leaves the trust bundle
+
+
+def _usable_ca(pair: KeyPair) -> bool:
+    try:
+        return pki.facts(pair.cert).is_ca and pki.matches(pair)
+    except (pki.PkiError, ValueError, TypeError):
+        return False
+
+
+def _expiring(pair: KeyPair, now: datetime.datetime, validity: Validity) -> bool:
+    return pki.facts(pair.cert).not_after - now <= datetime.timedelta(days=validity.renewal_days)
+
+
+def ca_step(held: CaHeld, validity: Validity, now: datetime.datetime, requested: str,
+            all_moved: bool) -> CaStep:
+    """`requested`: the cluster's renewal annotation ("" when none); `all_moved`: every pod runs with
+    certificates signed by the current CA (step 2 done)."""
+    if held.current is None:
+        return CaStep(IssueReason.NEW, False)
+    if not _usable_ca(held.current):
+        return CaStep(IssueReason.UNUSABLE, False)
+    if held.previous is not None:  # a renewal under way: nothing new starts until it ends
+        return CaStep(None, all_moved)
+    if requested and requested != held.renewed_for:
+        return CaStep(IssueReason.REQUESTED, False)
+    if _expiring(held.current, now, validity):
+        return CaStep(IssueReason.EXPIRING, False)
+    return CaStep(None, False)
+
+
+def signer(held: CaHeld, all_trust_current: bool) -> KeyPair:
+    """The CA that signs certificates now: the previous one until every pod trusts the current one."""
+    if held.previous is not None and not all_trust_current:
+        return held.previous
+    if held.current is None:
+        raise ValueError("no CA to sign with")
+    return held.current
+
+
+@dataclass(frozen=True)
+class Subject:
+    """What one certificate must say."""
+
+    key: str  # where it is kept
+    common_name: str
+    dns_names: tuple[str, ...]
+
+
+def certificate_reason(subject: Subject, held: KeyPair | None, ca: KeyPair, now: datetime.datetime,
+                       validity: Validity) -> IssueReason | None:
+    """Why the certificate must be issued (again), or None when the one held is good."""
+    if held is None:
+        return IssueReason.NEW
+    try:
+        facts = pki.facts(held.cert)
+        usable = pki.matches(held) and facts.common_name == subject.common_name
+    except (pki.PkiError, ValueError, TypeError):
+        return IssueReason.UNUSABLE
+    if not usable:
+        return IssueReason.UNUSABLE
+    if not pki.signed_by(held.cert, ca.cert):
+        return IssueReason.NEW_CA
+    if sorted(facts.dns_names) != sorted(subject.dns_names):
+        return IssueReason.NAMES_CHANGED
+    if _expiring(held, now, validity):
+        return IssueReason.EXPIRING
+    return None
+
+
+def _short(pem: str) -> str:
+    return pki.facts(pem).fingerprint[:16]
+
+
+def running_marker(trusted: Iterable[str], generation: int) -> str:
+    """The pod template annotation that says what a pod runs with: the CAs it trusts (short fingerprints)
+    and the generation of the node certificates. A change of either rolls the pods."""
+    return ",".join(_short(pem) for pem in trusted) + f"/{generation}"
+
+
+def _parse(marker: str) -> tuple[frozenset[str], int | None]:
+    trust, _, generation = marker.rpartition("/")
+    return frozenset(filter(None, trust.split(","))), int(generation) if generation.isdigit() else None
+
+
+def all_trust(markers: Iterable[str], ca: KeyPair) -> bool:
+    """Whether every pod (by its marker) trusts the CA."""
+    fingerprint = _short(ca.cert)
+    return all(fingerprint in _parse(marker)[0] for marker in markers)
+
+
+def all_run(markers: Iterable[str], generation: int) -> bool:
+    """Whether every pod runs with node certificates of this generation."""
+    return all(_parse(marker)[1] == generation for marker in markers)

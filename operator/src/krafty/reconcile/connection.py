@@ -1,0 +1,41 @@
+"""Where the topic and lag passes reach a cluster, and with what credentials: read from the cluster's
+ConfigMap and Secrets each time (the cluster pass issues them), so every pass sees a renewed certificate."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from krafty import naming
+from krafty.clients.connection import Connection, TlsIdentity
+from krafty.clients.errors import KafkaUnavailable
+from krafty.clients.kube import Kube
+from krafty.render.secrets import decoded
+
+# (namespace, cluster) -> how to connect; raises KafkaUnavailable while the cluster cannot be reached yet
+Locate = Callable[[str, str], Connection]
+
+
+def in_cluster(kube: Kube, domain: str) -> Locate:
+    def locate(namespace: str, cluster: str) -> Connection:
+        config = decoded_config(kube, namespace, cluster)
+        servers = naming.operator_bootstrap(cluster, namespace, domain)
+        if config.get(naming.INTERNAL_TLS_KEY) != "true":
+            return Connection(servers)
+        own = decoded(kube.get("Secret", naming.operator_certificate(cluster), namespace))
+        if not {naming.CA_CERT_KEY, naming.TLS_CERT_KEY, naming.TLS_KEY_KEY} <= own.keys():
+            raise KafkaUnavailable(f"the operator's certificate for {namespace}/{cluster} is not issued yet")
+        return Connection(servers, TlsIdentity(own[naming.CA_CERT_KEY], own[naming.TLS_CERT_KEY],
+                                               own[naming.TLS_KEY_KEY]))
+    return locate
+
+
+def decoded_config(kube: Kube, namespace: str, cluster: str) -> dict[str, str]:
+    body = kube.get("ConfigMap", naming.config_map(cluster), namespace)
+    if body is None:
+        raise KafkaUnavailable(f"{namespace}/{cluster} has no configuration yet")
+    return dict(body.get("data") or {})
+
+
+def fixed(servers: str) -> Locate:
+    """Outside Kubernetes (development, tests): one plaintext address for every cluster."""
+    return lambda _namespace, _cluster: Connection(servers)

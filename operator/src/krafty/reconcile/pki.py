@@ -1,0 +1,176 @@
+"""The cluster's PKI, each pass: read its Secrets and what the pods run with, decide
+(krafty.decide.certificates), issue what is missing or due, and write the Secrets before anything uses them.
+
+Every certificate issued is logged and emitted as an Event with its reason; no key is ever logged.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from krafty import naming, pki
+from krafty.clients.connection import TlsIdentity
+from krafty.clients.kube import Kube
+from krafty.decide import certificates
+from krafty.decide.certificates import CaHeld, IssueReason, Subject
+from krafty.model.cluster import Validity
+from krafty.model.context import ClusterContext
+from krafty.naming import Pool
+from krafty.pki import KeyPair
+from krafty.render.secrets import annotations_of, decoded, secret, tls_secret
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ClusterPki:
+    trusted: tuple[str, ...]  # the CA certificates the nodes and clients trust, newest first
+    marker: str  # what the pods are to run with (krafty.decide.certificates.running_marker)
+    operator: KeyPair  # the operator's client certificate
+
+    def identity(self) -> TlsIdentity:
+        return TlsIdentity(pki.bundle(self.trusted), self.operator.cert, self.operator.key)
+
+
+def _days(days: int) -> datetime.timedelta:
+    return datetime.timedelta(days=days)
+
+
+def _pair(data: Mapping[str, str], cert_key: str, key_key: str) -> KeyPair | None:
+    if cert_key in data and key_key in data:
+        return KeyPair(data[cert_key], data[key_key])
+    return None
+
+
+def _ca_held(body: Mapping[str, Any] | None) -> CaHeld:
+    data = decoded(body)
+    return CaHeld(_pair(data, naming.CA_CERT_KEY, naming.CA_KEY_KEY),
+                  _pair(data, naming.PREVIOUS_CA_CERT_KEY, naming.PREVIOUS_CA_KEY_KEY),
+                  annotations_of(body).get(naming.RENEWED_FOR_ANNOTATION, ""))
+
+
+def _dns_names(ctx: ClusterContext, pool: Pool, ordinal: int) -> tuple[str, ...]:
+    """The names a node answers to: its own, its pool's headless Service and, for brokers, the bootstrap's."""
+    pod, headless, ns = naming.pod(ctx.name, pool, ordinal), naming.headless_service(ctx.name, pool), ctx.namespace
+    names = [ctx.host(pool, ordinal), f"{pod}.{headless}.{ns}.svc", f"{pod}.{headless}.{ns}",
+             *naming.service_names(headless, ns, ctx.cluster_domain)]
+    if pool is Pool.BROKER:
+        names += naming.service_names(naming.bootstrap_service(ctx.name), ns, ctx.cluster_domain)
+    return tuple(names)
+
+
+def _node_subjects(ctx: ClusterContext, held: Mapping[str, str]) -> list[tuple[Pool, int]]:
+    """Every node of the spec's pools, and any further one whose certificate is held (a node being
+    removed keeps its certificate until it is gone; one added again finds it)."""
+    out = []
+    for pool in ctx.pools():
+        count = ctx.replicas(pool)
+        while naming.node_certificate_keys(pool, count)[0] in held:
+            count += 1
+        out += [(pool, ordinal) for ordinal in range(count)]
+    return out
+
+
+class PkiPass:
+    def __init__(self, kube: Kube, ctx: ClusterContext, body: dict[str, Any], now: datetime.datetime) -> None:
+        self.kube, self.ctx, self.body, self.now = kube, ctx, body, now
+
+    def _tell(self, reason: str, message: str) -> None:
+        log.info("KafkaCluster %s/%s: %s", self.ctx.namespace, self.ctx.name, message)
+        self.kube.event(self.body, naming.CLUSTER_KIND, reason, message)
+
+    @staticmethod
+    def _markers(pods: list[dict[str, Any]]) -> list[str]:
+        """What each Kafka pod runs with (preflight pods aside)."""
+        return [((p["metadata"].get("annotations") or {}).get(naming.CERTIFICATES_ANNOTATION, ""))
+                for p in pods if naming.ROLE_LABEL in (p["metadata"].get("labels") or {})
+                and naming.PREFLIGHT_LABEL not in (p["metadata"].get("labels") or {})]
+
+    def _ca(self, name: str, title: str, before: CaHeld, validity: Validity, requested: str,
+            all_moved: bool) -> CaHeld:
+        """The CA after this pass's step (made, renewed or its previous one let go), written when changed."""
+        step = certificates.ca_step(before, validity, self.now, requested, all_moved)
+        held = before
+        if step.renew is not None:
+            made = pki.new_ca(f"{self.ctx.name} {title}", self.now, _days(validity.validity_days))
+            transition = step.renew in (IssueReason.EXPIRING, IssueReason.REQUESTED)
+            held = CaHeld(made, before.current if transition else None,
+                          requested if step.renew is IssueReason.REQUESTED else before.renewed_for)
+            self._tell(f"Ca{step.renew.value}", step.renew.message(title) + (
+                "; nodes trust both CAs until every certificate is signed by the new one" if transition else ""))
+        elif step.release_previous:
+            held = replace(before, previous=None)
+            self._tell("CaRenewed", f"{title}: every node runs with certificates of the new CA; the previous CA "
+                       "is no longer trusted")
+        if held != before and held.current is not None:
+            data = {naming.CA_CERT_KEY: held.current.cert, naming.CA_KEY_KEY: held.current.key}
+            if held.previous is not None:
+                data |= {naming.PREVIOUS_CA_CERT_KEY: held.previous.cert, naming.PREVIOUS_CA_KEY_KEY: held.previous.key}
+            self.kube.apply(secret(self.ctx, name, data, {naming.RENEWED_FOR_ANNOTATION: held.renewed_for}))
+        return held
+
+    def _issue(self, subjects: Mapping[str, Subject], held: Mapping[str, KeyPair | None], signer: KeyPair,
+               what: str) -> tuple[dict[str, KeyPair], bool]:
+        """The certificates after issuing what is due; and whether one a holder already ran with was replaced."""
+        out: dict[str, KeyPair] = {}
+        reasons: dict[IssueReason, list[str]] = {}
+        for key, subject in subjects.items():
+            pair = held.get(key)
+            reason = certificates.certificate_reason(subject, pair, signer, self.now, self.ctx.spec.tls.certificates)
+            if reason is not None:
+                pair = pki.issue(signer, subject.common_name, subject.dns_names, self.now,
+                                 _days(self.ctx.spec.tls.certificates.validity_days))
+                reasons.setdefault(reason, []).append(key)
+            assert pair is not None
+            out[key] = pair
+        for reason, keys in reasons.items():
+            self._tell(f"Certificate{reason.value}", reason.message(f"{what} {', '.join(keys)}"))
+        return out, any(reason is not IssueReason.NEW for reason in reasons)
+
+    def run(self, pods: list[dict[str, Any]]) -> ClusterPki:
+        """`pods`: the cluster's pods, as listed this pass."""
+        ctx, ns = self.ctx, self.ctx.namespace
+        markers = self._markers(pods)
+        nodes_body = self.kube.get("Secret", naming.node_certificates(ctx.name), ns)
+        nodes_data = decoded(nodes_body)
+        generation = int(annotations_of(nodes_body).get(naming.CERTIFICATE_GENERATION_ANNOTATION, "0") or 0)
+        operator_data = decoded(self.kube.get("Secret", naming.operator_certificate(ctx.name), ns))
+        held_operator = _pair(operator_data, naming.TLS_CERT_KEY, naming.TLS_KEY_KEY)
+        node_keys = {f"{pool.value}-{ordinal}": (pool, ordinal) for pool, ordinal in _node_subjects(ctx, nodes_data)}
+        held_nodes = {key: _pair(nodes_data, *naming.node_certificate_keys(*node)) for key, node in node_keys.items()}
+
+        before = _ca_held(self.kube.get("Secret", naming.cluster_ca(ctx.name), ns))
+        moved = before.current is not None and certificates.all_run(markers, generation) and all(
+            pair is not None and pki.signed_by(pair.cert, before.current.cert)
+            for pair in [*held_nodes.values(), held_operator])
+        requested = annotations_of(self.body).get(naming.RENEW_CA_ANNOTATION, "")
+        ca = self._ca(naming.cluster_ca(ctx.name), "cluster CA", before, ctx.spec.tls.cluster_ca, requested, moved)
+        clients = _ca_held(self.kube.get("Secret", naming.clients_ca(ctx.name), ns))
+        self._ca(naming.clients_ca(ctx.name), "clients CA", clients, ctx.spec.tls.clients_ca, "", True)
+        assert ca.current is not None
+        signer = certificates.signer(ca, certificates.all_trust(markers, ca.current))
+        trusted = tuple(p.cert for p in (ca.current, ca.previous) if p is not None)
+        self.kube.apply(secret(ctx, naming.cluster_ca_cert(ctx.name), {naming.CA_CERT_KEY: pki.bundle(trusted)}))
+
+        subjects = {key: Subject(key, naming.node_common_name(ctx.name), _dns_names(ctx, *node))
+                    for key, node in node_keys.items()}
+        nodes, replaced = self._issue(subjects, held_nodes, signer, "node certificates of")
+        generation += replaced
+        data: dict[str, str] = {}
+        for key, pair in nodes.items():
+            cert_key, key_key = naming.node_certificate_keys(*node_keys[key])
+            data |= {cert_key: pair.cert, key_key: pair.key}
+        if data != nodes_data or replaced:
+            self.kube.apply(secret(ctx, naming.node_certificates(ctx.name), data,
+                                   {naming.CERTIFICATE_GENERATION_ANNOTATION: str(generation)}))
+        operator, _ = self._issue({"operator": Subject("operator", naming.OPERATOR_COMMON_NAME, ())},
+                                  {"operator": held_operator}, signer, "the certificate of the")
+        bundle = pki.bundle(trusted)
+        if (held_operator, operator_data.get(naming.CA_CERT_KEY)) != (operator["operator"], bundle):
+            self.kube.apply(tls_secret(ctx, naming.operator_certificate(ctx.name), operator["operator"].cert,
+                                       operator["operator"].key, bundle))
+        return ClusterPki(trusted, certificates.running_marker(trusted, generation), operator["operator"])

@@ -1,0 +1,116 @@
+"""The cluster PKI: certificates made with `cryptography`, and the pure decisions of what to issue and when
+(including the three steps of a CA renewal)."""
+
+from __future__ import annotations
+
+import datetime
+import functools
+
+import pytest
+
+from krafty import pki
+from krafty.decide import certificates
+from krafty.decide.certificates import CaHeld, IssueReason, Subject
+from krafty.model.cluster import Validity
+
+NOW = datetime.datetime(2026, 11, 24, tzinfo=datetime.UTC)
+DAY = datetime.timedelta(days=1)
+VALIDITY = Validity(validity_days=365, renewal_days=30)
+SUBJECT = Subject("broker-0", "prod-kafka", ("prod-broker-0.prod-brokers.kafka.svc.cluster.local", "prod-brokers"))
+
+
+@functools.cache
+def _ca(name: str, days: int) -> pki.KeyPair:
+    return pki.new_ca(name, NOW, days * DAY)
+
+
+def ca(name: str = "ca", days: int = 365) -> pki.KeyPair:
+    return _ca(name, days)
+
+
+def node(signer: pki.KeyPair, days: int = 365, names: tuple[str, ...] = SUBJECT.dns_names,
+         common_name: str = SUBJECT.common_name) -> pki.KeyPair:
+    return pki.issue(signer, common_name, names, NOW, days * DAY)
+
+
+def test_a_node_certificate_is_signed_by_its_ca_and_carries_its_names():
+    cert = node(ca())
+    facts = pki.facts(cert.cert)
+    assert pki.signed_by(cert.cert, ca().cert)
+    assert not pki.signed_by(cert.cert, ca("other").cert)
+    assert pki.matches(cert)
+    assert not pki.matches(pki.KeyPair(cert.cert, ca().key))
+    assert (facts.common_name, facts.dns_names, facts.is_ca) == ("prod-kafka", SUBJECT.dns_names, False)
+    assert pki.facts(ca().cert).is_ca
+
+
+def test_a_certificate_never_outlives_its_ca():
+    short = ca("short", days=10)
+    assert pki.facts(node(short, days=365).cert).not_after == pki.facts(short.cert).not_after
+
+
+def test_a_private_key_is_never_printed():
+    cert = node(ca())
+    assert cert.key not in repr(cert)
+    assert "PRIVATE KEY" not in repr(cert)
+
+
+def test_a_bundle_keeps_each_certificate_once_in_order():
+    first, second = ca("a").cert, ca("b").cert
+    assert pki.split_bundle(pki.bundle([first, second, first])) == (first, second)
+
+
+@pytest.mark.parametrize(("held", "signer", "now", "expected"), [
+    (None, "ca", NOW, IssueReason.NEW),
+    ("good", "ca", NOW, None),
+    ("good", "ca", NOW + 334 * DAY, None),  # 31 days left
+    ("good", "ca", NOW + 336 * DAY, IssueReason.EXPIRING),  # 29 days left
+    ("good", "other", NOW, IssueReason.NEW_CA),
+    ("renamed", "ca", NOW, IssueReason.NAMES_CHANGED),
+    ("wrong key", "ca", NOW, IssueReason.UNUSABLE),
+    ("other subject", "ca", NOW, IssueReason.UNUSABLE),
+    ("garbage", "ca", NOW, IssueReason.UNUSABLE),
+])
+def test_when_a_certificate_is_issued_again(held, signer, now, expected):
+    # Given the certificate held, the CA that signs now and the time, Then the reason (or none) is:
+    cert = node(ca())
+    pairs = {None: None, "good": cert, "renamed": node(ca(), names=("elsewhere",)),
+             "wrong key": pki.KeyPair(cert.cert, node(ca()).key),
+             "other subject": node(ca(), common_name="someone-else"),
+             "garbage": pki.KeyPair("not a certificate", cert.key)}
+    assert certificates.certificate_reason(SUBJECT, pairs[held], ca(signer), now, VALIDITY) == expected
+
+
+@pytest.mark.parametrize(("held", "now", "requested", "all_moved", "expected"), [
+    (CaHeld(None), NOW, "", False, (IssueReason.NEW, False)),
+    (CaHeld(ca()), NOW, "", False, (None, False)),
+    (CaHeld(ca()), NOW + 336 * DAY, "", False, (IssueReason.EXPIRING, False)),
+    (CaHeld(ca()), NOW, "1", False, (IssueReason.REQUESTED, False)),
+    (CaHeld(ca(), renewed_for="1"), NOW, "1", False, (None, False)),  # that request was acted on
+    (CaHeld(ca(), renewed_for="1"), NOW, "2", False, (IssueReason.REQUESTED, False)),
+    (CaHeld(pki.KeyPair(node(ca()).cert, node(ca()).key)), NOW, "", False, (IssueReason.UNUSABLE, False)),
+    # A renewal under way: nothing new starts, and the previous CA goes once every pod has moved
+    (CaHeld(ca(), ca("old")), NOW, "2", False, (None, False)),
+    (CaHeld(ca(), ca("old")), NOW, "", True, (None, True)),
+])
+def test_what_a_ca_needs(held, now, requested, all_moved, expected):
+    step = certificates.ca_step(held, VALIDITY, now, requested, all_moved)
+    assert (step.renew, step.release_previous) == expected
+
+
+def test_a_renewal_signs_with_the_previous_ca_until_every_pod_trusts_the_new_one():
+    held = CaHeld(ca("new"), ca("old"))
+    before = [certificates.running_marker([ca("old").cert], 1)] * 2
+    half = [certificates.running_marker([ca("new").cert, ca("old").cert], 1), before[0]]
+    after = [half[0]] * 2
+    assert [certificates.all_trust(markers, ca("new")) for markers in (before, half, after)] == [False, False, True]
+    assert certificates.signer(held, all_trust_current=False) == ca("old")
+    assert certificates.signer(held, all_trust_current=True) == ca("new")
+    assert certificates.signer(CaHeld(ca("new")), all_trust_current=False) == ca("new")
+
+
+def test_the_marker_says_which_generation_of_certificates_pods_run():
+    markers = [certificates.running_marker([ca().cert], 2), certificates.running_marker([ca().cert], 3)]
+    assert not certificates.all_run(markers, 3)
+    assert certificates.all_run(markers[1:], 3)
+    assert not certificates.all_run([""], 0)  # a pod from before the operator had TLS
