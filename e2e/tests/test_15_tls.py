@@ -5,9 +5,11 @@ cluster CA. Clients are kcat (librdkafka) in the client pod and Kafka's console 
 from __future__ import annotations
 
 import base64
+import time
 
 import pytest
 
+from krafty import pki
 from krafty_testkit.k8s_kafka import (
     NAMESPACE,
     OPERATOR_NAMESPACE,
@@ -17,6 +19,7 @@ from krafty_testkit.k8s_kafka import (
     wait_topic_ready,
 )
 from krafty_testkit.kube import KubeCluster, KubeError
+from krafty_testkit.waiting import wait_for
 
 TLS_PORT = 9094
 CA_FILE = "/tmp/cluster-ca.crt"
@@ -68,13 +71,13 @@ def test_kcat_and_the_console_tools_produce_and_consume_over_tls(small: KafkaClu
     broker = ["exec", "-i", "-n", NAMESPACE, "small-broker-0", "-c", "kafka", "--"]
     operator.kubectl(*broker, "sh", "-c", "cat > /tmp/client.properties", stdin=properties)
     operator.kubectl(*broker, "kafka-console-producer.sh", "--bootstrap-server", tls_address(small),
-                     "--producer.config", "/tmp/client.properties", "--topic", "tls-records",
+                     "--command-config", "/tmp/client.properties", "--topic", "tls-records",
                      stdin="".join(f"console-{i}\n" for i in range(100)), timeout=120)
     # When both read everything back through the TLS listener
     by_kcat = kcat(trusting_client, "-C", "-b", tls_address(small), *ssl, "-t", "tls-records", "-o", "beginning",
                    "-e", "-q").split()
     by_console = operator.kubectl(*broker, "kafka-console-consumer.sh", "--bootstrap-server", tls_address(small),
-                                  "--consumer.config", "/tmp/client.properties", "--topic", "tls-records",
+                                  "--command-config", "/tmp/client.properties", "--topic", "tls-records",
                                   "--from-beginning", "--max-messages", "200", "--timeout-ms", "60000",
                                   timeout=120).split()
     # Then each saw the 200 records once
@@ -118,3 +121,51 @@ def test_no_private_key_is_in_the_cluster_its_config_maps_or_the_operators_log(s
     # And server.properties names the key files, never their content
     config = operator.kubectl_json("get", "configmap", "small-kafka-config", "-n", NAMESPACE)["data"]
     assert "ssl.keystore.key=${dir:/etc/kafka/tls/node:broker-0.key}" in config["broker-0.properties"]
+
+
+def certificate_markers(handle: KafkaClusterHandle) -> list[str]:
+    """What each Kafka pod runs with: the CAs it trusts (short fingerprints) and its certificates' generation."""
+    return [(p["metadata"].get("annotations") or {}).get("kafka.krafty.io/certificates", "")
+            for p in handle.pods("broker")]
+
+
+def test_a_requested_ca_renewal_rolls_the_cluster_under_tls_traffic_and_loses_nothing(
+        small: KafkaClusterHandle, trusting_client: ClientPod, operator: KubeCluster):
+    operator.apply([topic_resource("tls-renewal", "small", partitions=3, replicas=3,
+                                   config={"min.insync.replicas": "2"})])
+    wait_topic_ready(operator, "tls-renewal")
+    before = secret_text(operator, "small-cluster-ca-cert", "ca.crt")
+    address = tls_address(small)
+    # Given a consumer and an idempotent acks=all producer over TLS, both trusting only the CA before
+    # (the producer stops first, then the consumer reads on until it has caught up)
+    with (trusting_client.following_consumer(address, "tls-renewal", "tls-renewal-reader", ca=CA_FILE) as followed,
+          trusting_client.steady_producer(address, "tls-renewal", rate=50, ca=CA_FILE) as produced):
+        time.sleep(5)
+        began = time.monotonic()
+        # When a new cluster CA is asked for
+        operator.kubectl("annotate", "kafkacluster", "small", "-n", NAMESPACE,
+                         "kafka.krafty.io/renew-cluster-ca=e2e", "--overwrite")
+        # Then the nodes come to trust the new CA alone, in three rolls, and the cluster settles
+        after = wait_for(lambda: secret_text(operator, "small-cluster-ca-cert", "ca.crt"),
+                         lambda bundle: len(pki.split_bundle(bundle)) == 1 and bundle != before, 1500,
+                         "the new cluster CA trusted alone", interval=5)
+        new = pki.facts(after).fingerprint[:16]
+        wait_for(lambda: certificate_markers(small),
+                 lambda markers: len(markers) == 3 and all(m.startswith(f"{new}/") for m in markers), 900,
+                 "every pod running with the new CA alone", interval=5)
+        small.wait_ready(900)
+        renewal = time.monotonic() - began
+        time.sleep(5)  # and records written after it
+    verified = trusting_client.verify(address, "tls-renewal", ca=CA_FILE)
+    uid = small.get()["metadata"]["uid"]
+    steps = list(dict.fromkeys(e["reason"] for e in sorted(small.events(), key=lambda e: e["firstTimestamp"])
+                               if e["involvedObject"]["uid"] == uid
+                               and e["reason"] in ("CaRequested", "CertificateNewCa", "CaRenewed")))
+    print(f"\nCA renewal under load: {renewal:.0f} s, steps {steps}; producer {produced}; verified {verified}; "
+          f"consumer started before it read {followed['records']} records")
+    assert steps == ["CaRequested", "CertificateNewCa", "CaRenewed"]
+    assert produced["failed"] == {}
+    assert produced["acked"] > 1000
+    assert (verified["lost"], verified["duplicated"]) == (0, 0)
+    # The consumer started before the renewal read every record, those written after it included
+    assert followed["records"] == produced["acked"]

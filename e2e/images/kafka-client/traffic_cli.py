@@ -1,6 +1,7 @@
 """Traffic for end-to-end tests, from inside the Kubernetes cluster.
 
   traffic_cli.py idle                      keep the pod alive (tests exec the commands below)
+  traffic_cli.py --ca FILE COMMAND ...     any command below over TLS, trusting the CAs in FILE
   traffic_cli.py produce BOOTSTRAP TOPIC --rate R [--count N | --until-file F] --acked FILE
         writes keyed sequences with acks=all and idempotence; prints a JSON report
         (acknowledged, failed by error, longest gap between acknowledgements) and
@@ -10,6 +11,9 @@
   traffic_cli.py consume BOOTSTRAP TOPIC --group G [--idle S]
         reads with a consumer group, committing, until nothing new arrives for S seconds;
         prints {"consumed": N}
+  traffic_cli.py follow BOOTSTRAP TOPIC --group G --until-file F
+        reads with a consumer group until F exists and nothing new arrived for 10 s;
+        prints {"records": N}: the distinct (key, sequence) records it saw
   traffic_cli.py produce-lines BOOTSTRAP TOPIC < LINES
         writes each stdin line as one record value (acks=all); prints {"acked": N}
   traffic_cli.py last-values BOOTSTRAP TOPIC
@@ -94,6 +98,25 @@ def consume(args: argparse.Namespace) -> dict[str, object]:
     return {"consumed": consumed}
 
 
+def follow(args: argparse.Namespace) -> dict[str, object]:
+    from confluent_kafka import Consumer
+
+    consumer = Consumer(traffic.client_config(args.bootstrap, **{
+        "group.id": args.group, "auto.offset.reset": "earliest"}))
+    consumer.subscribe([args.topic])
+    seen: set[tuple[bytes, bytes]] = set()
+    last = time.monotonic()
+    try:
+        while not (os.path.exists(args.until_file) and time.monotonic() - last >= 10):
+            msg = consumer.poll(0.5)
+            if msg is not None and not msg.error():
+                seen.add((msg.key() or b"", msg.value() or b""))
+                last = time.monotonic()
+    finally:
+        consumer.close()
+    return {"records": len(seen)}
+
+
 def produce_lines(args: argparse.Namespace) -> dict[str, object]:
     from confluent_kafka import Producer
 
@@ -174,6 +197,7 @@ def watch_preferred(args: argparse.Namespace) -> dict[str, object]:
 
 def main() -> int:
     parser = argparse.ArgumentParser()
+    parser.add_argument("--ca", help="speak TLS, trusting the CA certificates in this PEM file")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("idle")
     p = sub.add_parser("produce")
@@ -196,6 +220,11 @@ def main() -> int:
     g.add_argument("topic")
     g.add_argument("--group", required=True)
     g.add_argument("--idle", type=float, default=5)
+    f = sub.add_parser("follow")
+    f.add_argument("bootstrap")
+    f.add_argument("topic")
+    f.add_argument("--group", required=True)
+    f.add_argument("--until-file", required=True)
     for name in ("produce-lines", "last-values"):
         q = sub.add_parser(name)
         q.add_argument("bootstrap")
@@ -207,12 +236,14 @@ def main() -> int:
     wp.add_argument("bootstrap")
     wp.add_argument("--seconds", type=float, default=600)
     args = parser.parse_args()
+    if args.ca:
+        traffic.use_tls(args.ca)
     if args.command == "idle":
         while True:
             time.sleep(3600)
     commands = {"produce": produce, "verify": verify, "partitions": partitions,
                 "consume": consume, "produce-lines": produce_lines, "last-values": last_values,
-                "watch-leader": watch_leader, "watch-preferred": watch_preferred}
+                "watch-leader": watch_leader, "watch-preferred": watch_preferred, "follow": follow}
     result = commands[args.command](args)
     print(json.dumps(result), flush=True)
     return 0

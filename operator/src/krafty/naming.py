@@ -84,6 +84,7 @@ CA_KEY_KEY = "ca.key"
 # During a CA renewal, the CA before (it signs until every node trusts the new one)
 PREVIOUS_CA_CERT_KEY = "previous-ca.crt"
 PREVIOUS_CA_KEY_KEY = "previous-ca.key"
+CROSS_CA_CERT_KEY = "cross-signed-ca.crt"  # the CA cross-signed by the one before it
 TLS_CERT_KEY = "tls.crt"
 TLS_KEY_KEY = "tls.key"
 # The operator's own client certificate, and the common name every node's certificate carries

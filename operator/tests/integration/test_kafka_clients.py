@@ -110,7 +110,9 @@ def test_unregister_a_stopped_broker(cluster: LocalKafkaCluster):
     cluster.stop_node(2)
     wait_for(cluster.registered_brokers, lambda b: 2 not in b, 60, "broker 2 fenced")
     kraft.unregister_broker(cluster.controller_bootstrap_servers, 2)
-    assert 2 not in {b.node_id for b in kraft.describe_brokers(cluster.running_bootstrap_servers)}
+    # (the brokers learn it from the metadata log a moment later)
+    wait_for(lambda: {b.node_id for b in kraft.describe_brokers(cluster.running_bootstrap_servers)},
+             lambda ids: 2 not in ids, 30, "broker 2 gone from the brokers' metadata")
     described = cluster.tool("kafka-cluster.sh", "list-endpoints", "--bootstrap-server", cluster.bootstrap_servers,
                              check=False)
     assert "2" not in re.findall(r"^(\d+)\s", described.stdout, re.M)

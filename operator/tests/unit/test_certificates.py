@@ -7,6 +7,8 @@ import datetime
 import functools
 
 import pytest
+from cryptography import x509
+from cryptography.x509.verification import PolicyBuilder, Store, VerificationError
 
 from krafty import pki
 from krafty.decide import certificates
@@ -114,3 +116,42 @@ def test_the_marker_says_which_generation_of_certificates_pods_run():
     assert not certificates.all_run(markers, 3)
     assert certificates.all_run(markers[1:], 3)
     assert not certificates.all_run([""], 0)  # a pod from before the operator had TLS
+
+
+def _verifies(trusted: pki.KeyPair, sent: str, name: str) -> bool:
+    """Whether a TLS client trusting only `trusted` accepts a server that sends `sent` (leaf, then chain)."""
+    leaf, *chain = [x509.load_pem_x509_certificate(p.encode()) for p in pki.split_bundle(sent)]
+    verifier = (PolicyBuilder().store(Store([x509.load_pem_x509_certificate(trusted.cert.encode())]))
+                .time(NOW + DAY).build_server_verifier(x509.DNSName(name)))
+    try:
+        verifier.verify(leaf, chain)
+    except VerificationError:
+        return False
+    return True
+
+
+def test_during_a_renewal_clients_of_either_ca_verify_the_nodes():
+    # Given a CA renewed: the new one cross-signed by the one before, sent after each node certificate
+    old, new = ca("old"), ca("new")
+    held = CaHeld(new, old, cross=pki.cross_sign(new, old))
+    served = pki.issue(new, "prod-kafka", ["prod-broker-0.prod-brokers"], NOW, 30 * DAY,
+                       certificates.chain(held, new, NOW))
+    # Then a client that trusts only the old CA, and one that trusts only the new one, both accept it
+    assert _verifies(old, served.cert, "prod-broker-0.prod-brokers")
+    assert _verifies(new, served.cert, "prod-broker-0.prod-brokers")
+    # While without the cross-signed CA the old CA's client refuses it, and nobody accepts a wrong name
+    alone = pki.issue(new, "prod-kafka", ["prod-broker-0.prod-brokers"], NOW, 30 * DAY)
+    assert not _verifies(old, alone.cert, "prod-broker-0.prod-brokers")
+    assert not _verifies(new, served.cert, "elsewhere")
+
+
+def test_a_certificate_is_sent_with_the_cross_signed_ca_only_while_it_is_valid_and_signed_by_the_current():
+    old, new = ca("old"), ca("new")
+    held = CaHeld(new, old, cross=pki.cross_sign(new, old))
+    assert certificates.chain(held, new, NOW) == (held.cross,)
+    assert certificates.chain(held, old, NOW) == ()  # step 1: the CA before still signs, alone
+    assert certificates.chain(held, new, NOW + 400 * DAY) == ()  # the CA before has expired
+    # A certificate sent without the chain it should have is issued again
+    bare = pki.issue(new, SUBJECT.common_name, SUBJECT.dns_names, NOW, 365 * DAY)
+    assert certificates.certificate_reason(SUBJECT, bare, new, NOW, VALIDITY, (held.cross,)) is (
+        IssueReason.CHAIN_CHANGED)

@@ -159,19 +159,38 @@ class ClientPod:
                           "--timeout=180s", timeout=200)
 
     def cli(self, *args: str, timeout: float = 300, stdin: str | None = None) -> dict[str, Any]:
+        """One traffic_cli.py command's JSON report (args may start with --ca FILE: over TLS)."""
         interactive = ["-i"] if stdin is not None else []
         out = self.kube.kubectl("exec", *interactive, "-n", self.namespace, self.name, "--", "python3",
                                 "/app/traffic_cli.py", *args, timeout=timeout, stdin=stdin)
         return dict(json.loads(out.strip().splitlines()[-1]))
 
     @contextlib.contextmanager
-    def steady_producer(self, bootstrap: str, topic: str, rate: float = 100) -> Iterator[dict[str, Any]]:
-        """Produces at a steady rate inside the cluster while the block runs; the dict gets the report."""
+    def steady_producer(self, bootstrap: str, topic: str, rate: float = 100,
+                        ca: str | None = None) -> Iterator[dict[str, Any]]:
+        """Produces at a steady rate inside the cluster while the block runs; the dict gets the report.
+        `ca`: a CA file in the pod, to produce over TLS."""
         stop = f"/tmp/stop-{topic}"
+        with self._running(stop, "producer", *_tls(ca), "produce", bootstrap, topic, "--rate", str(rate),
+                           "--until-file", stop, "--acked", f"/tmp/acked-{topic}.json") as report:
+            yield report
+
+    @contextlib.contextmanager
+    def following_consumer(self, bootstrap: str, topic: str, group: str,
+                           ca: str | None = None) -> Iterator[dict[str, Any]]:
+        """Consumes with a group while the block runs, and on until it has caught up; the dict gets the
+        number of distinct records it saw."""
+        stop = f"/tmp/stop-follow-{topic}"
+        with self._running(stop, "consumer", *_tls(ca), "follow", bootstrap, topic, "--group", group,
+                           "--until-file", stop) as report:
+            yield report
+
+    @contextlib.contextmanager
+    def _running(self, stop: str, what: str, *args: str) -> Iterator[dict[str, Any]]:
+        """A traffic_cli.py command that runs until the stop file exists; the dict gets its report."""
         self.kube.kubectl("exec", "-n", self.namespace, self.name, "--", "rm", "-f", stop)
         argv = [str(self.kube.tools / "kubectl"), "--kubeconfig", str(self.kube.kubeconfig), "exec", "-n",
-                self.namespace, self.name, "--", "python3", "/app/traffic_cli.py", "produce", bootstrap, topic,
-                "--rate", str(rate), "--until-file", stop, "--acked", f"/tmp/acked-{topic}.json"]
+                self.namespace, self.name, "--", "python3", "/app/traffic_cli.py", *args]
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         report: dict[str, Any] = {}
         try:
@@ -180,11 +199,15 @@ class ClientPod:
             self.kube.kubectl("exec", "-n", self.namespace, self.name, "--", "touch", stop)
             out, err = proc.communicate(timeout=300)
             if proc.returncode != 0:
-                raise AssertionError(f"producer failed: {err[-2000:]}")
+                raise AssertionError(f"{what} failed: {err[-2000:]}")
             report.update(json.loads(out.strip().splitlines()[-1]))
 
-    def verify(self, bootstrap: str, topic: str) -> dict[str, Any]:
-        return self.cli("verify", bootstrap, topic, "--acked", f"/tmp/acked-{topic}.json", timeout=600)
+    def verify(self, bootstrap: str, topic: str, ca: str | None = None) -> dict[str, Any]:
+        return self.cli(*_tls(ca), "verify", bootstrap, topic, "--acked", f"/tmp/acked-{topic}.json", timeout=600)
+
+
+def _tls(ca: str | None) -> tuple[str, ...]:
+    return ("--ca", ca) if ca else ()
 
 
 def topic_resource(name: str, cluster: str, namespace: str = NAMESPACE, **spec: Any) -> dict[str, Any]:

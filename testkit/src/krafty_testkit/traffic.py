@@ -18,11 +18,18 @@ from typing import Any
 _quiet = logging.getLogger("krafty_testkit.librdkafka")
 _quiet.addHandler(logging.NullHandler())
 _quiet.propagate = False
+# Security settings every client of this process uses (none: plaintext); see use_tls.
+_security: dict[str, str] = {}
+
+
+def use_tls(ca_file: str) -> None:
+    """Every client made after this speaks TLS, trusting the CA certificates in `ca_file` (PEM)."""
+    _security.update({"security.protocol": "SSL", "ssl.ca.location": ca_file})
 
 
 def client_config(bootstrap_servers: str, **extra: Any) -> dict[str, Any]:
     """librdkafka settings for tests: its connection-refused chatter goes to a silent logger."""
-    return {"bootstrap.servers": bootstrap_servers, "logger": _quiet, **extra}
+    return {"bootstrap.servers": bootstrap_servers, "logger": _quiet, **_security, **extra}
 
 
 def durable_producer_config(bootstrap_servers: str, **extra: Any) -> dict[str, Any]:

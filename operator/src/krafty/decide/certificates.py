@@ -27,6 +27,7 @@ class IssueReason(StrEnum):
     UNUSABLE = "Unusable"  # unreadable, not a CA, or a key that does not belong to the certificate
     NAMES_CHANGED = "NamesChanged"  # its DNS names are not the ones its holder answers to now
     NEW_CA = "NewCa"  # signed by a CA that is no longer the one signing
+    CHAIN_CHANGED = "ChainChanged"  # the CA certificates sent after it changed (a cross-signed CA came or went)
 
     def message(self, what: str) -> str:
         return {
@@ -36,6 +37,7 @@ class IssueReason(StrEnum):
             IssueReason.UNUSABLE: f"{what}: issued again, the one kept could not be used",
             IssueReason.NAMES_CHANGED: f"{what}: issued again, its DNS names changed",
             IssueReason.NEW_CA: f"{what}: issued again by the new CA, which every node trusts now",
+            IssueReason.CHAIN_CHANGED: f"{what}: issued again, the CA certificates sent with it changed",
         }[self]
 
 
@@ -46,7 +48,15 @@ class CaHeld:
     current: KeyPair | None
     previous: KeyPair | None = None  # during a renewal: the CA before, which still signs until step 2
     renewed_for: str = ""  # the value of the renewal annotation already acted on
+    cross: str | None = None  # the current CA cross-signed by the one before, while that one is valid
 
+
+def chain(held: CaHeld, signer: KeyPair, now: datetime.datetime) -> tuple[str, ...]:
+    """What a certificate signed by `signer` is sent with: the current CA cross-signed by the one before,
+    while valid, so that clients that still trust only the CA before keep verifying the nodes."""
+    if held.cross is None or signer != held.current or pki.facts(held.cross).not_after <= now:
+        return ()
+    return (held.cross,)
 
 @dataclass(frozen=True)
 class CaStep:
@@ -101,8 +111,9 @@ class Subject:
 
 
 def certificate_reason(subject: Subject, held: KeyPair | None, ca: KeyPair, now: datetime.datetime,
-                       validity: Validity) -> IssueReason | None:
-    """Why the certificate must be issued (again), or None when the one held is good."""
+                       validity: Validity, sent_with: tuple[str, ...] = ()) -> IssueReason | None:
+    """Why the certificate must be issued (again), or None when the one held is good. `sent_with`: the
+    CA certificates it must be sent with (`chain`)."""
     if held is None:
         return IssueReason.NEW
     try:
@@ -116,6 +127,8 @@ def certificate_reason(subject: Subject, held: KeyPair | None, ca: KeyPair, now:
         return IssueReason.NEW_CA
     if sorted(facts.dns_names) != sorted(subject.dns_names):
         return IssueReason.NAMES_CHANGED
+    if pki.split_bundle(held.cert)[1:] != sent_with:
+        return IssueReason.CHAIN_CHANGED
     if _expiring(held, now, validity):
         return IssueReason.EXPIRING
     return None

@@ -50,7 +50,7 @@ def _ca_held(body: Mapping[str, Any] | None) -> CaHeld:
     data = decoded(body)
     return CaHeld(_pair(data, naming.CA_CERT_KEY, naming.CA_KEY_KEY),
                   _pair(data, naming.PREVIOUS_CA_CERT_KEY, naming.PREVIOUS_CA_KEY_KEY),
-                  annotations_of(body).get(naming.RENEWED_FOR_ANNOTATION, ""))
+                  annotations_of(body).get(naming.RENEWED_FOR_ANNOTATION, ""), data.get(naming.CROSS_CA_CERT_KEY))
 
 
 def _dns_names(ctx: ClusterContext, pool: Pool, ordinal: int) -> tuple[str, ...]:
@@ -97,33 +97,40 @@ class PkiPass:
         held = before
         if step.renew is not None:
             made = pki.new_ca(f"{self.ctx.name} {title}", self.now, _days(validity.validity_days))
-            transition = step.renew in (IssueReason.EXPIRING, IssueReason.REQUESTED)
-            held = CaHeld(made, before.current if transition else None,
-                          requested if step.renew is IssueReason.REQUESTED else before.renewed_for)
+            # Renewed (not made anew): the CA before stays trusted, and vouches for the new one, for a while
+            previous = before.current if step.renew in (IssueReason.EXPIRING, IssueReason.REQUESTED) else None
+            renewed_for = requested if step.renew is IssueReason.REQUESTED else before.renewed_for
+            held = CaHeld(made, previous, renewed_for, pki.cross_sign(made, previous) if previous else None)
             self._tell(f"Ca{step.renew.value}", step.renew.message(title) + (
-                "; nodes trust both CAs until every certificate is signed by the new one" if transition else ""))
+                "; nodes trust both CAs until every certificate is signed by the new one" if previous else ""))
         elif step.release_previous:
             held = replace(before, previous=None)
-            self._tell("CaRenewed", f"{title}: every node runs with certificates of the new CA; the previous CA "
-                       "is no longer trusted")
+            self._tell("CaRenewed", f"{title}: every node runs with certificates of the new CA; the nodes no "
+                       "longer trust the previous CA (clients that still do keep working while it is valid: the "
+                       "nodes send the new CA cross-signed by it)")
+        if held.cross is not None and pki.facts(held.cross).not_after <= self.now:
+            held = replace(held, cross=None)
         if held != before and held.current is not None:
             data = {naming.CA_CERT_KEY: held.current.cert, naming.CA_KEY_KEY: held.current.key}
             if held.previous is not None:
                 data |= {naming.PREVIOUS_CA_CERT_KEY: held.previous.cert, naming.PREVIOUS_CA_KEY_KEY: held.previous.key}
+            if held.cross is not None:
+                data[naming.CROSS_CA_CERT_KEY] = held.cross
             self.kube.apply(secret(self.ctx, name, data, {naming.RENEWED_FOR_ANNOTATION: held.renewed_for}))
         return held
 
     def _issue(self, subjects: Mapping[str, Subject], held: Mapping[str, KeyPair | None], signer: KeyPair,
-               what: str) -> tuple[dict[str, KeyPair], bool]:
+               sent_with: tuple[str, ...], what: str) -> tuple[dict[str, KeyPair], bool]:
         """The certificates after issuing what is due; and whether one a holder already ran with was replaced."""
         out: dict[str, KeyPair] = {}
         reasons: dict[IssueReason, list[str]] = {}
         for key, subject in subjects.items():
             pair = held.get(key)
-            reason = certificates.certificate_reason(subject, pair, signer, self.now, self.ctx.spec.tls.certificates)
+            reason = certificates.certificate_reason(subject, pair, signer, self.now, self.ctx.spec.tls.certificates,
+                                                     sent_with)
             if reason is not None:
                 pair = pki.issue(signer, subject.common_name, subject.dns_names, self.now,
-                                 _days(self.ctx.spec.tls.certificates.validity_days))
+                                 _days(self.ctx.spec.tls.certificates.validity_days), sent_with)
                 reasons.setdefault(reason, []).append(key)
             assert pair is not None
             out[key] = pair
@@ -153,12 +160,13 @@ class PkiPass:
         self._ca(naming.clients_ca(ctx.name), "clients CA", clients, ctx.spec.tls.clients_ca, "", True)
         assert ca.current is not None
         signer = certificates.signer(ca, certificates.all_trust(markers, ca.current))
+        sent_with = certificates.chain(ca, signer, self.now)
         trusted = tuple(p.cert for p in (ca.current, ca.previous) if p is not None)
         self.kube.apply(secret(ctx, naming.cluster_ca_cert(ctx.name), {naming.CA_CERT_KEY: pki.bundle(trusted)}))
 
         subjects = {key: Subject(key, naming.node_common_name(ctx.name), _dns_names(ctx, *node))
                     for key, node in node_keys.items()}
-        nodes, replaced = self._issue(subjects, held_nodes, signer, "node certificates of")
+        nodes, replaced = self._issue(subjects, held_nodes, signer, sent_with, "node certificates of")
         generation += replaced
         data: dict[str, str] = {}
         for key, pair in nodes.items():
@@ -168,7 +176,7 @@ class PkiPass:
             self.kube.apply(secret(ctx, naming.node_certificates(ctx.name), data,
                                    {naming.CERTIFICATE_GENERATION_ANNOTATION: str(generation)}))
         operator, _ = self._issue({"operator": Subject("operator", naming.OPERATOR_COMMON_NAME, ())},
-                                  {"operator": held_operator}, signer, "the certificate of the")
+                                  {"operator": held_operator}, signer, sent_with, "the certificate of the")
         bundle = pki.bundle(trusted)
         if (held_operator, operator_data.get(naming.CA_CERT_KEY)) != (operator["operator"], bundle):
             self.kube.apply(tls_secret(ctx, naming.operator_certificate(ctx.name), operator["operator"].cert,
