@@ -27,6 +27,8 @@ STATIC_CONFIG_ANNOTATION = f"{GROUP}/static-config"  # what a restart would chan
 CLUSTER_LABEL = f"{GROUP}/cluster"
 # On the pod template: the trust bundle and node certificates the pods run with (a change rolls them)
 CERTIFICATES_ANNOTATION = f"{GROUP}/certificates"
+# On the pod template: a digest of the Secrets spec.brokers.configFromSecrets names (a change rolls the brokers)
+CONFIG_SECRETS_ANNOTATION = f"{GROUP}/config-secrets"
 # On the node certificates' Secret: bumped when certificates nodes already run with are issued again
 CERTIFICATE_GENERATION_ANNOTATION = f"{GROUP}/certificate-generation"
 # On the cluster CA's Secret: the value of RENEW_CA_ANNOTATION already acted on
@@ -76,6 +78,7 @@ KAFKA_HOME = "/opt/kafka"
 TLS_DIR = "/etc/kafka/tls"
 NODE_CERTS_DIR = f"{TLS_DIR}/node"  # every node's certificate and key (the node certificates' Secret)
 TRUST_DIR = f"{TLS_DIR}/trust"  # the cluster CA bundle
+CONFIG_SECRETS_DIR = "/etc/kafka/secrets"  # <secret>/<key>: the Secrets spec.brokers.configFromSecrets names
 CLUSTER_ID_KEY = "cluster.id"
 # Whether the nodes speak mutual TLS to each other: chosen when the cluster is created, never changed after.
 INTERNAL_TLS_KEY = "internal-tls"
@@ -227,6 +230,17 @@ def pool_and_ordinal(node: int) -> tuple[Pool, int]:
 def service_names(service: str, namespace: str, domain: str) -> tuple[str, ...]:
     """Every DNS name a client may use for a Service, short to fully qualified."""
     return service, f"{service}.{namespace}", f"{service}.{namespace}.svc", f"{service}.{namespace}.svc.{domain}"
+
+
+def node_dns_names(cluster: str, namespace: str, pool: Pool, ordinal: int, domain: str) -> tuple[str, ...]:
+    """The names a node's certificate carries: its own, its pool's headless Service and, for brokers, the
+    bootstrap Service's."""
+    own, headless = pod(cluster, pool, ordinal), headless_service(cluster, pool)
+    names = [pod_host(cluster, namespace, pool, ordinal, domain), f"{own}.{headless}.{namespace}.svc",
+             f"{own}.{headless}.{namespace}", *service_names(headless, namespace, domain)]
+    if pool is Pool.BROKER:
+        names += service_names(bootstrap_service(cluster), namespace, domain)
+    return tuple(names)
 
 
 def operator_bootstrap(cluster: str, namespace: str, domain: str) -> str:

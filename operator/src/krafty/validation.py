@@ -183,6 +183,25 @@ def _owned_broker_keys(config: Mapping[str, str], field: str) -> list[Problem]:
     return problems
 
 
+def _passwords(config: Mapping[str, str], field: str) -> list[Problem]:
+    """A secret value would land in the KafkaCluster and a ConfigMap: Kafka's PASSWORD settings come from Secrets."""
+    brokers = catalog().broker
+    return [Problem(f"{field}.{key}", f"is a secret (Kafka's PASSWORD type): give it as "
+                                      f"spec.brokers.configFromSecrets.{key}, a reference to a key of a Secret")
+            for key in sorted(config) if key in brokers and brokers[key].type == "PASSWORD"]
+
+
+def _secret_config(refs: Mapping[str, object], config: Mapping[str, str], field: str) -> list[Problem]:
+    cat = catalog()
+    problems = []
+    for key in sorted(refs):
+        if key not in cat.broker:
+            problems.append(Problem(f"{field}.{key}", f"not a broker configuration of Kafka {cat.kafka_version}"))
+        elif key in config:
+            problems.append(Problem(f"{field}.{key}", "is also in spec.brokers.config: give it once"))
+    return problems + _owned_broker_keys(dict.fromkeys(refs, ""), field)
+
+
 def _internal_topics(config: Mapping[str, str], brokers: int, field: str) -> list[Problem]:
     problems = []
     for rf_key, min_isr_key in _INTERNAL_TOPICS.items():
@@ -230,6 +249,8 @@ def validate_cluster(spec: KafkaClusterSpec) -> list[Problem]:
     problems = _control_characters(config, "spec.brokers.config")
     problems += check_config("broker", config, "spec.brokers.config")
     problems += _owned_broker_keys(config, "spec.brokers.config")
+    problems += _passwords(config, "spec.brokers.config")
+    problems += _secret_config(spec.brokers.config_from_secrets, config, "spec.brokers.configFromSecrets")
     problems += _internal_topics(config, spec.brokers.replicas, "spec.brokers.config")
     defaults = spec.topic_defaults
     min_isr = _min_isr_problem("spec.topicDefaults.minInsyncReplicas", defaults.min_insync_replicas,

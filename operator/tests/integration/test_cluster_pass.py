@@ -211,6 +211,49 @@ def test_a_template_admission_refuses_restarts_no_node_and_says_why(calm: Outcom
     reconciler.reconcile(_body(kube))
 
 
+def test_a_setting_from_a_missing_secret_changes_nothing_and_a_changed_secret_rolls_the_brokers(
+        calm: Outcome, apiserver: LocalApiServer, kube: Kube, reconciler: ClusterReconciler):
+    def template() -> dict[str, Any]:
+        sts = kube.get("StatefulSet", naming.statefulset(CLUSTER, Pool.BROKER), NS)
+        assert sts is not None
+        return dict(sts["spec"]["template"])
+
+    def secret(value: str) -> None:
+        apiserver.apply({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "tokens", "namespace": NS},
+                         "stringData": {"key": value}})
+
+    before = template()
+    refs = {"delegation.token.secret.key": {"name": "tokens", "key": "key"}}
+    apiserver.kubectl("patch", "kafkacluster", CLUSTER, "-n", NS, "--type=merge",
+                      "-p", json.dumps({"spec": {"brokers": {"configFromSecrets": refs}}}))
+    try:
+        # Given a setting from a Secret that does not exist, When a pass runs, Then it says so and changes nothing
+        assert reconciler.reconcile(_body(kube)).result is PassResult.INVALID
+        conditions = {c["type"]: c for c in _body(kube)["status"]["conditions"]}
+        assert conditions["Degraded"]["reason"] == "ConfigSecretMissing"
+        assert "key key of Secret tokens" in conditions["Degraded"]["message"]
+        assert template() == before
+        # When the Secret appears, Then the brokers' template mounts it and carries a digest of it
+        secret("first-secret-value")
+        reconciler.reconcile(_body(kube))
+        first = template()
+        assert first["metadata"]["annotations"][naming.CONFIG_SECRETS_ANNOTATION]
+        assert any(v.get("secret", {}).get("secretName") == "tokens" for v in first["spec"]["volumes"])
+        # And when the Secret's value changes, the digest does (the brokers roll), and no value is in sight
+        secret("second-secret-value")
+        reconciler.reconcile(_body(kube))
+        second = template()
+        assert (second["metadata"]["annotations"][naming.CONFIG_SECRETS_ANNOTATION]
+                != first["metadata"]["annotations"][naming.CONFIG_SECRETS_ANNOTATION])
+        shown = json.dumps([second, kube.get("ConfigMap", naming.config_map(CLUSTER), NS), _body(kube)])
+        assert "secret-value" not in shown
+    finally:
+        undo = {"spec": {"brokers": {"configFromSecrets": None}}}
+        apiserver.kubectl("patch", "kafkacluster", CLUSTER, "-n", NS, "--type=merge", "-p", json.dumps(undo))
+    reconciler.reconcile(_body(kube))
+    assert "tokens" not in json.dumps(template()["spec"]["volumes"])
+
+
 def test_a_deleted_cluster_stops_its_brokers_before_its_controllers(calm: Outcome, apiserver: LocalApiServer,
                                                                      kube: Kube, reconciler: ClusterReconciler):
     """Last in this module: the cluster goes. No garbage collector runs here: the test deletes pods itself."""

@@ -88,6 +88,13 @@ BAD_INPUTS = {
     "TLS that is not a boolean": (cluster(listeners=[{"name": "tls", "port": 9094, "tls": "yes"}]),
                                   "spec.listeners[0].tls"),
     "grace period too short": (cluster(restarts={"gracePeriodSeconds": 5}), "spec.restarts.gracePeriodSeconds"),
+    "a setting in config and from a Secret": (cluster(brokers={
+        "replicas": 3, "config": {"sasl.jaas.config": "x"},
+        "configFromSecrets": {"sasl.jaas.config": {"name": "jaas", "key": "config"}}}),
+        "spec.brokers.configFromSecrets"),
+    "a Secret name Kubernetes refuses": (cluster(brokers={
+        "replicas": 3, "configFromSecrets": {"sasl.jaas.config": {"name": "Jaas_Secret", "key": "config"}}}),
+        "spec.brokers.configFromSecrets.sasl.jaas.config.name"),
     "unknown field": (cluster(brokres={"replicas": 3}), "brokres"),
     "topic without cluster": ({**topic(), "spec": {"partitions": 3}}, "spec.clusterRef"),
     "topic zero partitions": (topic(partitions=0), "spec.partitions"),

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from krafty.kafka_configs import catalog
 from krafty.model.context import ClusterContext
 from krafty.naming import Pool
 from krafty.render.kafka_config import dynamic_broker_config, node_properties, restart_hash
+from krafty.render.workloads import statefulset
 
 from ..conftest import context, example
 
@@ -111,3 +114,19 @@ def test_every_rendered_key_is_a_kafka_config(dedicated_ctx: ClusterContext, com
                        and not (key.startswith("config.providers.") and key.split(".")[2] in providers
                                 and key.endswith(".class"))}
             assert not unknown, f"{pool}: {unknown}"
+
+
+def test_a_setting_from_a_secret_names_its_file_and_the_brokers_mount_the_secret():
+    # Given a broker setting taken from a Secret
+    ctx = replace(context(spec_with(brokers__configFromSecrets={"sasl.jaas.config": {"name": "jaas", "key": "cfg"}})),
+                  config_secrets="digest-1")
+    # Then server.properties names the mounted file, never the value, and Kafka reads it at start only
+    props = node_properties(ctx, Pool.BROKER, 0)
+    assert props["sasl.jaas.config"] == "${dir:/etc/kafka/secrets/jaas:cfg}"
+    assert "sasl.jaas.config" not in dynamic_broker_config(ctx)
+    # And the brokers' pods mount that Secret, and carry the digest of what it held (a change rolls them)
+    pod = statefulset(ctx, Pool.BROKER)["spec"]["template"]
+    assert {"name": "config-secret-0", "secret": {"secretName": "jaas", "defaultMode": 0o440}} in pod["spec"]["volumes"]
+    mounts = pod["spec"]["containers"][0]["volumeMounts"]
+    assert {"name": "config-secret-0", "mountPath": "/etc/kafka/secrets/jaas", "readOnly": True} in mounts
+    assert pod["metadata"]["annotations"]["kafka.krafty.io/config-secrets"] == "digest-1"

@@ -165,3 +165,24 @@ def test_pod_template_fields_kubernetes_would_refuse_are_refused_first(brokers, 
     if rack is not None:
         spec["rack"] = {"topologyKey": rack}
     assert [str(p) for p in validate_cluster(KafkaClusterSpec.model_validate(spec))] == expected
+
+
+@pytest.mark.parametrize(("brokers", "expected"), [
+    # A password typed into the spec would land in the KafkaCluster and the node ConfigMap
+    ({"config": {"sasl.jaas.config": "x required password=secret;"}},
+     ["spec.brokers.config.sasl.jaas.config: is a secret (Kafka's PASSWORD type): give it as "
+      "spec.brokers.configFromSecrets.sasl.jaas.config, a reference to a key of a Secret"]),
+    ({"configFromSecrets": {"sasl.jaas.config": {"name": "jaas", "key": "config"}}}, []),
+    ({"configFromSecrets": {"sasl.jaas.confg": {"name": "jaas", "key": "config"}}},
+     ["spec.brokers.configFromSecrets.sasl.jaas.confg: not a broker configuration of Kafka 4.3.1"]),
+    ({"configFromSecrets": {"ssl.keystore.password": {"name": "tls", "key": "password"}}},
+     ["spec.brokers.configFromSecrets.ssl.keystore.password: is set by the operator and cannot be overridden"]),
+    ({"config": {"delegation.token.secret.key": "x"},
+      "configFromSecrets": {"delegation.token.secret.key": {"name": "tokens", "key": "secret"}}},
+     ["spec.brokers.config.delegation.token.secret.key: is a secret (Kafka's PASSWORD type): give it as "
+      "spec.brokers.configFromSecrets.delegation.token.secret.key, a reference to a key of a Secret",
+      "spec.brokers.configFromSecrets.delegation.token.secret.key: is also in spec.brokers.config: give it once"]),
+])
+def test_secret_settings_come_from_secrets_only(brokers, expected):
+    cluster = KafkaClusterSpec.model_validate({"brokers": {"replicas": 3, **brokers}})
+    assert [str(p) for p in validate_cluster(cluster)] == expected

@@ -62,9 +62,19 @@ class NodePool(Spec):
     template: PodTemplate = Field(default_factory=PodTemplate)
 
 
+class SecretKeyRef(Spec):
+    """One key of a Secret in the cluster's namespace."""
+
+    name: str = Field(min_length=1, max_length=253,
+                      pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+    key: str = Field(min_length=1, max_length=253, pattern=r"^[-._a-zA-Z0-9]+$")
+
+
 class Brokers(NodePool):
     replicas: int = Field(ge=1, le=100)
     config: dict[str, ConfigValue] = Field(default_factory=dict, max_length=200)
+    # Settings whose value is a secret (Kafka's PASSWORD type): read by Kafka from the mounted Secret
+    config_from_secrets: dict[str, SecretKeyRef] = Field(default_factory=dict, max_length=50)
 
 
 class Controllers(NodePool):

@@ -55,6 +55,7 @@ class ClusterContext:
     sizes: Sizes | None = None  # to run this pass; None: what the spec asks for
     internal_tls: bool = True  # mutual TLS between the nodes: fixed when the cluster was created
     certificates: str = ""  # what the pods run with (krafty.decide.certificates.running_marker)
+    config_secrets: str = ""  # a digest of the Secrets spec.brokers.configFromSecrets names, as read this pass
 
     @property
     def running_sizes(self) -> Sizes:

@@ -10,6 +10,7 @@ from status), so a new operator process continues where the last one stopped.
 from __future__ import annotations
 
 import datetime
+import hashlib
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -81,9 +82,15 @@ class ClusterReconciler:
         ctx = self._context(body, spec, claims)
         if ctx is None:
             return Outcome(PassResult.CONFLICT)
+        secrets_digest, missing = self._config_secrets(ctx)
+        if missing:  # like an invalid spec: nothing changes until it is there
+            self.kube.event(body, naming.CLUSTER_KIND, "ConfigSecretMissing", missing, warning=True)
+            self._write(body, {}, [Condition(READY, False, "ConfigSecretMissing", missing),
+                                   Condition(DEGRADED, True, "ConfigSecretMissing", missing)], moment)
+            return Outcome(PassResult.INVALID)
         listed = observing.cluster_pods(self.kube, ctx)
         issued = PkiPass(self.kube, ctx, body, moment).run(listed)
-        ctx = replace(ctx, certificates=issued.marker)
+        ctx = replace(ctx, certificates=issued.marker, config_secrets=secrets_digest)
         override = self.settings.endpoints
         if override:
             admin = self.admins.get(Connection(override.bootstrap))
@@ -137,6 +144,24 @@ class ClusterReconciler:
                             "runs: it keeps what it was created with", warning=True)
         return replace(draft, cluster_id=found.cluster_id, initial_voters=found.initial_voters,
                        internal_tls=internal_tls)
+
+    def _config_secrets(self, ctx: ClusterContext) -> tuple[str, str]:
+        """A digest of the Secret keys spec.brokers.configFromSecrets names (the brokers roll when it changes),
+        and what is missing of them ("" when nothing). Values are hashed, never kept or logged."""
+        digest = hashlib.sha256()
+        missing = []
+        secrets: dict[str, dict[str, str]] = {}
+        for key, ref in sorted(ctx.spec.brokers.config_from_secrets.items()):
+            if ref.name not in secrets:
+                secrets[ref.name] = dict((self.kube.get("Secret", ref.name, ctx.namespace) or {}).get("data") or {})
+            value = secrets[ref.name].get(ref.key)
+            if value is None:
+                missing.append(f"{key}: key {ref.key} of Secret {ref.name}")
+            digest.update(f"{key}={ref.name}/{ref.key}={value}\n".encode())
+        if not missing:
+            return digest.hexdigest()[:16], ""
+        return digest.hexdigest()[:16], ("spec.brokers.configFromSecrets names what does not exist (" + "; ".join(
+            missing) + "): a broker could not start without it; nothing changes until it is there")
 
     def _write(self, body: dict[str, Any], fields: Mapping[str, Any], conditions: Iterable[Condition],
                moment: datetime.datetime | None = None) -> None:

@@ -53,16 +53,6 @@ def _ca_held(body: Mapping[str, Any] | None) -> CaHeld:
                   annotations_of(body).get(naming.RENEWED_FOR_ANNOTATION, ""), data.get(naming.CROSS_CA_CERT_KEY))
 
 
-def _dns_names(ctx: ClusterContext, pool: Pool, ordinal: int) -> tuple[str, ...]:
-    """The names a node answers to: its own, its pool's headless Service and, for brokers, the bootstrap's."""
-    pod, headless, ns = naming.pod(ctx.name, pool, ordinal), naming.headless_service(ctx.name, pool), ctx.namespace
-    names = [ctx.host(pool, ordinal), f"{pod}.{headless}.{ns}.svc", f"{pod}.{headless}.{ns}",
-             *naming.service_names(headless, ns, ctx.cluster_domain)]
-    if pool is Pool.BROKER:
-        names += naming.service_names(naming.bootstrap_service(ctx.name), ns, ctx.cluster_domain)
-    return tuple(names)
-
-
 def _node_subjects(ctx: ClusterContext, held: Mapping[str, str]) -> list[tuple[Pool, int]]:
     """Every node of the spec's pools, and any further one whose certificate is held (a node being
     removed keeps its certificate until it is gone; one added again finds it)."""
@@ -164,7 +154,8 @@ class PkiPass:
         trusted = tuple(p.cert for p in (ca.current, ca.previous) if p is not None)
         self.kube.apply(secret(ctx, naming.cluster_ca_cert(ctx.name), {naming.CA_CERT_KEY: pki.bundle(trusted)}))
 
-        subjects = {key: Subject(key, naming.node_common_name(ctx.name), _dns_names(ctx, *node))
+        subjects = {key: Subject(key, naming.node_common_name(ctx.name),
+                                 naming.node_dns_names(ctx.name, ns, *node, ctx.cluster_domain))
                     for key, node in node_keys.items()}
         nodes, replaced = self._issue(subjects, held_nodes, signer, sent_with, "node certificates of")
         generation += replaced

@@ -117,6 +117,8 @@ def node_properties(ctx: ClusterContext, pool: Pool, ordinal: int) -> dict[str, 
             **_replication_defaults(ctx),
             **_leader_balance(ctx),
             **ctx.spec.brokers.config,
+            **{key: f"${{dir:{naming.CONFIG_SECRETS_DIR}/{ref.name}:{ref.key}}}"
+               for key, ref in sorted(ctx.spec.brokers.config_from_secrets.items())},
         })
     return props
 
@@ -150,7 +152,7 @@ def dynamic_keys(props: dict[str, str]) -> set[str]:
     """Keys Kafka applies cluster-wide at runtime (no restart needed)."""
     brokers = catalog().broker
     return {key for key in props if key in brokers and brokers[key].dynamic_cluster_wide
-            and not naming.owned_broker_key(key)}
+            and not naming.owned_broker_key(key) and not props[key].startswith("${")}  # files are read at start
 
 
 def dynamic_broker_config(ctx: ClusterContext) -> dict[str, str]:

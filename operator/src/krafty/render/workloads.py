@@ -89,11 +89,21 @@ def _container(ctx: ClusterContext, pool: Pool, spec: NodePool) -> dict[str, Any
             {"name": "node-certs", "mountPath": naming.NODE_CERTS_DIR, "readOnly": True},
             {"name": "trust", "mountPath": naming.TRUST_DIR, "readOnly": True},
             {"name": "tmp", "mountPath": "/tmp"},
+            *({"name": volume, "mountPath": f"{naming.CONFIG_SECRETS_DIR}/{secret}", "readOnly": True}
+              for volume, secret in _config_secrets(ctx, pool)),
         ],
         "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                             "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]}},
         **_probes(ctx, pool),
     }
+
+
+def _config_secrets(ctx: ClusterContext, pool: Pool) -> list[tuple[str, str]]:
+    """(volume, Secret) of each Secret the brokers' configFromSecrets names."""
+    if pool is not Pool.BROKER:
+        return []
+    names = sorted({ref.name for ref in ctx.spec.brokers.config_from_secrets.values()})
+    return [(f"config-secret-{index}", name) for index, name in enumerate(names)]
 
 
 def _pod_annotations(ctx: ClusterContext, pool: Pool, spec: NodePool) -> dict[str, str]:
@@ -103,6 +113,8 @@ def _pod_annotations(ctx: ClusterContext, pool: Pool, spec: NodePool) -> dict[st
                             "prometheus.io/path": "/metrics"})
     annotations[naming.CONFIG_HASH_ANNOTATION] = restart_hash(ctx, pool)
     annotations[naming.CERTIFICATES_ANNOTATION] = ctx.certificates
+    if _config_secrets(ctx, pool):
+        annotations[naming.CONFIG_SECRETS_ANNOTATION] = ctx.config_secrets
     annotations[naming.STATIC_CONFIG_ANNOTATION] = json.dumps(static_config(ctx, pool), separators=(",", ":"))
     return annotations
 
@@ -115,6 +127,8 @@ def _pod_spec(ctx: ClusterContext, pool: Pool, spec: NodePool) -> dict[str, Any]
         {"name": "node-certs", "secret": {"secretName": naming.node_certificates(ctx.name), "defaultMode": 0o440}},
         {"name": "trust", "secret": {"secretName": naming.cluster_ca_cert(ctx.name), "defaultMode": 0o440}},
         {"name": "tmp", "emptyDir": {}},
+        *({"name": volume, "secret": {"secretName": secret, "defaultMode": 0o440}}
+          for volume, secret in _config_secrets(ctx, pool)),
     ]
     if spec.storage is None:
         volumes.append({"name": naming.DATA_VOLUME, "emptyDir": {}})
