@@ -94,6 +94,8 @@ class ChangeKind(StrEnum):
     """What differs between a node's pod and the template it should run."""
 
     CONFIG = "config"  # a restart-only server.properties key
+    CERTIFICATES = "certificates"  # the trusted CAs or the node certificates (see krafty.decide.certificates)
+    SECRETS = "secrets"  # a value of a Secret spec.brokers.configFromSecrets names
     IMAGE = "image"
     CONTAINER = "container"  # resources, environment (JVM options, heap)
     POD = "pod"  # scheduling and lifecycle fields of the pod
@@ -109,6 +111,10 @@ class PendingChange:
     def describe(self) -> str:
         if self.kind is ChangeKind.CONFIG:
             return f"{self.field}={self.after if self.after is not None else '(default)'}"
+        if self.kind is ChangeKind.CERTIFICATES:
+            return f"certificates (trusted CAs/generation) {self.before or '(none)'} -> {self.after}"
+        if self.kind is ChangeKind.SECRETS:
+            return "a Secret named by configFromSecrets changed"
         if self.kind is ChangeKind.IMAGE:
             return f"image {self.before} -> {self.after}"
         if self.kind is ChangeKind.CONTAINER:
@@ -134,8 +140,8 @@ class NodeState:
 
     @property
     def template_pending(self) -> bool:
-        """Its pod template changed (image, JVM, resources, scheduling), not only its config."""
-        return any(c.kind is not ChangeKind.CONFIG for c in self.pending)
+        """Its pod template changed (image, JVM, resources, scheduling), not only what Kafka reads."""
+        return any(c.kind in (ChangeKind.IMAGE, ChangeKind.CONTAINER, ChangeKind.POD) for c in self.pending)
 
     @property
     def is_broker(self) -> bool:

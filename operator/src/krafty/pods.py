@@ -100,6 +100,12 @@ def pending_changes(pod: Pod, template: Mapping[str, Any]) -> tuple[PendingChang
     config = diff(new, old)
     changes = [PendingChange(ChangeKind.CONFIG, key, old.get(key), value)
                for key, value in sorted({**config.set, **dict.fromkeys(config.unset)}.items())]
+    for kind, key in ((ChangeKind.CERTIFICATES, naming.CERTIFICATES_ANNOTATION),
+                      (ChangeKind.SECRETS, naming.CONFIG_SECRETS_ANNOTATION)):
+        running, wanted = ((pod["metadata"].get("annotations") or {}).get(key),
+                           (template["metadata"].get("annotations") or {}).get(key))
+        if running != wanted:
+            changes.append(PendingChange(kind, key, running, wanted))
     pod_container = ((pod.get("spec") or {}).get("containers") or [{}])[0]
     template_container = template["spec"]["containers"][0]
     if pod_container.get("image") != template_container.get("image"):

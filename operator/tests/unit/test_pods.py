@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import datetime
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
 import yaml
 
 from krafty import naming
-from krafty.observed import ChangeKind, PendingChange, PodPhase
+from krafty.decide import roll
+from krafty.naming import Pool
+from krafty.observed import ChangeKind, NodeState, PendingChange, PodPhase
 from krafty.pods import pending_changes, phase, trouble
 
 from ..conftest import CRDS
@@ -102,3 +105,24 @@ def test_why_a_pod_does_not_start_is_named():
         "reason": "ErrImagePull", "message": "krafty/kafka:9.9: not found"}}}]}}
     assert trouble(pulling) == "ErrImagePull: krafty/kafka:9.9: not found"
     assert trouble(running_pod(5, running=False, ready=False)) is None  # ContainerCreating passes by itself
+
+
+def test_certificate_and_secret_changes_are_typed_and_need_no_preflight():
+    # Given a pod that runs older certificates (and an older Secret value) than its template
+    running, template = pod(), pod()
+    running["metadata"]["annotations"] |= {naming.CERTIFICATES_ANNOTATION: "aaaa/1",
+                                           naming.CONFIG_SECRETS_ANNOTATION: "d1"}
+    template["metadata"]["annotations"] |= {naming.CERTIFICATES_ANNOTATION: "bbbb,aaaa/1",
+                                            naming.CONFIG_SECRETS_ANNOTATION: "d2"}
+    changes = pending_changes(running, template)
+    # Then each is one typed change, and neither is a new pod template to try first
+    assert changes == (PendingChange(ChangeKind.CERTIFICATES, naming.CERTIFICATES_ANNOTATION, "aaaa/1", "bbbb,aaaa/1"),
+                       PendingChange(ChangeKind.SECRETS, naming.CONFIG_SECRETS_ANNOTATION, "d1", "d2"))
+    node = NodeState(node_id=0, pool=Pool.BROKER, pod="c-broker-0", roles=("broker",), phase=PodPhase.READY,
+                     revision_current=False, registered=True, pending=changes)
+    assert not node.template_pending
+    # And a restart for certificates alone says so
+    only_certificates = replace(node, pending=changes[:1])
+    assert roll.restart_reason(only_certificates) == (
+        roll.RestartReason.CERTIFICATES_CHANGED,
+        "c-broker-0: certificates (trusted CAs/generation) aaaa/1 -> bbbb,aaaa/1")

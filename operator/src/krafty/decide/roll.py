@@ -29,6 +29,7 @@ class RestartReason(StrEnum):
     """Why a node restarts; each comes with a readable message in the Event."""
 
     CONFIG_CHANGED = "ConfigChanged"
+    CERTIFICATES_CHANGED = "CertificatesChanged"
     POD_TEMPLATE_CHANGED = "PodTemplateChanged"
     MANUAL = "ManualRestart"
     NOT_RUNNING = "PodNotRunning"
@@ -79,7 +80,12 @@ def restart_reason(node: NodeState) -> tuple[RestartReason, str]:
         more = f" and {len(config) - NAMED_KEYS} more" if len(config) > NAMED_KEYS else ""
         details.append(f"config: {', '.join(config[:NAMED_KEYS])}{more} need a restart")
     details += [c.describe() for c in node.pending if c.kind is not ChangeKind.CONFIG]
-    reason = RestartReason.CONFIG_CHANGED if config else RestartReason.POD_TEMPLATE_CHANGED
+    if config:
+        reason = RestartReason.CONFIG_CHANGED
+    elif node.pending and all(c.kind is ChangeKind.CERTIFICATES for c in node.pending):
+        reason = RestartReason.CERTIFICATES_CHANGED
+    else:
+        reason = RestartReason.POD_TEMPLATE_CHANGED
     return reason, f"{node.pod}: {'; '.join(details) or 'the pod template changed'}"
 
 
