@@ -169,3 +169,15 @@ def test_a_requested_ca_renewal_rolls_the_cluster_under_tls_traffic_and_loses_no
     assert (verified["lost"], verified["duplicated"]) == (0, 0)
     # The consumer started before the renewal read every record, those written after it included
     assert followed["records"] == produced["acked"]
+
+
+def listening_ports(kube: KubeCluster, pod: str) -> set[int]:
+    """The TCP ports a pod listens on, from /proc/net/tcp and tcp6 (state 0A: LISTEN)."""
+    table = kube.kubectl("exec", "-n", NAMESPACE, pod, "-c", "kafka", "--", "cat", "/proc/net/tcp", "/proc/net/tcp6")
+    return {int(fields[1].rsplit(":", 1)[1], 16) for fields in (line.split() for line in table.splitlines())
+            if len(fields) > 3 and fields[3] == "0A"}
+
+
+def test_a_node_listens_on_its_listeners_and_metrics_only(small: KafkaClusterHandle, operator: KubeCluster):
+    # No JMX remote port, no debug port: the client listeners, replication, controller and the metrics exporter
+    assert listening_ports(operator, "small-broker-0") == {9092, TLS_PORT, 9091, 9093, 9404}

@@ -39,6 +39,7 @@ class CertFacts:
     dns_names: tuple[str, ...]
     fingerprint: str  # SHA-256 of the DER encoding, hex
     is_ca: bool
+    self_signed: bool
 
 
 def _name(common_name: str) -> x509.Name:
@@ -143,7 +144,8 @@ def facts(pem: str) -> CertFacts:
     names = cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
     return CertFacts(common_name=str(names[0].value) if names else "", not_before=cert.not_valid_before_utc,
                      not_after=cert.not_valid_after_utc, dns_names=sans,
-                     fingerprint=cert.fingerprint(hashes.SHA256()).hex(), is_ca=is_ca)
+                     fingerprint=cert.fingerprint(hashes.SHA256()).hex(), is_ca=is_ca,
+                     self_signed=cert.issuer == cert.subject and signed_by(pem, pem))
 
 
 def signed_by(pem: str, ca_pem: str) -> bool:

@@ -10,6 +10,7 @@ server itself.
 
 from __future__ import annotations
 
+import datetime
 import json
 from collections import Counter
 from typing import Any
@@ -18,11 +19,12 @@ import kubernetes
 import pytest
 from prometheus_client import REGISTRY
 
-from krafty import naming
+from krafty import naming, pki
 from krafty.clients.kube import Kube
 from krafty.naming import Pool
 from krafty.plan import PassResult
 from krafty.reconcile.cluster import ClusterReconciler, Endpoints, Outcome, Settings
+from krafty.render.secrets import decoded
 from krafty_testkit.apiserver import LocalApiServer
 from krafty_testkit.local_kafka import Layout, LocalKafkaCluster
 
@@ -252,6 +254,37 @@ def test_a_setting_from_a_missing_secret_changes_nothing_and_a_changed_secret_ro
         apiserver.kubectl("patch", "kafkacluster", CLUSTER, "-n", NS, "--type=merge", "-p", json.dumps(undo))
     reconciler.reconcile(_body(kube))
     assert "tokens" not in json.dumps(template()["spec"]["volumes"])
+
+
+def test_a_ca_the_user_brings_is_checked_then_moved_to_with_both_trusted(
+        calm: Outcome, apiserver: LocalApiServer, kube: Kube, reconciler: ClusterReconciler):
+    def tls(secret_name: str | None) -> None:
+        apiserver.kubectl("patch", "kafkacluster", CLUSTER, "-n", NS, "--type=merge", "-p",
+                          json.dumps({"spec": {"tls": {"clusterCa": {"secretName": secret_name}}}}))
+
+    def data(name: str) -> dict[str, str]:
+        return decoded(kube.get("Secret", name, NS))
+
+    own = data(naming.cluster_ca(CLUSTER))[naming.CA_CERT_KEY]
+    # Given a spec naming a CA Secret that does not exist, When a pass runs, Then it says so and changes nothing
+    tls("absent-ca")
+    assert reconciler.reconcile(_body(kube)).result is PassResult.INVALID
+    degraded = {c["type"]: c for c in _body(kube)["status"]["conditions"]}["Degraded"]
+    assert (degraded["reason"], "Secret absent-ca" in degraded["message"]) == ("CaUnusable", True)
+    assert data(naming.cluster_ca(CLUSTER))[naming.CA_CERT_KEY] == own
+    # When the user's CA is there (a kubernetes.io/tls Secret, as cert-manager writes it)
+    mine = pki.new_ca("my own CA", datetime.datetime.now(datetime.UTC), datetime.timedelta(days=90))
+    apiserver.apply({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+                     "metadata": {"name": "my-ca", "namespace": NS},
+                     "stringData": {"tls.crt": mine.cert, "tls.key": mine.key}})
+    tls("my-ca")
+    reconciler.reconcile(_body(kube))
+    # Then the cluster moves to it as in a renewal: both trusted, the one before cross-signing it
+    ca = data(naming.cluster_ca(CLUSTER))
+    assert (ca[naming.CA_CERT_KEY], ca[naming.PREVIOUS_CA_CERT_KEY]) == (mine.cert, own)
+    assert pki.split_bundle(data(naming.cluster_ca_cert(CLUSTER))[naming.CA_CERT_KEY]) == (mine.cert, own)
+    assert pki.signed_by(ca[naming.CROSS_CA_CERT_KEY], own)
+    assert any(e["reason"] == "CaProvided" for e in kube.list("Event", NS))
 
 
 def test_a_deleted_cluster_stops_its_brokers_before_its_controllers(calm: Outcome, apiserver: LocalApiServer,

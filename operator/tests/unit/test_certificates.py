@@ -155,3 +155,24 @@ def test_a_certificate_is_sent_with_the_cross_signed_ca_only_while_it_is_valid_a
     bare = pki.issue(new, SUBJECT.common_name, SUBJECT.dns_names, NOW, 365 * DAY)
     assert certificates.certificate_reason(SUBJECT, bare, new, NOW, VALIDITY, (held.cross,)) is (
         IssueReason.CHAIN_CHANGED)
+
+
+@pytest.mark.parametrize(("held", "provided", "all_moved", "expected"), [
+    (CaHeld(None), "mine", False, (IssueReason.PROVIDED, False)),  # a new cluster takes the user's CA
+    (CaHeld(ca("mine")), "mine", False, (None, False)),  # never renewed by the operator, expired or not ...
+    (CaHeld(ca()), "mine", False, (IssueReason.PROVIDED, False)),  # ... and moved to when the Secret changes
+    (CaHeld(ca("mine"), ca()), "mine", True, (None, True)),  # that move ends like a renewal
+    (CaHeld(ca("mine"), ca()), "next", False, (None, False)),  # a second change waits for the first
+])
+def test_a_ca_the_user_brings(held, provided, all_moved, expected):
+    step = certificates.ca_step(held, VALIDITY, NOW + 400 * DAY, "1", all_moved, ca(provided))
+    assert (step.renew, step.release_previous) == expected
+
+
+def test_a_ca_the_user_brings_must_be_a_self_signed_ca_with_its_key():
+    leaf = node(ca())
+    assert certificates.provided_problem(ca("mine"), "mine") is None
+    assert "does not exist" in str(certificates.provided_problem(None, "mine"))
+    assert "no self-signed CA" in str(certificates.provided_problem(leaf, "mine"))
+    assert "does not belong" in str(certificates.provided_problem(pki.KeyPair(ca("mine").cert, ca().key), "mine"))
+    assert "no readable" in str(certificates.provided_problem(pki.KeyPair("junk", ca().key), "mine"))

@@ -7,6 +7,10 @@ CONTROLLER_ID_OFFSET + i. The quorum is dynamic (KIP-853): nodes find it
 through controller.quorum.bootstrap.servers and the controllers are
 formatted with --initial-controllers.
 
+With tls=True every listener speaks mutual TLS, as the operator's nodes do between themselves: a CA, node
+certificates and a client certificate made with krafty.pki, keys read by Kafka through its directory config
+provider; `connection` is what a client needs.
+
 Readiness is decided by asking the cluster, never by sleeping: every running
 broker registered and unfenced (DescribeCluster) and the metadata quorum led,
 with every running voter caught up (DescribeQuorum).
@@ -20,6 +24,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
+import datetime
 import os
 import signal
 import socket
@@ -31,8 +36,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from krafty import kraft_wire
+from krafty import kraft_wire, pki
 from krafty.clients import kraft
+from krafty.clients.connection import Connection, TlsIdentity
 from krafty_testkit import kafka_dist
 from krafty_testkit.traffic import client_config
 
@@ -163,9 +169,13 @@ class LocalKafkaCluster:
     """A KRaft cluster of real Kafka processes under one work directory."""
 
     def __init__(self, layout: Layout, workdir: Path, *, base_port: int | None = None,
-                 config: Mapping[str, str] | None = None, heap: str = "384m", jmx_exporter: bool = False) -> None:
+                 config: Mapping[str, str] | None = None, heap: str = "384m", jmx_exporter: bool = False,
+                 tls: bool = False) -> None:
         self.layout = layout
         self.workdir = workdir
+        # TLS checks names: the certificates name "localhost", and so do the addresses
+        self.host = "localhost" if tls else "127.0.0.1"
+        self.identity: TlsIdentity | None = None
         self.heap = heap
         self.cluster_id = kraft_wire.random_kafka_uuid()
         self.extra_config = dict(config or {})
@@ -185,6 +195,27 @@ class LocalKafkaCluster:
                 metrics_port=next(ports) if jmx_exporter else None)
         self.ready_seconds: float | None = None
         self._admin: Any = None
+        if tls:
+            self.identity = self._make_certificates()
+
+    def _make_certificates(self) -> TlsIdentity:
+        """A CA, a certificate per node (files under workdir/tls) and the client's, valid for a day."""
+        now, day = datetime.datetime.now(datetime.UTC), datetime.timedelta(days=1)
+        ca = pki.new_ca("testkit CA", now, day)
+        folder = self.workdir / "tls"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "ca.crt").write_text(ca.cert)
+        for node_id in self.nodes:
+            pair = pki.issue(ca, "testkit-kafka", ["localhost"], now, day)
+            (folder / f"node-{node_id}.crt").write_text(pair.cert)
+            (folder / f"node-{node_id}.key").write_text(pair.key)
+        client = pki.issue(ca, "testkit-client", [], now, day)
+        return TlsIdentity(ca.cert, client.cert, client.key)
+
+    @property
+    def connection(self) -> Connection:
+        """How a client reaches the brokers (with the client certificate on a TLS cluster)."""
+        return Connection(self.bootstrap_servers, self.identity)
 
     # -- addresses -------------------------------------------------------
     @property
@@ -197,29 +228,30 @@ class LocalKafkaCluster:
 
     @property
     def bootstrap_servers(self) -> str:
-        return ",".join(f"127.0.0.1:{n.broker_port}" for n in self.brokers)
+        return ",".join(f"{self.host}:{n.broker_port}" for n in self.brokers)
 
     @property
     def running_bootstrap_servers(self) -> str:
-        return ",".join(f"127.0.0.1:{n.broker_port}" for n in self.brokers if n.running)
+        return ",".join(f"{self.host}:{n.broker_port}" for n in self.brokers if n.running)
 
     @property
     def controller_bootstrap_servers(self) -> str:
-        return ",".join(f"127.0.0.1:{n.controller_port}" for n in self.controllers)
+        return ",".join(f"{self.host}:{n.controller_port}" for n in self.controllers)
 
     # -- configuration and storage ---------------------------------------
     def server_properties(self, node: Node) -> dict[str, str]:
         replication = str(min(3, len(self.brokers)))
         min_isr = str(min(2, len(self.brokers)))
         listeners, advertised, protocols = [], [], []
+        name, protocol = ("TLS", "SSL") if self.identity else ("PLAINTEXT", "PLAINTEXT")
         if node.is_broker:
-            listeners.append(f"PLAINTEXT://127.0.0.1:{node.broker_port}")
-            advertised.append(f"PLAINTEXT://127.0.0.1:{node.broker_port}")
-            protocols.append("PLAINTEXT:PLAINTEXT")
+            listeners.append(f"{name}://127.0.0.1:{node.broker_port}")
+            advertised.append(f"{name}://{self.host}:{node.broker_port}")
+            protocols.append(f"{name}:{protocol}")
         if node.is_controller:
             listeners.append(f"CONTROLLER://127.0.0.1:{node.controller_port}")
-            advertised.append(f"CONTROLLER://127.0.0.1:{node.controller_port}")
-        protocols.append("CONTROLLER:PLAINTEXT")
+            advertised.append(f"CONTROLLER://{self.host}:{node.controller_port}")
+        protocols.append(f"CONTROLLER:{protocol}")
         props = {
             "node.id": str(node.node_id),
             "process.roles": ",".join(sorted(node.roles)),
@@ -237,7 +269,17 @@ class LocalKafkaCluster:
             "group.initial.rebalance.delay.ms": "0",
         }
         if node.is_broker:
-            props["inter.broker.listener.name"] = "PLAINTEXT"
+            props["inter.broker.listener.name"] = name
+        if self.identity:
+            folder = self.workdir / "tls"
+            props.update({
+                "config.providers": "dir",
+                "config.providers.dir.class": "org.apache.kafka.common.config.provider.DirectoryConfigProvider",
+                "ssl.keystore.type": "PEM", "ssl.truststore.type": "PEM", "ssl.client.auth": "required",
+                "ssl.keystore.certificate.chain": f"${{dir:{folder}:node-{node.node_id}.crt}}",
+                "ssl.keystore.key": f"${{dir:{folder}:node-{node.node_id}.key}}",
+                "ssl.truststore.certificates": f"${{dir:{folder}:ca.crt}}",
+            })
         props.update(self.extra_config)
         return props
 
@@ -249,7 +291,7 @@ class LocalKafkaCluster:
     def _format(self, node: Node) -> None:
         args = ["format", "--cluster-id", self.cluster_id, "--config", str(node.config_path)]
         if node.is_controller:
-            voters = ",".join(f"{c.node_id}@127.0.0.1:{c.controller_port}:{c.directory_id}"
+            voters = ",".join(f"{c.node_id}@{self.host}:{c.controller_port}:{c.directory_id}"
                               for c in self.controllers)
             args += ["--initial-controllers", voters]
         else:
@@ -369,10 +411,10 @@ class LocalKafkaCluster:
 
     def quorum(self) -> kraft_wire.Quorum:
         """The metadata quorum as the running controllers report it."""
-        return kraft.describe_quorum(self.running_controller_bootstrap())
+        return kraft.describe_quorum(self.connection.to(self.running_controller_bootstrap()))
 
     def running_controller_bootstrap(self) -> str:
-        return ",".join(f"127.0.0.1:{n.controller_port}" for n in self.controllers if n.running)
+        return ",".join(f"{self.host}:{n.controller_port}" for n in self.controllers if n.running)
 
     def _readiness_problem(self) -> str | None:
         """What still keeps the cluster from ready, or None when it is ready."""
@@ -416,7 +458,7 @@ class LocalKafkaCluster:
         if self._admin is None:
             from confluent_kafka.admin import AdminClient
 
-            self._admin = AdminClient(client_config(self.bootstrap_servers))
+            self._admin = AdminClient(client_config(self.bootstrap_servers, **self.connection.librdkafka()))
         return self._admin
 
     def tool(self, name: str, *args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:

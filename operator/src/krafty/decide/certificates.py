@@ -5,7 +5,10 @@ A CA is renewed without a moment in which nodes distrust each other, in three st
        certificates stay signed by the previous one (which keeps signing new ones meanwhile);
     2. once every pod trusts the new CA, every certificate is issued again, signed by it;
     3. once every pod runs with those, the previous CA leaves the trust bundle.
-Pods say what they run with in one annotation (see `running_marker`), so each step is read, never remembered.
+From step 2 on, each certificate is sent with the new CA cross-signed by the previous one, so that clients
+that still trust only the previous CA keep verifying the nodes while it is valid. A CA the user brings in a
+Secret is moved to the same way when the Secret changes. Pods say what they run with in one annotation (see
+`running_marker`), so each step is read, never remembered.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ class IssueReason(StrEnum):
     NAMES_CHANGED = "NamesChanged"  # its DNS names are not the ones its holder answers to now
     NEW_CA = "NewCa"  # signed by a CA that is no longer the one signing
     CHAIN_CHANGED = "ChainChanged"  # the CA certificates sent after it changed (a cross-signed CA came or went)
+    PROVIDED = "Provided"  # the user's Secret holds a CA the cluster does not run with yet
 
     def message(self, what: str) -> str:
         return {
@@ -38,6 +42,7 @@ class IssueReason(StrEnum):
             IssueReason.NAMES_CHANGED: f"{what}: issued again, its DNS names changed",
             IssueReason.NEW_CA: f"{what}: issued again by the new CA, which every node trusts now",
             IssueReason.CHAIN_CHANGED: f"{what}: issued again, the CA certificates sent with it changed",
+            IssueReason.PROVIDED: f"{what}: taken from the Secret spec.tls names",
         }[self]
 
 
@@ -58,13 +63,14 @@ def chain(held: CaHeld, signer: KeyPair, now: datetime.datetime) -> tuple[str, .
         return ()
     return (held.cross,)
 
+
 @dataclass(frozen=True)
 class CaStep:
     renew: IssueReason | None  # make a new CA, for this reason
     release_previous: bool  # step 3: the previous CA leaves the trust bundle
 
 
-def _usable_ca(pair: KeyPair) -> bool:
+def usable_ca(pair: KeyPair) -> bool:
     try:
         return pki.facts(pair.cert).is_ca and pki.matches(pair)
     except (pki.PkiError, ValueError, TypeError):
@@ -75,13 +81,37 @@ def _expiring(pair: KeyPair, now: datetime.datetime, validity: Validity) -> bool
     return pki.facts(pair.cert).not_after - now <= datetime.timedelta(days=validity.renewal_days)
 
 
+def provided_problem(pair: KeyPair | None, secret: str) -> str | None:
+    """Why a CA from the user's Secret cannot be used, or None."""
+    if pair is None:
+        return f"Secret {secret} (type kubernetes.io/tls, with tls.crt and tls.key) does not exist or lacks a key"
+    try:
+        facts = pki.facts(pair.cert)
+        matches = pki.matches(pair)
+    except (pki.PkiError, ValueError, TypeError) as error:
+        return f"Secret {secret} holds no readable certificate and key: {error}"
+    if not (facts.is_ca and facts.self_signed):
+        return f"Secret {secret} holds no self-signed CA certificate (basic constraints CA:true)"
+    if not matches:
+        return f"the key in Secret {secret} does not belong to its certificate"
+    return None
+
+
 def ca_step(held: CaHeld, validity: Validity, now: datetime.datetime, requested: str,
-            all_moved: bool) -> CaStep:
+            all_moved: bool, provided: KeyPair | None = None) -> CaStep:
     """`requested`: the cluster's renewal annotation ("" when none); `all_moved`: every pod runs with
-    certificates signed by the current CA (step 2 done)."""
+    certificates signed by the current CA (step 2 done); `provided`: the user's own CA (checked with
+    `provided_problem`), which replaces any renewal of the operator's."""
+    if provided is not None:
+        moving = held.current is not None and held.current.cert != provided.cert
+        if moving and held.previous is not None:  # the Secret changed again mid-renewal: that one ends first
+            return CaStep(None, False)
+        if held.current is None or moving:
+            return CaStep(IssueReason.PROVIDED, False)
+        return CaStep(None, held.previous is not None and all_moved)
     if held.current is None:
         return CaStep(IssueReason.NEW, False)
-    if not _usable_ca(held.current):
+    if not usable_ca(held.current):
         return CaStep(IssueReason.UNUSABLE, False)
     if held.previous is not None:  # a renewal under way: nothing new starts until it ends
         return CaStep(None, all_moved)

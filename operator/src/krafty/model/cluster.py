@@ -106,12 +106,19 @@ class Validity(Spec):
         return self
 
 
+class CertificateAuthority(Validity):
+    # A kubernetes.io/tls Secret holding the user's own self-signed CA (cert-manager can issue it); the
+    # operator then never renews the CA itself, and moves to a new one found in the Secret.
+    secret_name: str | None = Field(default=None, min_length=1, max_length=253,
+                                    pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
 class Tls(Spec):
     # Mutual TLS between the nodes (controller and replication listeners). None: on for a new cluster;
     # a running cluster keeps what it was created with.
     internal: bool | None = None
-    cluster_ca: Validity = Field(default_factory=Validity)
-    clients_ca: Validity = Field(default_factory=Validity)
+    cluster_ca: CertificateAuthority = Field(default_factory=CertificateAuthority)
+    clients_ca: CertificateAuthority = Field(default_factory=CertificateAuthority)
     certificates: Validity = Field(default_factory=Validity)
 
 

@@ -29,7 +29,7 @@ from krafty.plan import Facts, Held, PassResult, admit, plan
 from krafty.reconcile import observe as observing
 from krafty.reconcile import status as writer
 from krafty.reconcile.act import Actor
-from krafty.reconcile.pki import PkiPass
+from krafty.reconcile.pki import CaUnusable, PkiPass
 from krafty.reconcile.teardown import teardown_pass
 
 log = logging.getLogger(__name__)
@@ -84,12 +84,12 @@ class ClusterReconciler:
             return Outcome(PassResult.CONFLICT)
         secrets_digest, missing = self._config_secrets(ctx)
         if missing:  # like an invalid spec: nothing changes until it is there
-            self.kube.event(body, naming.CLUSTER_KIND, "ConfigSecretMissing", missing, warning=True)
-            self._write(body, {}, [Condition(READY, False, "ConfigSecretMissing", missing),
-                                   Condition(DEGRADED, True, "ConfigSecretMissing", missing)], moment)
-            return Outcome(PassResult.INVALID)
+            return self._hold(body, "ConfigSecretMissing", missing, moment)
         listed = observing.cluster_pods(self.kube, ctx)
-        issued = PkiPass(self.kube, ctx, body, moment).run(listed)
+        try:
+            issued = PkiPass(self.kube, ctx, body, moment).run(listed)
+        except CaUnusable as unusable:
+            return self._hold(body, "CaUnusable", str(unusable), moment)
         ctx = replace(ctx, certificates=issued.marker, config_secrets=secrets_digest)
         override = self.settings.endpoints
         if override:
@@ -144,6 +144,13 @@ class ClusterReconciler:
                             "runs: it keeps what it was created with", warning=True)
         return replace(draft, cluster_id=found.cluster_id, initial_voters=found.initial_voters,
                        internal_tls=internal_tls)
+
+    def _hold(self, body: dict[str, Any], reason: str, message: str, moment: datetime.datetime) -> Outcome:
+        """A pass that changes nothing until what the spec names exists: said in conditions and an Event."""
+        self.kube.event(body, naming.CLUSTER_KIND, reason, message, warning=True)
+        self._write(body, {}, [Condition(READY, False, reason, message), Condition(DEGRADED, True, reason, message)],
+                    moment)
+        return Outcome(PassResult.INVALID)
 
     def _config_secrets(self, ctx: ClusterContext) -> tuple[str, str]:
         """A digest of the Secret keys spec.brokers.configFromSecrets names (the brokers roll when it changes),

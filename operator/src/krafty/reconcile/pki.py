@@ -17,13 +17,17 @@ from krafty.clients.connection import TlsIdentity
 from krafty.clients.kube import Kube
 from krafty.decide import certificates
 from krafty.decide.certificates import CaHeld, IssueReason, Subject
-from krafty.model.cluster import Validity
+from krafty.model.cluster import CertificateAuthority
 from krafty.model.context import ClusterContext
 from krafty.naming import Pool
 from krafty.pki import KeyPair
 from krafty.render.secrets import annotations_of, decoded, secret, tls_secret
 
 log = logging.getLogger(__name__)
+
+
+class CaUnusable(RuntimeError):
+    """The CA the spec names cannot be used (its Secret is missing or holds no usable CA)."""
 
 
 @dataclass(frozen=True)
@@ -80,15 +84,30 @@ class PkiPass:
                 for p in pods if naming.ROLE_LABEL in (p["metadata"].get("labels") or {})
                 and naming.PREFLIGHT_LABEL not in (p["metadata"].get("labels") or {})]
 
-    def _ca(self, name: str, title: str, before: CaHeld, validity: Validity, requested: str,
+    def _provided(self, spec: CertificateAuthority) -> KeyPair | None:
+        """The user's own CA from the Secret spec.tls names (None when the operator runs its own)."""
+        if spec.secret_name is None:
+            return None
+        pair = _pair(decoded(self.kube.get("Secret", spec.secret_name, self.ctx.namespace)), naming.TLS_CERT_KEY,
+                     naming.TLS_KEY_KEY)
+        problem = certificates.provided_problem(pair, spec.secret_name)
+        if problem is not None or pair is None:
+            raise CaUnusable(f"spec.tls names a CA that cannot be used: {problem}; nothing changes until it can")
+        return pair
+
+    def _ca(self, name: str, title: str, before: CaHeld, spec: CertificateAuthority, requested: str,
             all_moved: bool) -> CaHeld:
-        """The CA after this pass's step (made, renewed or its previous one let go), written when changed."""
-        step = certificates.ca_step(before, validity, self.now, requested, all_moved)
+        """The CA after this pass's step (made, renewed, taken from the user's Secret or its previous one let
+        go), written when changed."""
+        provided = self._provided(spec)
+        step = certificates.ca_step(before, spec, self.now, requested, all_moved, provided)
         held = before
         if step.renew is not None:
-            made = pki.new_ca(f"{self.ctx.name} {title}", self.now, _days(validity.validity_days))
+            made = provided or pki.new_ca(f"{self.ctx.name} {title}", self.now, _days(spec.validity_days))
             # Renewed (not made anew): the CA before stays trusted, and vouches for the new one, for a while
-            previous = before.current if step.renew in (IssueReason.EXPIRING, IssueReason.REQUESTED) else None
+            renewal = step.renew in (IssueReason.EXPIRING, IssueReason.REQUESTED, IssueReason.PROVIDED)
+            previous = before.current if renewal and before.current is not None and certificates.usable_ca(
+                before.current) else None
             renewed_for = requested if step.renew is IssueReason.REQUESTED else before.renewed_for
             held = CaHeld(made, previous, renewed_for, pki.cross_sign(made, previous) if previous else None)
             self._tell(f"Ca{step.renew.value}", step.renew.message(title) + (
@@ -158,7 +177,8 @@ class PkiPass:
                                  naming.node_dns_names(ctx.name, ns, *node, ctx.cluster_domain))
                     for key, node in node_keys.items()}
         nodes, replaced = self._issue(subjects, held_nodes, signer, sent_with, "node certificates of")
-        generation += replaced
+        if replaced:  # what the nodes run with changes: the next generation, which rolls them
+            generation += 1
         data: dict[str, str] = {}
         for key, pair in nodes.items():
             cert_key, key_key = naming.node_certificate_keys(*node_keys[key])
