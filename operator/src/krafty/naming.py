@@ -148,10 +148,6 @@ def clients_ca(cluster: str) -> str:
     return f"{cluster}-clients-ca"
 
 
-def clients_ca_cert(cluster: str) -> str:
-    return f"{cluster}-clients-ca-cert"
-
-
 def node_certificates(cluster: str) -> str:
     """Every node's certificate and key, as <pool>-<ordinal>.crt and .key."""
     return f"{cluster}-kafka-certs"

@@ -17,7 +17,7 @@ Locate = Callable[[str, str], Connection]
 
 def in_cluster(kube: Kube, domain: str) -> Locate:
     def locate(namespace: str, cluster: str) -> Connection:
-        config = decoded_config(kube, namespace, cluster)
+        config = _node_config(kube, namespace, cluster)
         servers = naming.operator_bootstrap(cluster, namespace, domain)
         if config.get(naming.INTERNAL_TLS_KEY) != "true":
             return Connection(servers)
@@ -29,7 +29,8 @@ def in_cluster(kube: Kube, domain: str) -> Locate:
     return locate
 
 
-def decoded_config(kube: Kube, namespace: str, cluster: str) -> dict[str, str]:
+def _node_config(kube: Kube, namespace: str, cluster: str) -> dict[str, str]:
+    """The cluster's node ConfigMap data (it says whether the nodes speak TLS)."""
     body = kube.get("ConfigMap", naming.config_map(cluster), namespace)
     if body is None:
         raise KafkaUnavailable(f"{namespace}/{cluster} has no configuration yet")
