@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 from krafty import naming
-from krafty.decide.identity import IdentityConflict, resolve
+from krafty.decide.identity import IdentityConflict, internal_tls, resolve
 
 VOTERS = [1000, 1001, 1002]
 FORMED = {naming.CLUSTER_ID_KEY: "old-id", naming.INITIAL_CONTROLLERS_KEY: ""}
@@ -62,3 +62,14 @@ def test_volumes_without_the_id_they_were_formatted_with_stop_the_cluster():
 def test_an_id_in_status_and_another_in_the_config_map_stop_it():
     with pytest.raises(IdentityConflict, match=r"differs from status\.clusterId"):
         resolve("other-id", FORMED, VOTERS, ids(), VOLUMES)
+
+
+@pytest.mark.parametrize(("config", "wanted", "expected"), [
+    (None, None, True),  # a new cluster: mutual TLS between its nodes unless the spec says otherwise
+    (None, False, False),
+    ({naming.INTERNAL_TLS_KEY: "true"}, False, True),  # once chosen, kept: the spec cannot switch it
+    ({naming.INTERNAL_TLS_KEY: "false"}, True, False),
+    ({naming.CLUSTER_ID_KEY: "x"}, None, False),  # a cluster made before the operator had TLS stays plaintext
+])
+def test_tls_between_the_nodes_is_chosen_once(config, wanted, expected):
+    assert internal_tls(config, wanted) is expected

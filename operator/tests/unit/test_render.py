@@ -11,6 +11,7 @@ import yaml
 
 from krafty.model.context import ClusterContext
 from krafty.naming import Pool
+from krafty.render import configmaps
 from krafty.render.cluster import children
 from krafty.render.workloads import heap_mib, statefulset
 
@@ -117,3 +118,15 @@ def test_heap_defaults_to_half_the_memory(pool, mib):
     spec = context({"brokers": {"replicas": 1, **pool}, "controllers": {"replicas": 1},
                     "topicDefaults": {"replicationFactor": 1, "minInsyncReplicas": 1}}).spec
     assert heap_mib(spec.brokers) == mib
+
+
+def test_the_connection_config_map_names_the_first_listeners_protocol_and_the_ca_to_trust():
+    plain = context(example("kafkacluster-combined.yaml")["spec"], name="small")
+    assert configmaps.connection_config_map(plain)["data"] == {
+        "bootstrap.servers": "small-kafka-bootstrap.kafka.svc.cluster.local:9092", "security.protocol": "PLAINTEXT"}
+    spec = example("kafkacluster-combined.yaml")["spec"]
+    spec["listeners"] = [{"name": "tls", "port": 9094, "tls": True}, {"name": "plain", "port": 9092}]
+    assert configmaps.connection_config_map(context(spec, name="small"))["data"] == {
+        "bootstrap.servers": "small-kafka-bootstrap.kafka.svc.cluster.local:9094", "security.protocol": "SSL",
+        "ssl.truststore.type": "PEM", "ssl.truststore.secret": "small-cluster-ca-cert",
+        "ssl.truststore.secret.key": "ca.crt"}
