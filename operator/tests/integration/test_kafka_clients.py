@@ -42,9 +42,10 @@ def test_partitions_carry_their_topics_min_isr_and_throttled_topics_are_seen(clu
     kafka_admin.create_topic(cluster.admin(), "clients-b", 2, 1, **{"leader.replication.throttled.replicas": "*"})
     kafka_admin.wait_fully_in_sync(cluster.admin(), "clients-a")
     kafka_admin.wait_fully_in_sync(cluster.admin(), "clients-b")
-    # (a fresh client may see a new topic's metadata a moment later than the one that created it)
+    # (a fresh client may see a new topic's metadata, and the broker it asks its configs, a moment later
+    # than the one that created it)
     partitions, throttled = wait_for(admin.topic_state, lambda found: {"clients-a-2", "clients-b-1"} <= {
-        p.name for p in found[0]}, 30, "both topics")
+        p.name for p in found[0]} and "clients-b" in found[1], 30, "both topics and their configs")
     by_name = {p.name: p for p in partitions}
     assert by_name["clients-a-0"].min_isr == 2
     assert by_name["clients-b-1"].min_isr == 1
