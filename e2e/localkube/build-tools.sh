@@ -3,6 +3,7 @@
 # source, at the versions pinned in versions.env:
 #   coredns, local-path-provisioner, helm, kind  Go modules through the Go
 #                                                 module proxy (`go env GOPROXY`)
+#   kube-router                                   the same, from k3s's fork (versions.env)
 #   pause                                         the sandbox process, from the
 #                                                 pause.c of the k8s.io/kubernetes
 #                                                 module (static, gcc)
@@ -34,6 +35,27 @@ go_tool() {
   ln -sfn "$dir/$name" "$bin/$name"
 }
 
+# kube-router: a throwaway module whose go.mod replaces the upstream path with the fork (the fork's go.mod
+# keeps the upstream name, so `go install fork@version` is refused). The fork is not in the checksum
+# database: go.sum then records the hashes of what was downloaded.
+kube_router_tool() {
+  local dir="$tools/kube-router-$KUBE_ROUTER_VERSION" upstream=github.com/cloudnativelabs/kube-router/v2
+  if [[ ! -x "$dir/kube-router" ]]; then
+    say "building kube-router $KUBE_ROUTER_VERSION ($KUBE_ROUTER_FORK) through $(go env GOPROXY) (first time only)"
+    rm -rf "$dir/.src" && mkdir -p "$dir/.src"
+    printf 'module localkube/kube-router\n\ngo 1.23\n\nrequire %s %s\n\nreplace %s => %s %s\n' \
+      "$upstream" "$KUBE_ROUTER_VERSION" "$upstream" "${KUBE_ROUTER_FORK%@*}" "${KUBE_ROUTER_FORK#*@}" \
+      >"$dir/.src/go.mod"
+    (cd "$dir/.src" && GOWORK=off GOFLAGS=-mod=mod GONOSUMDB="${KUBE_ROUTER_FORK%%/v2@*}" CGO_ENABLED=0 \
+      go build -trimpath -o ../kube-router.partial \
+        -ldflags "-s -w -X $upstream/pkg/version.Version=$KUBE_ROUTER_VERSION-${KUBE_ROUTER_FORK#*@}" \
+        "$upstream/cmd/kube-router")
+    mv "$dir/kube-router.partial" "$dir/kube-router"
+    rm -rf "$dir/.src"
+  fi
+  ln -sfn "$dir/kube-router" "$bin/kube-router"
+}
+
 # The pause program comes with the Kubernetes sources build-k8s.sh already holds.
 pause_tool() {
   local dir="$tools/pause-$PAUSE_VERSION"
@@ -57,6 +79,7 @@ build() {
     helm) go_tool helm "$HELM_VERSION" helm.sh/helm/v3/cmd/helm \
       "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean" ;;
     kind) go_tool kind "$KIND_VERSION" sigs.k8s.io/kind ;;
+    kube-router) kube_router_tool ;;
     pause) pause_tool ;;
     kubectl) kubectl_link ;;
     *) say "unknown tool: $1"; exit 2 ;;
@@ -69,5 +92,5 @@ kubectl_link() {
   ln -sfn "$cache/k8s/$K8S_VERSION/bin/kubectl" "$bin/kubectl"
 }
 
-if [[ $# -eq 0 ]]; then set -- kubectl pause coredns local-path-provisioner helm; fi
+if [[ $# -eq 0 ]]; then set -- kubectl pause coredns local-path-provisioner kube-router helm; fi
 for tool in "$@"; do build "$tool"; done

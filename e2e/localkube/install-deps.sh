@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the local cluster runs on: the container
 # runtime (containerd, runc, CNI plugins), etcd, the image tools (buildah,
-# umoci, debootstrap, podman) and the networking tools kube-proxy and the
-# kubelet call. apt runs only when something is missing, and package
+# umoci, debootstrap, podman) and the networking tools kube-proxy, kube-router and
+# the kubelet call. apt runs only when something is missing, and package
 # scripts are told not to start services: localkube starts its own.
 set -euo pipefail
-packages=(containerd runc containernetworking-plugins iptables conntrack socat iproute2
+packages=(containerd runc containernetworking-plugins iptables ipset conntrack socat iproute2
           etcd-server umoci debootstrap buildah podman openssl gcc libc6-dev util-linux)
 
 missing=()

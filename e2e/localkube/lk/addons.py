@@ -131,5 +131,19 @@ def storage(cfg: Settings) -> list[Obj]:
     ]
 
 
+def network_policies() -> list[Obj]:
+    """What kube-router's firewall reads: the policies and who they select (its informers list them all)."""
+    name = "localkube:kube-router"
+    return [
+        _cluster_role(name, [
+            {"apiGroups": [""], "resources": ["namespaces", "pods", "services", "nodes", "endpoints"],
+             "verbs": ["get", "list", "watch"]},
+            {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"], "verbs": ["get", "list", "watch"]},
+            {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["get", "list", "watch"]},
+        ]),
+        _binding("ClusterRole", name, [_user(name)]),
+    ]
+
+
 def manifest(objects: list[Obj]) -> Obj:
     return {"apiVersion": "v1", "kind": "List", "items": objects}

@@ -24,8 +24,9 @@ from .components import Component
 from .settings import Settings
 
 CONTROL_PLANE = ("etcd", "containerd", "kube-apiserver")
-NODE = ("kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy", "coredns", "local-path-provisioner")
-API_CLIENTS = ("local-path-provisioner", "coredns", "kube-scheduler", "kube-controller-manager")
+NODE = ("kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy", "coredns", "local-path-provisioner",
+        "kube-router")
+API_CLIENTS = ("kube-router", "local-path-provisioner", "coredns", "kube-scheduler", "kube-controller-manager")
 SYSCTLS = {"net/ipv4/ip_forward": "1", "net/bridge/bridge-nf-call-iptables": "1",
            "net/bridge/bridge-nf-call-ip6tables": "1"}
 PAUSE_DOCKERFILE = s.HERE / "images" / "pause" / "Dockerfile"
@@ -103,7 +104,7 @@ def kubectl(cfg: Settings, *args: str, stdin: str | None = None, timeout: float 
 
 
 def _apply_addons(cfg: Settings, node_ip: str) -> None:
-    objects = addons.dns(node_ip) + addons.storage(cfg)
+    objects = addons.dns(node_ip) + addons.storage(cfg) + addons.network_policies()
     kubectl(cfg, "apply", "--server-side", "--force-conflicts", "--field-manager", "localkube", "-f", "-",
             stdin=json.dumps(addons.manifest(objects)))
 

@@ -123,6 +123,15 @@ def components(cfg: Settings, node_ip: str) -> dict[str, Component]:
             "--service-account-name", "local-path-provisioner-service-account",
             "--provisioner-name", "rancher.io/local-path", "--helper-image", s.BASE_IMAGE),
             _always_ok),
+        # The NetworkPolicy enforcer: kube-router's firewall only (the bridge plugin routes, kube-proxy
+        # serves Services); its chains see bridged pod traffic through bridge-nf-call-iptables.
+        Component("kube-router", (
+            str(bin_("kube-router")), "--kubeconfig", str(conf / "kube-router.conf"),
+            "--hostname-override", s.NODE_NAME, "--run-firewall=true", "--run-router=false",
+            "--run-service-proxy=false", "--run-loadbalancer=false", "--gobgp-admin-port=0",
+            "--service-cluster-ip-range", s.SERVICE_CIDR, "--health-port", str(s.KUBE_ROUTER_HEALTH_PORT),
+            "--v", "1"),
+            _http_probe(f"http://127.0.0.1:{s.KUBE_ROUTER_HEALTH_PORT}/healthz")),
     ]
     return {c.name: c for c in items}
 

@@ -45,6 +45,7 @@ def certificates(node_ip: str) -> tuple[Cert, ...]:
         Cert("kube-proxy", "system:kube-proxy"),
         Cert("coredns", "localkube:coredns"),
         Cert("local-path-provisioner", "localkube:local-path-provisioner"),
+        Cert("kube-router", "localkube:kube-router"),
     )
 
 
@@ -52,7 +53,7 @@ def certificates(node_ip: str) -> tuple[Cert, ...]:
 KUBECONFIGS = {
     "admin": "admin", "controller-manager": "controller-manager", "scheduler": "scheduler",
     "kubelet": "kubelet", "kube-proxy": "kube-proxy", "coredns": "coredns",
-    "local-path-provisioner": "local-path-provisioner",
+    "local-path-provisioner": "local-path-provisioner", "kube-router": "kube-router",
 }
 
 

@@ -40,6 +40,7 @@ KUBE_PROXY_METRICS_PORT = 10249
 COREDNS_PORT = 1053  # on the node IP; the kube-dns Service maps 53 to it
 COREDNS_HEALTH_PORT = 18080
 COREDNS_READY_PORT = 18181
+KUBE_ROUTER_HEALTH_PORT = 20244
 
 PAUSE_IMAGE = "localhost/krafty-localkube/pause"  # tagged with PAUSE_VERSION
 BASE_IMAGE = "docker.io/library/debian:bookworm-slim"

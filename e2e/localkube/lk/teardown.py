@@ -8,7 +8,9 @@ the bridge and its veths, iptables chains, cgroups and files.
 - network namespaces: containerd mounts them under our run dir; older `cni-*` ones in /run/netns
   (containerd's naming) with no process left in them;
 - iptables: every KUBE-* chain; CNI-* chains whose rules carry our CNI network name; the shared
-  CNI-HOSTPORT-* chains only when no other CNI network still maps a port through them.
+  CNI-HOSTPORT-* chains only when no other CNI network still maps a port through them; kube-router's
+  rules in the built-in chains (their comments name it);
+- ipsets: every KUBE-* set (kube-router's, for NetworkPolicies), once no rule points at them.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ NETNS_DIR = Path("/run/netns")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 HOSTPORT_CHAINS = ("CNI-HOSTPORT-DNAT", "CNI-HOSTPORT-SNAT", "CNI-HOSTPORT-MASQ", "CNI-HOSTPORT-SETMARK")
 NETWORK_TAG = f'name: \\"{s.NETWORK_NAME}\\"'  # in the comment of every iptables rule CNI makes for us
+KUBE_ROUTER_TAG = "kube-router"  # in the comment of every rule kube-router puts in a built-in chain
 # The cluster's programs. Other people on the machine may run the same ones (an API server for
 # integration tests, say): a process is ours only when its command line names our state or run dir.
 PROGRAMS = ("etcd", "containerd", "containerd-shim-runc-v2", "runc", "kube-apiserver", "kube-controller-manager",
@@ -193,8 +196,8 @@ def _our_chains(table: Table) -> set[str]:
 
 def _cleanup_script(table: Table) -> tuple[list[str], set[str]]:
     ours = _our_chains(table)
-    deletes = ["-D " + rule[3:] for chain, rule in table.rules
-               if chain not in ours and (_jump_target(rule) in ours or NETWORK_TAG in rule)]
+    deletes = ["-D " + rule[3:] for chain, rule in table.rules if chain not in ours and (
+        _jump_target(rule) in ours or NETWORK_TAG in rule or KUBE_ROUTER_TAG in rule.lower())]
     return deletes + [f"-F {c}" for c in sorted(ours)] + [f"-X {c}" for c in sorted(ours)], ours
 
 
@@ -224,6 +227,21 @@ def clean_iptables() -> None:
                                     capture_output=True, text=True, check=False)
             if result.returncode != 0:
                 raise RuntimeError(f"{tool}-restore failed: {result.stderr.strip()}\n" + "\n".join(lines))
+
+
+def our_ipsets() -> list[str]:
+    if shutil.which("ipset") is None:
+        return []
+    listed = subprocess.run(["ipset", "list", "-n"], capture_output=True, text=True, check=False).stdout
+    return [name for name in listed.split() if name.startswith("KUBE-")]
+
+
+def destroy_ipsets() -> None:
+    """After clean_iptables: a set still referenced by a rule cannot be destroyed."""
+    for name in our_ipsets():
+        result = subprocess.run(["ipset", "destroy", name], capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            raise RuntimeError(f"ipset destroy {name} failed: {result.stderr.strip()}")
 
 
 # cgroups and files
@@ -283,6 +301,7 @@ def leftovers(cfg: Settings) -> dict[str, list[str]]:
         "netns": dead_cni_netns(),
         "links": our_links(),
         "iptables": our_iptables_chains(),
+        "ipsets": our_ipsets(),
         "cgroups": [str(p) for p in our_cgroups()],
     }
 
@@ -299,5 +318,6 @@ def clean(cfg: Settings) -> None:
     delete_netns(dead_cni_netns())
     delete_links(our_links())
     clean_iptables()
+    destroy_ipsets()
     remove_cgroups()
     remove_files(cfg)

@@ -21,6 +21,7 @@ from krafty import metrics, naming
 from krafty.clients import kube as kube_client
 from krafty.clients.connection import Connection
 from krafty.clients.kafka_admin import AdminPool
+from krafty.model.context import OperatorPeer
 from krafty.reconcile import connection
 from krafty.reconcile.cluster import ClusterReconciler, Endpoints, Settings
 from krafty.reconcile.lag import LagPass
@@ -30,6 +31,13 @@ from krafty.scheduler import Scheduler
 BUSY_INTERVAL = 5.0
 IDLE_INTERVAL = 30.0
 JOBS = ("cluster", "topics", "lag")
+
+
+def _operator_peer() -> OperatorPeer | None:
+    """The chart tells the operator its namespace and pod labels (the cluster's NetworkPolicy names them)."""
+    namespace = os.environ.get("KRAFTY_OPERATOR_NAMESPACE")
+    selector = os.environ.get("KRAFTY_OPERATOR_POD_SELECTOR")
+    return OperatorPeer.parse(namespace, selector) if namespace and selector else None
 
 
 class Operator:
@@ -46,6 +54,7 @@ class Operator:
         settings = Settings(broker_image=os.environ.get("KRAFTY_BROKER_IMAGE", "krafty/kafka:latest"),
                             cluster_domain=os.environ.get("KRAFTY_CLUSTER_DOMAIN", "cluster.local"),
                             rack_cluster_role=os.environ.get("KRAFTY_RACK_CLUSTER_ROLE", naming.RACK_CLUSTER_ROLE),
+                            operator=_operator_peer(),
                             endpoints=Endpoints(override, controllers) if override and controllers else None)
         self.clusters = ClusterReconciler(self.kube, settings)
         locate = connection.fixed(override) if override else connection.in_cluster(self.kube, settings.cluster_domain)

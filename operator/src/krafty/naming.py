@@ -25,6 +25,7 @@ CONFIRM_DELETION_ANNOTATION = f"{GROUP}/confirm-deletion"
 CONFIG_HASH_ANNOTATION = f"{GROUP}/config-hash"
 STATIC_CONFIG_ANNOTATION = f"{GROUP}/static-config"  # what a restart would change, for readable reasons
 CLUSTER_LABEL = f"{GROUP}/cluster"
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set by the API server on every namespace
 # On the pod template: the trust bundle and node certificates the pods run with (a change rolls them)
 CERTIFICATES_ANNOTATION = f"{GROUP}/certificates"
 # On the pod template: a digest of the Secrets spec.brokers.configFromSecrets names (a change rolls the brokers)
@@ -203,6 +204,10 @@ def data_claims(cluster: str, claims: Iterable[str]) -> tuple[str, ...]:
 def preflight_pod(revision: str) -> str:
     """A StatefulSet revision's preflight pod (a revision is named <statefulset>-<hash>)."""
     return f"{revision}-preflight"
+
+
+def network_policy(cluster: str) -> str:
+    return f"{cluster}-kafka"
 
 
 def pod_disruption_budget(cluster: str, pool: Pool) -> str:

@@ -95,6 +95,22 @@ BAD_INPUTS = {
     "a Secret name Kubernetes refuses": (cluster(brokers={
         "replicas": 3, "configFromSecrets": {"sasl.jaas.config": {"name": "Jaas_Secret", "key": "config"}}}),
         "spec.brokers.configFromSecrets.sasl.jaas.config.name"),
+    "a peer with both ipBlock and podSelector": (cluster(listeners=[{"name": "plain", "port": 9092,
+        "networkPolicyPeers": [{"ipBlock": {"cidr": "10.0.0.0/8"}, "podSelector": {}}]}]),
+        "spec.listeners[0].networkPolicyPeers[0]"),
+    "an empty peer": (cluster(listeners=[{"name": "plain", "port": 9092, "networkPolicyPeers": [{}]}]),
+                      "spec.listeners[0].networkPolicyPeers[0]"),
+    "an ipBlock that is no CIDR": (cluster(metrics={"networkPolicyPeers": [{"ipBlock": {"cidr": "10.0.0.300/8"}}]}),
+                                   "spec.metrics.networkPolicyPeers[0].ipBlock"),
+    "an ipBlock except outside its CIDR": (cluster(metrics={"networkPolicyPeers": [
+        {"ipBlock": {"cidr": "10.0.0.0/16", "except": ["10.1.0.0/24"]}}]}),
+        "spec.metrics.networkPolicyPeers[0].ipBlock"),
+    "a selector In without values": (cluster(metrics={"networkPolicyPeers": [{"podSelector": {"matchExpressions": [
+        {"key": "app", "operator": "In"}]}}]}), "spec.metrics.networkPolicyPeers[0].podSelector.matchExpressions[0]"),
+    "a label value Kubernetes refuses": (cluster(metrics={"networkPolicyPeers": [
+        {"podSelector": {"matchLabels": {"app": "not a label"}}}]}),
+        "spec.metrics.networkPolicyPeers[0].podSelector.matchLabels.app"),
+    "networkPolicies that is no object": (cluster(networkPolicies=False), "spec.networkPolicies"),
     "unknown field": (cluster(brokres={"replicas": 3}), "brokres"),
     "topic without cluster": ({**topic(), "spec": {"partitions": 3}}, "spec.clusterRef"),
     "topic zero partitions": (topic(partitions=0), "spec.partitions"),

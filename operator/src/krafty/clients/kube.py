@@ -19,7 +19,7 @@ _API_VERSIONS = {
     "ServiceAccount": "v1", "ConfigMap": "v1", "Secret": "v1", "Service": "v1", "Pod": "v1", "Event": "v1",
     "Node": "v1",
     "PersistentVolumeClaim": "v1", "StatefulSet": "apps/v1", "PodDisruptionBudget": "policy/v1",
-    "ClusterRoleBinding": "rbac.authorization.k8s.io/v1",
+    "ClusterRoleBinding": "rbac.authorization.k8s.io/v1", "NetworkPolicy": "networking.k8s.io/v1",
     naming.CLUSTER_KIND: naming.API_VERSION, naming.TOPIC_KIND: naming.API_VERSION,
 }
 

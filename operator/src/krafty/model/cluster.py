@@ -8,6 +8,7 @@ from typing import Any, Literal, get_args
 from pydantic import Field, model_validator
 
 from krafty.model.common import ConfigValue, Quantity, Spec
+from krafty.model.network import NetworkPolicies, NetworkPolicyPeer
 
 # broker-image/kafka.env pins the Kafka the images carry; a test keeps these equal to it.
 KafkaVersion = Literal["4.3.1"]
@@ -87,6 +88,7 @@ class Listener(Spec):
     port: int = Field(ge=1024, le=65535)
     tls: bool = False
     authentication: Literal["none"] = "none"
+    network_policy_peers: tuple[NetworkPolicyPeer, ...] = Field(default=(), max_length=20)
 
     @property
     def kafka_name(self) -> str:
@@ -142,6 +144,7 @@ class LeaderBalance(Spec):
 
 class Metrics(Spec):
     enabled: bool = True
+    network_policy_peers: tuple[NetworkPolicyPeer, ...] = Field(default=(), max_length=20)
 
 
 class Rack(Spec):
@@ -163,6 +166,7 @@ class KafkaClusterSpec(Spec):
     restarts: Restarts = Field(default_factory=Restarts)
     leader_balance: LeaderBalance = Field(default_factory=LeaderBalance)
     metrics: Metrics = Field(default_factory=Metrics)
+    network_policies: NetworkPolicies = Field(default_factory=NetworkPolicies)
     rack: Rack | None = None
 
     @model_validator(mode="after")

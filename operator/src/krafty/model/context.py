@@ -42,6 +42,22 @@ class Sizes:
 
 
 @dataclass(frozen=True)
+class OperatorPeer:
+    """The operator's own pods, which the cluster's NetworkPolicy lets in to the internal ports."""
+
+    namespace: str
+    labels: Mapping[str, str]
+
+    @classmethod
+    def parse(cls, namespace: str, selector: str) -> OperatorPeer:
+        """From the chart's "key=value,key=value" selector of the operator pods."""
+        pairs = [part.split("=", 1) for part in selector.split(",") if part.strip()]
+        if not pairs or any(len(pair) != 2 for pair in pairs):
+            raise ValueError(f"the operator pod selector {selector!r} is not key=value[,key=value]")
+        return cls(namespace, {key.strip(): value.strip() for key, value in pairs})
+
+
+@dataclass(frozen=True)
 class ClusterContext:
     name: str
     namespace: str
@@ -52,6 +68,7 @@ class ClusterContext:
     image: str
     cluster_domain: str = "cluster.local"
     rack_cluster_role: str = naming.RACK_CLUSTER_ROLE
+    operator: OperatorPeer | None = None  # None: the operator runs outside the cluster
     sizes: Sizes | None = None  # to run this pass; None: what the spec asks for
     internal_tls: bool = True  # mutual TLS between the nodes: fixed when the cluster was created
     certificates: str = ""  # what the pods run with (krafty.decide.certificates.running_marker)

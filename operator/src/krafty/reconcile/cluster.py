@@ -24,7 +24,7 @@ from krafty.decide import identity
 from krafty.decide.status import DEGRADED, READY, Condition
 from krafty.kraft_wire import random_kafka_uuid
 from krafty.model import KafkaClusterSpec
-from krafty.model.context import ClusterContext
+from krafty.model.context import ClusterContext, OperatorPeer
 from krafty.plan import Facts, Held, PassResult, admit, plan
 from krafty.reconcile import observe as observing
 from krafty.reconcile import status as writer
@@ -48,6 +48,7 @@ class Settings:
     broker_image: str
     cluster_domain: str = "cluster.local"
     rack_cluster_role: str = naming.RACK_CLUSTER_ROLE
+    operator: OperatorPeer | None = None  # the operator's pods, let in to the internal ports
     # Outside Kubernetes (development, tests) pod DNS names do not resolve: the operator's clients use these.
     endpoints: Endpoints | None = None
 
@@ -122,7 +123,7 @@ class ClusterReconciler:
         config = self.kube.get("ConfigMap", naming.config_map(meta["name"]), meta["namespace"])
         draft = ClusterContext(meta["name"], meta["namespace"], meta["uid"], spec, "", (),
                                spec.image or self.settings.broker_image, self.settings.cluster_domain,
-                               self.settings.rack_cluster_role)
+                               self.settings.rack_cluster_role, self.settings.operator)
         try:
             found = identity.resolve((body.get("status") or {}).get("clusterId"),
                                      (config or {}).get("data") if config else None, draft.voter_ids(),

@@ -13,7 +13,7 @@ from typing import Any
 from krafty import naming
 from krafty.model.context import ClusterContext
 from krafty.naming import Pool
-from krafty.render import configmaps, policy, services, workloads
+from krafty.render import configmaps, network_policy, policy, services, workloads
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,7 @@ class Child:
 
 
 def children(ctx: ClusterContext) -> list[Child]:
-    """In apply order: identity and config first, then Services, then workloads."""
+    """In apply order: identity and config first, then Services and the NetworkPolicy, then workloads."""
     name = ctx.name
     out = [
         Child("ServiceAccount", naming.service_account(name), policy.service_account(ctx)),
@@ -33,6 +33,7 @@ def children(ctx: ClusterContext) -> list[Child]:
         Child("ConfigMap", naming.connection_config_map(name), configmaps.connection_config_map(ctx)),
         Child("Service", naming.bootstrap_service(name), services.bootstrap_service(ctx)),
         Child("Service", naming.metrics_service(name), services.metrics_service(ctx)),
+        Child("NetworkPolicy", naming.network_policy(name), network_policy.network_policy(ctx)),
     ]
     for pool in (Pool.CONTROLLER, Pool.BROKER):
         present = pool in ctx.pools()

@@ -1,0 +1,54 @@
+"""The cluster's NetworkPolicy: which pods may reach which port of the Kafka pods.
+
+- controller and replication ports: the cluster's own pods and the operator's;
+- each client listener: the peers it names, everyone when it names none;
+- the metrics port (when metrics are on): the peers metrics names, everyone when none.
+Any other port of the Kafka pods is closed to pods. Kubelet probes come from the node, which
+NetworkPolicies do not restrict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from krafty import naming
+from krafty.model.context import ClusterContext
+from krafty.model.network import NetworkPolicyPeer
+
+
+def _rule(port: int, peers: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    rule: dict[str, Any] = {"ports": [{"protocol": "TCP", "port": port}]}
+    if peers:
+        rule["from"] = list(peers)
+    return rule
+
+
+def _named(peers: Sequence[NetworkPolicyPeer]) -> list[dict[str, Any]]:
+    return [peer.as_kubernetes() for peer in peers]
+
+
+def internal_peers(ctx: ClusterContext) -> list[dict[str, Any]]:
+    """The cluster's own pods and, when it runs in the cluster, the operator's."""
+    peers: list[dict[str, Any]] = [{"podSelector": {"matchLabels": naming.selector_labels(ctx.name)}}]
+    if ctx.operator is not None:
+        peers.append({"namespaceSelector": {"matchLabels": {naming.NAMESPACE_NAME_LABEL: ctx.operator.namespace}},
+                      "podSelector": {"matchLabels": dict(ctx.operator.labels)}})
+    return peers
+
+
+def network_policy(ctx: ClusterContext) -> dict[str, Any] | None:
+    spec = ctx.spec
+    if not spec.network_policies.enabled:
+        return None
+    ingress = [_rule(naming.CONTROLLER_PORT, internal_peers(ctx)), _rule(naming.REPLICATION_PORT, internal_peers(ctx))]
+    ingress += [_rule(listener.port, _named(listener.network_policy_peers)) for listener in spec.listeners]
+    if spec.metrics.enabled:
+        ingress.append(_rule(naming.METRICS_PORT, _named(spec.metrics.network_policy_peers)))
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": ctx.metadata(naming.network_policy(ctx.name)),
+        "spec": {"podSelector": {"matchLabels": naming.selector_labels(ctx.name)},
+                 "policyTypes": ["Ingress"], "ingress": ingress},
+    }
