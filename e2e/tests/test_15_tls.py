@@ -24,6 +24,9 @@ from krafty_testkit.waiting import wait_for
 TLS_PORT = 9094
 CA_FILE = "/tmp/cluster-ca.crt"
 KEY_MARKERS = ("PRIVATE KEY", "ca.key")
+# Kafka's tools in a broker pod, trusting the cluster CA, with no certificate of their own
+TRUST_ONLY = "security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location=/etc/kafka/tls/trust/ca.crt\n"
+BROKER_EXEC = ("exec", "-i", "-n", NAMESPACE, "small-broker-0", "-c", "kafka", "--")
 
 
 def tls_address(handle: KafkaClusterHandle, port: int = TLS_PORT) -> str:
@@ -66,17 +69,14 @@ def test_kcat_and_the_console_tools_produce_and_consume_over_tls(small: KafkaClu
     kcat(trusting_client, "-P", "-b", tls_address(small), *ssl, "-t", "tls-records",
          stdin="".join(f"kcat-{i}\n" for i in range(100)))
     # And Kafka's console producer with a client.properties, in a broker pod (where the tools are)
-    properties = ("security.protocol=SSL\nssl.truststore.type=PEM\n"
-                  "ssl.truststore.location=/etc/kafka/tls/trust/ca.crt\n")
-    broker = ["exec", "-i", "-n", NAMESPACE, "small-broker-0", "-c", "kafka", "--"]
-    operator.kubectl(*broker, "sh", "-c", "cat > /tmp/client.properties", stdin=properties)
-    operator.kubectl(*broker, "kafka-console-producer.sh", "--bootstrap-server", tls_address(small),
+    operator.kubectl(*BROKER_EXEC, "sh", "-c", "cat > /tmp/client.properties", stdin=TRUST_ONLY)
+    operator.kubectl(*BROKER_EXEC, "kafka-console-producer.sh", "--bootstrap-server", tls_address(small),
                      "--command-config", "/tmp/client.properties", "--topic", "tls-records",
                      stdin="".join(f"console-{i}\n" for i in range(100)), timeout=120)
     # When both read everything back through the TLS listener
     by_kcat = kcat(trusting_client, "-C", "-b", tls_address(small), *ssl, "-t", "tls-records", "-o", "beginning",
                    "-e", "-q").split()
-    by_console = operator.kubectl(*broker, "kafka-console-consumer.sh", "--bootstrap-server", tls_address(small),
+    by_console = operator.kubectl(*BROKER_EXEC, "kafka-console-consumer.sh", "--bootstrap-server", tls_address(small),
                                   "--command-config", "/tmp/client.properties", "--topic", "tls-records",
                                   "--from-beginning", "--max-messages", "200", "--timeout-ms", "60000",
                                   timeout=120).split()
@@ -94,12 +94,15 @@ def test_plaintext_untrusting_and_certificateless_clients_are_turned_away(small:
     refused = kcat_fails(trusting_client, "-b", tls_address(small), "-X", "security.protocol=ssl",
                          "-X", "ssl.ca.location=/etc/ssl/certs/ca-certificates.crt")
     assert "certificate verify failed" in refused
-    # The replication and controller listeners want a client certificate of the cluster CA, not only trust
+    # The replication and controller listeners want a client certificate of the cluster CA, not only trust (asked
+    # from a broker pod: the NetworkPolicy keeps the client pod off those ports, test_16_network_policies.py)
+    small.kube.kubectl(*BROKER_EXEC, "sh", "-c", "cat > /tmp/client.properties", stdin=TRUST_ONLY)
     for port in (9091, 9093):
-        address = f"small-broker-0.small-brokers.{NAMESPACE}.svc.cluster.local:{port}"
-        refused = kcat_fails(trusting_client, "-b", address, "-X", "security.protocol=ssl",
-                             "-X", f"ssl.ca.location={CA_FILE}")
-        assert "SSL" in refused, refused
+        address = f"small-broker-1.small-brokers.{NAMESPACE}.svc.cluster.local:{port}"
+        with pytest.raises(KubeError) as failed:
+            small.kube.kubectl(*BROKER_EXEC, "timeout", "60", "kafka-broker-api-versions.sh", "--bootstrap-server",
+                               address, "--command-config", "/tmp/client.properties", timeout=90)
+        assert "SSL handshake failed" in str(failed.value), str(failed.value)[-2000:]
     # While the same client on the TLS listener is served
     assert "3 brokers:" in kcat(trusting_client, "-L", "-b", tls_address(small), "-X", "security.protocol=ssl",
                                 "-X", f"ssl.ca.location={CA_FILE}", "-t", "tls-records")
