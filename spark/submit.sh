@@ -8,7 +8,9 @@
 #   kubectl apply -n "$NAMESPACE" -f spark/k8s/rbac.yaml -f spark/k8s/pvc.yaml
 # and the KafkaCluster "$KAFKA_CLUSTER" must exist there: the operator
 # publishes its "$KAFKA_CLUSTER-kafka-connection" ConfigMap, which the pod
-# templates mount at /etc/krafty/kafka-connection, where the job reads it.
+# templates mount at /etc/krafty/kafka-connection, where the job reads it, and
+# its CA certificates, "$KAFKA_CLUSTER-cluster-ca-cert", mounted at
+# /etc/krafty/kafka-ca (what the job trusts when the first listener is TLS).
 #
 # Environment (all optional):
 #   KUBE_API        API server URL (default: the current kubectl context's)
@@ -48,6 +50,7 @@ templates="$(mktemp -d)"
 if [[ -z "${KRAFTY_SUBMIT_DRY_RUN:-}" ]]; then trap 'rm -rf "$templates"' EXIT; fi
 for role in driver executor; do
   sed -e "s/name: prod-kafka-connection/name: $kafka_cluster-kafka-connection/" \
+      -e "s/secretName: prod-cluster-ca-cert/secretName: $kafka_cluster-cluster-ca-cert/" \
       -e "s|spark.krafty.io/job: pageviews|spark.krafty.io/job: $job_name|" \
       "$here/k8s/$role-pod-template.yaml" > "$templates/$role.yaml"
 done

@@ -54,8 +54,35 @@ def test_a_missing_connection_dir_reads_as_empty(tmp_path):
 def test_command_line_overrides_the_configmap(tmp_path):
     mounted = {"bootstrap.servers": "from-configmap:9092", "security.protocol": "PLAINTEXT"}
     assert resolve_connection(mounted, None, None, tmp_path) == KafkaConnection("from-configmap:9092", "PLAINTEXT")
-    assert resolve_connection(mounted, "cli:9092", "ssl", tmp_path) == KafkaConnection("cli:9092", "SSL")
+    assert resolve_connection(mounted, "cli:9092", "ssl", tmp_path, tmp_path / "ca.crt") == KafkaConnection(
+        "cli:9092", "SSL", str(tmp_path / "ca.crt"))
     assert resolve_connection({}, "cli:9092", None, tmp_path).security_protocol == "PLAINTEXT"
+
+
+def test_tls_from_the_configmap_trusts_the_mounted_cluster_ca(tmp_path):
+    # Given the connection ConfigMap of a cluster whose first listener speaks TLS, and its CA Secret mounted
+    directory = mount_configmap(tmp_path / "conn", {
+        "bootstrap.servers": "b:9094", "security.protocol": "SSL", "ssl.truststore.type": "PEM",
+        "ssl.truststore.secret": "prod-cluster-ca-cert", "ssl.truststore.secret.key": "ca.crt"})
+    ca = tmp_path / "kafka-ca" / "ca.crt"
+    ca.parent.mkdir()
+    ca.write_text("-----BEGIN CERTIFICATE-----\n")
+    options = parse_args([*REQUIRED, "--connection-dir", str(directory)], default_ca=ca)
+    # Then Spark's Kafka client and librdkafka both trust it
+    assert options.kafka.spark_options() == {
+        "kafka.bootstrap.servers": "b:9094", "kafka.security.protocol": "SSL",
+        "kafka.ssl.truststore.type": "PEM", "kafka.ssl.truststore.location": str(ca)}
+    assert options.kafka.client_config() == {"bootstrap.servers": "b:9094", "security.protocol": "SSL",
+                                             "ssl.ca.location": str(ca)}
+
+
+def test_tls_without_a_ca_names_the_secret_to_mount(tmp_path):
+    mounted = {"bootstrap.servers": "b:9094", "security.protocol": "SSL",
+               "ssl.truststore.secret": "prod-cluster-ca-cert"}
+    with pytest.raises(ConfigError, match="mount the Secret prod-cluster-ca-cert at /etc/krafty/kafka-ca"):
+        parse_args(REQUIRED, mounted=mounted, default_ca=tmp_path / "absent.crt")
+    with pytest.raises(ConfigError, match=r"--ca-file .*missing\.crt is not a file"):
+        parse_args([*REQUIRED, "--ca-file", str(tmp_path / "missing.crt")], mounted=mounted)
 
 
 def test_no_bootstrap_address_anywhere_says_what_to_pass_or_mount(tmp_path):

@@ -13,7 +13,7 @@ import pyspark
 import pytest
 import yaml
 
-from krafty_spark.config import DEFAULT_CONNECTION_DIR, parse_args
+from krafty_spark.config import DEFAULT_CA_FILE, DEFAULT_CONNECTION_DIR, parse_args
 from krafty_spark.session import SPARK_DIR
 
 K8S = SPARK_DIR / "k8s"
@@ -59,6 +59,10 @@ def test_pod_templates_mount_the_connection_configmap_where_the_job_reads_it(rol
     assert mounts["kafka-connection"] == {"name": "kafka-connection", "mountPath": str(DEFAULT_CONNECTION_DIR),
                                           "readOnly": True}
     assert volumes["kafka-connection"]["configMap"]["name"] == "prod-kafka-connection"
+    # And the cluster CA's certificates where the job looks for them over TLS
+    assert mounts["kafka-ca"] == {"name": "kafka-ca", "mountPath": str(DEFAULT_CA_FILE.parent), "readOnly": True}
+    assert volumes["kafka-ca"]["secret"] == {"secretName": "prod-cluster-ca-cert",
+                                             "items": [{"key": "ca.crt", "path": DEFAULT_CA_FILE.name}]}
     claim = documents("pvc.yaml")[0]["metadata"]["name"]
     assert volumes["data"]["persistentVolumeClaim"]["claimName"] == claim
     assert mounts["data"]["mountPath"] == "/data"
@@ -90,9 +94,11 @@ def test_spark_application_runs_the_image_job_with_valid_options():
     assert options.output_path.startswith("/data/")
     volumes = {v["name"]: v for v in spec["volumes"]}
     assert volumes["kafka-connection"]["configMap"]["name"] == "prod-kafka-connection"
+    assert volumes["kafka-ca"]["secret"]["secretName"] == "prod-cluster-ca-cert"
     for role in ("driver", "executor"):
         mounts = {m["name"]: m["mountPath"] for m in spec[role]["volumeMounts"]}
-        assert mounts == {"kafka-connection": str(DEFAULT_CONNECTION_DIR), "data": "/data"}
+        assert mounts == {"kafka-connection": str(DEFAULT_CONNECTION_DIR), "kafka-ca": str(DEFAULT_CA_FILE.parent),
+                          "data": "/data"}
 
 
 def dry_submit(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -121,6 +127,7 @@ def test_submit_script_renders_templates_for_the_cluster_and_submits_in_cluster_
         pod = yaml.safe_load((templates / f"{role}.yaml").read_text())
         volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
         assert volumes["kafka-connection"]["configMap"]["name"] == "small-kafka-connection"
+        assert volumes["kafka-ca"]["secret"]["secretName"] == "small-cluster-ca-cert"
         assert pod["metadata"]["labels"]["spark.krafty.io/job"] == "clicks"
     affinity = yaml.safe_load((templates / "executor.yaml").read_text())["spec"]["affinity"]
     assert affinity["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]["labelSelector"][

@@ -1,10 +1,12 @@
 """The job's options: command line, and the Kafka connection the operator publishes.
 
 The operator writes, for a KafkaCluster C, a ConfigMap `C-kafka-connection`
-with the keys `bootstrap.servers` and `security.protocol`. Mounted as a
-directory it holds one file per key; `read_connection_dir` reads it and
-command-line options override what it says. Everything here is pure: no
-Spark, no Kafka client.
+with the keys `bootstrap.servers` and `security.protocol` and, when its first
+listener speaks TLS, `ssl.truststore.secret`: the Secret (`C-cluster-ca-cert`)
+whose `ca.crt` the client trusts, mounted at /etc/krafty/kafka-ca. Mounted as a
+directory the ConfigMap holds one file per key; `read_connection_dir` reads it
+and command-line options override what it says. Nothing here runs Spark or a
+Kafka client.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 DEFAULT_CONNECTION_DIR = Path("/etc/krafty/kafka-connection")
-CONNECTION_KEYS = ("bootstrap.servers", "security.protocol")
+DEFAULT_CA_FILE = Path("/etc/krafty/kafka-ca/ca.crt")
+CONNECTION_KEYS = ("bootstrap.servers", "security.protocol", "ssl.truststore.secret")
+TLS_PROTOCOLS = ("SSL", "SASL_SSL")
 AVAILABLE_NOW = "available-now"
 OUTPUT_FORMATS = ("parquet", "json")
 
@@ -63,15 +67,22 @@ class Duration:
 class KafkaConnection:
     bootstrap_servers: str
     security_protocol: str = "PLAINTEXT"
+    ca_file: str | None = None  # PEM certificates to trust, for TLS
 
     def spark_options(self) -> dict[str, str]:
         """Options for Spark's Kafka source and sink (Kafka client properties prefixed with `kafka.`)."""
-        return {"kafka.bootstrap.servers": self.bootstrap_servers,
-                "kafka.security.protocol": self.security_protocol}
+        options = {"kafka.bootstrap.servers": self.bootstrap_servers,
+                   "kafka.security.protocol": self.security_protocol}
+        if self.ca_file:
+            options |= {"kafka.ssl.truststore.type": "PEM", "kafka.ssl.truststore.location": self.ca_file}
+        return options
 
     def client_config(self) -> dict[str, str]:
         """Properties for a librdkafka (confluent-kafka) client."""
-        return {"bootstrap.servers": self.bootstrap_servers, "security.protocol": self.security_protocol}
+        config = {"bootstrap.servers": self.bootstrap_servers, "security.protocol": self.security_protocol}
+        if self.ca_file:
+            config["ssl.ca.location"] = self.ca_file
+        return config
 
 
 @dataclass(frozen=True)
@@ -120,8 +131,10 @@ def read_connection_dir(directory: Path) -> dict[str, str]:
 
 
 def resolve_connection(mounted: Mapping[str, str], bootstrap_servers: str | None,
-                       security_protocol: str | None, connection_dir: Path) -> KafkaConnection:
-    """Command-line values override the mounted ConfigMap; a bootstrap address is required."""
+                       security_protocol: str | None, connection_dir: Path,
+                       ca_file: Path | None = None) -> KafkaConnection:
+    """Command-line values override the mounted ConfigMap; a bootstrap address is required, and for TLS
+    the CA certificates to trust (`ca_file`: the one named, or the mounted Secret's when it is there)."""
     servers = bootstrap_servers or mounted.get("bootstrap.servers")
     if not servers:
         where = (f"{connection_dir} has no bootstrap.servers file" if connection_dir.is_dir()
@@ -129,8 +142,15 @@ def resolve_connection(mounted: Mapping[str, str], bootstrap_servers: str | None
         raise ConfigError(
             "no Kafka bootstrap address: pass --bootstrap-servers HOST:PORT, or mount the KafkaCluster's "
             f"<cluster>-kafka-connection ConfigMap at {connection_dir} (--connection-dir); {where}")
-    protocol = security_protocol or mounted.get("security.protocol") or "PLAINTEXT"
-    return KafkaConnection(servers.strip(), protocol.strip().upper())
+    protocol = (security_protocol or mounted.get("security.protocol") or "PLAINTEXT").strip().upper()
+    if protocol not in TLS_PROTOCOLS:
+        return KafkaConnection(servers.strip(), protocol)
+    if ca_file is None:
+        secret = mounted.get("ssl.truststore.secret", "<cluster>-cluster-ca-cert")
+        raise ConfigError(
+            f"security.protocol {protocol} needs the CA certificates to trust: mount the Secret {secret} at "
+            f"{DEFAULT_CA_FILE.parent} (its key ca.crt), or pass --ca-file PEM-FILE")
+    return KafkaConnection(servers.strip(), protocol, str(ca_file))
 
 
 def default_lag_group(job_name: str) -> str:
@@ -148,6 +168,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="the <cluster>-kafka-connection ConfigMap mounted as a directory")
     kafka.add_argument("--bootstrap-servers")
     kafka.add_argument("--security-protocol", choices=["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"])
+    kafka.add_argument("--ca-file", type=Path,
+                       help=f"PEM certificates to trust over TLS (default: {DEFAULT_CA_FILE}, when mounted)")
     io = p.add_argument_group("input and output")
     io.add_argument("--input-topics", required=True, help="comma-separated topics of page-view events (JSON)")
     io.add_argument("--starting-offsets", choices=["earliest", "latest"], default="earliest",
@@ -167,12 +189,17 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def parse_args(argv: Sequence[str], mounted: Mapping[str, str] | None = None) -> JobOptions:
+def parse_args(argv: Sequence[str], mounted: Mapping[str, str] | None = None,
+               default_ca: Path = DEFAULT_CA_FILE) -> JobOptions:
     """Parses the command line; `mounted` (for tests) replaces reading --connection-dir."""
     args = _parser().parse_args(list(argv))
     if mounted is None:
         mounted = read_connection_dir(args.connection_dir)
-    connection = resolve_connection(mounted, args.bootstrap_servers, args.security_protocol, args.connection_dir)
+    if args.ca_file is not None and not args.ca_file.is_file():
+        raise ConfigError(f"--ca-file {args.ca_file} is not a file")
+    ca_file = args.ca_file or (default_ca if default_ca.is_file() else None)
+    connection = resolve_connection(mounted, args.bootstrap_servers, args.security_protocol, args.connection_dir,
+                                    ca_file)
     topics = tuple(t.strip() for t in args.input_topics.split(",") if t.strip())
     if not topics:
         raise ConfigError("--input-topics names no topic")
