@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from krafty import naming
-from krafty.decide import cluster_status, preflight, roll, scaling, volumes
+from krafty.decide import cluster_status, listeners, preflight, roll, scaling, volumes
 from krafty.decide.configs import ConfigDiff, diff
 from krafty.decide.status import DEGRADED, PROGRESSING, READY, Condition
 from krafty.model import KafkaClusterSpec, LeaderBalanceMode
@@ -260,11 +260,15 @@ def plan(ctx: ClusterContext, obs: ClusterObservation, facts: Facts) -> ClusterP
     """Everything this pass does, and the status it writes."""
     scale = _scale(ctx, obs, facts)
     formed = _quorum_formed(ctx, obs)
-    sized = replace(ctx, sizes=Sizes(scale.brokers, scale.controllers),
+    published = listeners.published(ctx.spec.listeners, ctx.served_listeners, listeners.brokers_current(obs.nodes))
+    sized = replace(ctx, sizes=Sizes(scale.brokers, scale.controllers), served_listeners=published,
                     # once formed, a node formatting an empty disk joins the existing quorum instead
                     initial_voters=() if formed else ctx.initial_voters)
     # A voter leaving is removed before anything else: the StatefulSet stops it only once that went through.
     actions: list[Action] = [RemoveVoter(scale.remove_voter)] if scale.remove_voter is not None else []
+    moved = listeners.moved(ctx.served_listeners, published)
+    if moved:
+        actions.append(Announce("ListenersPublished", moved))
     if scale.add_voter is not None:
         pool, ordinal = naming.pool_and_ordinal(scale.add_voter.node_id)
         actions.append(AddVoter(scale.add_voter, ctx.host(pool, ordinal)))

@@ -391,3 +391,44 @@ def test_a_caught_up_controller_is_made_a_voter_at_its_own_address():
     [add] = [a for a in result.actions if isinstance(a, AddVoter)]
     assert (add.voter, add.host) == (observer, "prod-controller-3.prod-controllers.kafka.svc.cluster.local")
     assert statefulset_replicas(result.actions, Pool.CONTROLLER) == 4  # the next one starts after it votes
+
+
+def connection(result: Any) -> dict[str, str]:
+    apply = next(a for a in result.actions if isinstance(a, ApplyChildren))
+    child = next(c for c in apply.children if c.name == naming.connection_config_map("prod"))
+    assert child.desired is not None
+    return dict(child.desired["data"])
+
+
+def test_moving_clients_from_plaintext_to_tls_waits_until_every_broker_serves_the_new_listener():
+    plain = {"name": "plain", "port": 9092}
+    tls = {"name": "tls", "port": 9094, "tls": True}
+    base = ctx()
+
+    def with_listeners(*listeners: dict[str, Any], served: tuple[dict[str, Any], ...]) -> ClusterContext:
+        spec = base.spec.model_validate(base.spec.model_dump(by_alias=True) | {"listeners": list(listeners)})
+        return replace(base, spec=spec, served_listeners=tuple(spec.listeners[0].model_validate(s) for s in served))
+
+    rolling = [node(i) for i in CONTROLLERS] + [node(0), node(1, outdated=True), node(2, outdated=True)]
+    # Given a plaintext cluster whose spec puts a new TLS listener first, while the brokers still roll to open it
+    during = plan(with_listeners(tls, plain, served=(plain,)), observe(base, rolling), Facts(BROKERS))
+    # Then applications are still sent to the plaintext listener, and status says so
+    assert connection(during)["security.protocol"] == "PLAINTEXT"
+    assert connection(during)["bootstrap.servers"].endswith(":9092")
+    assert [entry["name"] for entry in during.status["listeners"]] == ["plain"]
+    assert "Announce" not in kinds(during.actions)
+    # When every broker serves it, Then the connection ConfigMap moves clients to TLS and an Event says so
+    after = plan(with_listeners(tls, plain, served=(plain,)), observe(base), Facts(BROKERS))
+    assert connection(after)["security.protocol"] == "SSL"
+    assert connection(after)["ssl.truststore.secret"] == "prod-cluster-ca-cert"
+    assert after.status["bootstrapServers"].endswith(":9094")
+    assert [(e["name"], e["tls"]) for e in after.status["listeners"]] == [("tls", True), ("plain", False)]
+    [announced] = [a for a in after.actions if isinstance(a, Announce)]
+    assert announced.reason == "ListenersPublished"
+    assert "connect to tls (TLS, port 9094)" in announced.message
+    # And removing the plaintext listener later keeps clients on TLS through the roll that closes it
+    closing = plan(with_listeners(tls, served=(tls, plain)), observe(base, rolling), Facts(BROKERS))
+    assert connection(closing)["security.protocol"] == "SSL"
+    # A new cluster publishes its spec at once
+    assert connection(plan(with_listeners(tls, served=()), observe(base, rolling), Facts(BROKERS)))[
+        "security.protocol"] == "SSL"

@@ -196,6 +196,8 @@ def fields(ctx: ClusterContext, obs: ClusterObservation, step: roll.Step, scale:
     status: dict[str, Any] = {
         "clusterId": ctx.cluster_id,
         "bootstrapServers": ctx.bootstrap_servers(),
+        "listeners": [{"name": listener.name, "port": listener.port, "tls": listener.tls,
+                       "bootstrapServers": ctx.bootstrap_servers(listener)} for listener in ctx.published_listeners],
         "readyBrokers": sum(1 for n in obs.nodes if n.is_broker and n.serving),
         "nodes": node_entries(obs),
         "roll": roll_summary(obs, step),

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from krafty import naming
-from krafty.model.cluster import ControllerMode, KafkaClusterSpec
+from krafty.model.cluster import ControllerMode, KafkaClusterSpec, Listener
 from krafty.naming import Pool
 
 
@@ -73,6 +73,8 @@ class ClusterContext:
     internal_tls: bool = True  # mutual TLS between the nodes: fixed when the cluster was created
     certificates: str = ""  # what the pods run with (krafty.decide.certificates.running_marker)
     config_secrets: str = ""  # a digest of the Secrets spec.brokers.configFromSecrets names, as read this pass
+    # The client listeners applications are sent to (krafty.decide.listeners); empty: the spec's
+    served_listeners: tuple[Listener, ...] = ()
 
     @property
     def running_sizes(self) -> Sizes:
@@ -106,8 +108,14 @@ class ClusterContext:
     def host(self, pool: Pool, ordinal: int) -> str:
         return naming.pod_host(self.name, self.namespace, pool, ordinal, self.cluster_domain)
 
-    def bootstrap_servers(self) -> str:
-        return naming.bootstrap_address(self.name, self.namespace, self.cluster_domain, self.spec.listeners[0].port)
+    @property
+    def published_listeners(self) -> tuple[Listener, ...]:
+        return self.served_listeners or self.spec.listeners
+
+    def bootstrap_servers(self, listener: Listener | None = None) -> str:
+        """The bootstrap address of a listener; by default of the first one applications are sent to."""
+        port = (listener or self.published_listeners[0]).port
+        return naming.bootstrap_address(self.name, self.namespace, self.cluster_domain, port)
 
     def controller_bootstrap_servers(self, count: int | None = None) -> str:
         """The controllers' addresses: the first `count` of them, or as many as the spec asks for."""

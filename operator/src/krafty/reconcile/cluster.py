@@ -20,7 +20,7 @@ from krafty import metrics, naming
 from krafty.clients.connection import Connection
 from krafty.clients.kafka_admin import AdminPool
 from krafty.clients.kube import Kube
-from krafty.decide import identity
+from krafty.decide import identity, listeners
 from krafty.decide.status import DEGRADED, READY, Condition
 from krafty.kraft_wire import random_kafka_uuid
 from krafty.model import KafkaClusterSpec
@@ -144,7 +144,8 @@ class ClusterReconciler:
                             f"with{'' if internal_tls else 'out'} TLS between its nodes, which cannot change while it "
                             "runs: it keeps what it was created with", warning=True)
         return replace(draft, cluster_id=found.cluster_id, initial_voters=found.initial_voters,
-                       internal_tls=internal_tls)
+                       internal_tls=internal_tls,
+                       served_listeners=listeners.served((body.get("status") or {}).get("listeners") or ()))
 
     def _hold(self, body: dict[str, Any], reason: str, message: str, moment: datetime.datetime) -> Outcome:
         """A pass that changes nothing until what the spec names exists: said in conditions and an Event."""

@@ -27,10 +27,10 @@ def node_config_map(ctx: ClusterContext) -> dict[str, Any]:
 
 
 def connection_config_map(ctx: ClusterContext) -> dict[str, Any]:
-    """What a client needs to connect (Spark jobs mount it): the first listener's bootstrap address and
-    protocol and, for TLS, the Secret and key of the CA certificates to trust (PEM)."""
+    """What a client needs to connect (Spark jobs mount it): the first published listener's bootstrap address
+    and protocol and, for TLS, the Secret and key of the CA certificates to trust (PEM)."""
     data = {"bootstrap.servers": ctx.bootstrap_servers(), "security.protocol": "PLAINTEXT"}
-    if ctx.spec.listeners[0].tls:
+    if ctx.published_listeners[0].tls:
         data |= {"security.protocol": "SSL", "ssl.truststore.type": "PEM",
                  "ssl.truststore.secret": naming.cluster_ca_cert(ctx.name),
                  "ssl.truststore.secret.key": naming.CA_CERT_KEY}

@@ -1,0 +1,43 @@
+"""Which client listeners applications are sent to: those every broker serves.
+
+The connection ConfigMap and status.listeners publish the spec's listeners only once no broker has a
+change pending; until then they keep what they published before. So a listener added to a running
+cluster is announced after the roll that opens it on every broker, and clients are moved to a listener
+put first only once it is served everywhere: the steps of moving a cluster from plaintext to TLS
+without a moment where the published address does not answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from krafty.model.cluster import Listener
+from krafty.observed import NodeState
+
+
+def brokers_current(nodes: Iterable[NodeState]) -> bool:
+    """Every broker runs and runs what the spec asks for."""
+    return all(node.running and not node.pending for node in nodes if node.is_broker)
+
+
+def published(wanted: tuple[Listener, ...], before: tuple[Listener, ...], current: bool) -> tuple[Listener, ...]:
+    """The listeners to publish this pass (`before`: what status.listeners said; empty for a new cluster)."""
+    if current or not before:
+        return wanted
+    return before
+
+
+def served(entries: Iterable[dict[str, object]]) -> tuple[Listener, ...]:
+    """status.listeners as written by an earlier pass (name, port, tls)."""
+    return tuple(Listener.model_validate({key: entry[key] for key in ("name", "port", "tls") if key in entry})
+                 for entry in entries)
+
+
+def moved(before: tuple[Listener, ...], after: tuple[Listener, ...]) -> str | None:
+    """What changed for applications, when the published listeners do (None: nothing, or a new cluster)."""
+    if not before or before == after:
+        return None
+    first = after[0]
+    protocol = "TLS" if first.tls else "plaintext"
+    return (f"published listeners now {', '.join(f'{lst.name}:{lst.port}' for lst in after)}; applications "
+            f"reading the connection ConfigMap connect to {first.name} ({protocol}, port {first.port})")
