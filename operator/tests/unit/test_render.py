@@ -130,3 +130,13 @@ def test_the_connection_config_map_names_the_first_listeners_protocol_and_the_ca
         "bootstrap.servers": "small-kafka-bootstrap.kafka.svc.cluster.local:9094", "security.protocol": "SSL",
         "ssl.truststore.type": "PEM", "ssl.truststore.secret": "small-cluster-ca-cert",
         "ssl.truststore.secret.key": "ca.crt"}
+
+
+def test_putting_another_listener_first_changes_no_pod_service_or_server_properties():
+    plain, tls = {"name": "plain", "port": 9092}, {"name": "tls", "port": 9094, "tls": True}
+    spec = example("kafkacluster-combined.yaml")["spec"]
+    before = {(c.kind, c.name): c.desired for c in children(context(spec | {"listeners": [plain, tls]}))}
+    after = {(c.kind, c.name): c.desired for c in children(context(spec | {"listeners": [tls, plain]}))}
+    moved = {key for key in before if before[key] != after[key]}
+    # only where applications are sent: the connection ConfigMap (once every broker serves the listener)
+    assert moved == {("ConfigMap", "demo-kafka-connection")}

@@ -109,6 +109,12 @@ class ClusterContext:
         return naming.pod_host(self.name, self.namespace, pool, ordinal, self.cluster_domain)
 
     @property
+    def listeners_by_port(self) -> tuple[Listener, ...]:
+        """The spec's client listeners in port order, which pods, Services and server.properties are rendered
+        from: putting another listener first only moves applications (krafty.decide.listeners), no restart."""
+        return tuple(sorted(self.spec.listeners, key=lambda listener: listener.port))
+
+    @property
     def published_listeners(self) -> tuple[Listener, ...]:
         return self.served_listeners or self.spec.listeners
 

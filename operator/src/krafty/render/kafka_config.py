@@ -28,7 +28,7 @@ def _listeners(ctx: ClusterContext, pool: Pool, ordinal: int) -> dict[str, str]:
     internal = _protocol(ctx.internal_tls)
     bind, advertised, protocols = [], [], []
     if "broker" in roles:
-        for listener in ctx.spec.listeners:
+        for listener in ctx.listeners_by_port:
             bind.append(f"{listener.kafka_name}://:{listener.port}")
             advertised.append(f"{listener.kafka_name}://{host}:{listener.port}")
             protocols.append(f"{listener.kafka_name}:{_protocol(listener.tls)}")

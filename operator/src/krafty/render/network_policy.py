@@ -42,7 +42,7 @@ def network_policy(ctx: ClusterContext) -> dict[str, Any] | None:
     if not spec.network_policies.enabled:
         return None
     ingress = [_rule(naming.CONTROLLER_PORT, internal_peers(ctx)), _rule(naming.REPLICATION_PORT, internal_peers(ctx))]
-    ingress += [_rule(listener.port, _named(listener.network_policy_peers)) for listener in spec.listeners]
+    ingress += [_rule(listener.port, _named(listener.network_policy_peers)) for listener in ctx.listeners_by_port]
     if spec.metrics.enabled:
         ingress.append(_rule(naming.METRICS_PORT, _named(spec.metrics.network_policy_peers)))
     return {

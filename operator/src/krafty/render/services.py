@@ -11,7 +11,7 @@ from krafty.naming import Pool
 
 
 def _listener_ports(ctx: ClusterContext) -> list[dict[str, Any]]:
-    return [{"name": lst.name, "port": lst.port, "targetPort": lst.port} for lst in ctx.spec.listeners]
+    return [{"name": lst.name, "port": lst.port, "targetPort": lst.port} for lst in ctx.listeners_by_port]
 
 
 def headless_service(ctx: ClusterContext, pool: Pool) -> dict[str, Any]:

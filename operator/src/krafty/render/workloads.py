@@ -33,7 +33,7 @@ def heap_mib(spec: NodePool) -> int:
 def _ports(ctx: ClusterContext, pool: Pool) -> list[dict[str, Any]]:
     ports: list[dict[str, Any]] = []
     if pool is Pool.BROKER:
-        ports += [{"name": lst.name, "containerPort": lst.port} for lst in ctx.spec.listeners]
+        ports += [{"name": lst.name, "containerPort": lst.port} for lst in ctx.listeners_by_port]
         ports.append({"name": "replication", "containerPort": naming.REPLICATION_PORT})
     if pool is Pool.CONTROLLER or not ctx.dedicated:
         ports.append({"name": "controller", "containerPort": naming.CONTROLLER_PORT})
