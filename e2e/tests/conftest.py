@@ -1,12 +1,14 @@
 """The two Kafka clusters most end-to-end tests share: a dedicated 3 controllers + 3 brokers
-"prod" and a combined, rack-aware 3-node "small" with a TLS listener; both speak mutual TLS between their
-nodes (images, operator and client pod: e2e/conftest.py)."""
+"prod" and a combined, rack-aware 3-node "small", created with a plaintext listener only and moved to TLS
+on the way (test_15_tls.py adds a TLS listener, test_55_tls_switch.py moves clients and drops plaintext);
+both speak mutual TLS between their nodes (images, operator and client pod: e2e/conftest.py), and the
+Spark image and RBAC the Spark tests share."""
 
 from __future__ import annotations
 
 import pytest
 
-from krafty_testkit.k8s_kafka import KafkaClusterHandle, cluster_spec
+from krafty_testkit.k8s_kafka import NAMESPACE, SPARK_IMAGE, KafkaClusterHandle, cluster_spec, repo_path
 from krafty_testkit.kube import KubeCluster
 
 
@@ -23,8 +25,16 @@ def prod(operator: KubeCluster, cluster_timings: list[tuple[str, float]]) -> Kaf
 def small(operator: KubeCluster, cluster_timings: list[tuple[str, float]]) -> KafkaClusterHandle:
     handle = KafkaClusterHandle(operator, "small")
     # Rack-aware by node name, a label every node has: each broker reads its rack from its node.
-    # A second client listener speaks TLS (e2e/tests/test_15_tls.py).
     handle.apply(cluster_spec("combined", rack={"topologyKey": "kubernetes.io/hostname"},
-                              listeners=[{"name": "plain", "port": 9092}, {"name": "tls", "port": 9094, "tls": True}]))
+                              listeners=[{"name": "plain", "port": 9092}]))
     cluster_timings.append(("KafkaCluster small (3 combined nodes): apply to Ready", handle.wait_ready(900)))
     return handle
+
+
+@pytest.fixture(scope="session")
+def spark_ready(operator: KubeCluster) -> KubeCluster:
+    """The Spark image in the cluster, and the job's ServiceAccount, RBAC and data volume in the namespace."""
+    operator.load_images([SPARK_IMAGE])
+    for manifest in ("rbac.yaml", "pvc.yaml"):
+        operator.kubectl("apply", "-n", NAMESPACE, "-f", str(repo_path("spark", "k8s", manifest)))
+    return operator

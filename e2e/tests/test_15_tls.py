@@ -1,6 +1,8 @@
 """TLS on real pods. The "small" cluster's nodes and the operator speak mutual TLS to each other (the default for a
-new cluster), and its second client listener, tls on 9094, speaks TLS with a certificate of the operator's
-cluster CA. Clients are kcat (librdkafka) in the client pod and Kafka's console tools with a client.properties."""
+new cluster). small starts with a plaintext listener only; the first test adds a second client listener, tls on
+9094, under load: the first step of moving a running cluster to TLS (test_55_tls_switch.py takes the others).
+It speaks TLS with a certificate of the operator's cluster CA. Clients are kcat (librdkafka) in the client pod
+and Kafka's console tools with a client.properties."""
 
 from __future__ import annotations
 
@@ -22,6 +24,8 @@ from krafty_testkit.kube import KubeCluster, KubeError
 from krafty_testkit.waiting import wait_for
 
 TLS_PORT = 9094
+PLAIN_LISTENER = {"name": "plain", "port": 9092}
+TLS_LISTENER = {"name": "tls", "port": TLS_PORT, "tls": True}
 CA_FILE = "/tmp/cluster-ca.crt"
 KEY_MARKERS = ("PRIVATE KEY", "ca.key")
 # Kafka's tools in a broker pod, trusting the cluster CA, with no certificate of their own
@@ -51,8 +55,58 @@ def kcat_fails(client: ClientPod, *args: str) -> str:
     return str(failed.value)
 
 
+def published(handle: KafkaClusterHandle) -> list[str]:
+    """The listeners status says applications are sent to."""
+    return [entry["name"] for entry in handle.status().get("listeners", [])]
+
+
+def test_a_tls_listener_added_under_load_is_published_once_every_broker_serves_it(
+        small: KafkaClusterHandle, client: ClientPod, operator: KubeCluster):
+    operator.apply([topic_resource("switch-plain", "small", partitions=3, replicas=3,
+                                   config={"min.insync.replicas": "2"})])
+    wait_topic_ready(operator, "switch-plain")
+    assert published(small) == ["plain"]
+    before = [p["metadata"]["uid"] for p in small.pods("broker")]
+    samples: list[tuple[bool, list[str], str]] = []  # (a roll under way, published, the ConfigMap's protocol)
+
+    def sample() -> list[str]:
+        status = small.status()
+        connection = small.kube.kubectl_json("get", "configmap", "small-kafka-connection", "-n", NAMESPACE)["data"]
+        names = [entry["name"] for entry in status.get("listeners", [])]
+        samples.append((status.get("roll") is not None, names, connection["security.protocol"]))
+        return names
+
+    # Given an acks=all producer on the plaintext listener
+    with client.steady_producer(small.bootstrap, "switch-plain", rate=50) as produced:
+        time.sleep(5)
+        # When the spec adds a TLS listener
+        small.patch_spec({"listeners": [PLAIN_LISTENER, TLS_LISTENER]})
+        # Then the brokers roll to open it, and it is published only after the roll
+        wait_for(sample, lambda names: names == ["plain", "tls"], 900, "the TLS listener published", interval=2)
+        small.wait_ready(900)
+        time.sleep(5)
+    verified = client.verify(small.bootstrap, "switch-plain")
+    print(f"\nTLS listener added under load: producer {produced}; verified {verified}; "
+          f"{sum(1 for rolling, _, _ in samples if rolling)} of {len(samples)} samples during the roll")
+    assert not set(before) & {p["metadata"]["uid"] for p in small.pods("broker")}  # every broker restarted
+    assert any(rolling for rolling, _, _ in samples)
+    assert all(names == ["plain"] for rolling, names, _ in samples if rolling)
+    assert {protocol for _, _, protocol in samples} == {"PLAINTEXT"}  # plaintext stays first: clients stay
+    assert produced["failed"] == {}
+    assert (verified["lost"], verified["duplicated"]) == (0, 0)
+    assert any(e["reason"] == "ListenersPublished" for e in small.events())
+
+
 @pytest.fixture(scope="module")
-def trusting_client(small: KafkaClusterHandle, client: ClientPod) -> ClientPod:
+def tls_listener(small: KafkaClusterHandle) -> None:
+    """small with its TLS listener (added by the first test, or here when it did not run)."""
+    if "tls" not in [lst["name"] for lst in small.get()["spec"]["listeners"]]:
+        small.patch_spec({"listeners": [PLAIN_LISTENER, TLS_LISTENER]})
+    wait_for(lambda: published(small), lambda names: "tls" in names, 900, "the TLS listener published", interval=5)
+
+
+@pytest.fixture(scope="module")
+def trusting_client(small: KafkaClusterHandle, client: ClientPod, tls_listener: None) -> ClientPod:
     """The client pod, given the cluster CA's certificate from the Secret applications read."""
     ca = secret_text(client.kube, "small-cluster-ca-cert", "ca.crt")
     client.kube.kubectl("exec", "-i", "-n", client.namespace, client.name, "--", "sh", "-c", f"cat > {CA_FILE}",
@@ -110,6 +164,7 @@ def test_plaintext_untrusting_and_certificateless_clients_are_turned_away(small:
                                 "-X", f"ssl.ca.location={CA_FILE}", "-t", "tls-records")
 
 
+@pytest.mark.usefixtures("tls_listener")
 def test_no_private_key_is_in_the_cluster_its_config_maps_or_the_operators_log(small: KafkaClusterHandle,
                                                                              operator: KubeCluster):
     # The keys exist, in Secrets only
@@ -183,6 +238,7 @@ def listening_ports(kube: KubeCluster, pod: str) -> set[int]:
             if len(fields) > 3 and fields[3] == "0A"}
 
 
+@pytest.mark.usefixtures("tls_listener")
 def test_a_node_listens_on_its_listeners_and_metrics_only(small: KafkaClusterHandle, operator: KubeCluster):
     # No JMX remote port, no debug port: the client listeners, replication, controller and the metrics exporter
     assert listening_ports(operator, "small-broker-0") == {9092, TLS_PORT, 9091, 9093, 9404}

@@ -12,11 +12,9 @@ import pytest
 
 from krafty_testkit.k8s_kafka import (
     NAMESPACE,
-    SPARK_IMAGE,
     ClientPod,
     KafkaClusterHandle,
     driver_phase,
-    repo_path,
     submit_spark,
     topic_resource,
     wait_topic_ready,
@@ -42,18 +40,16 @@ def events() -> tuple[list[str], Counter[tuple[str, str]]]:
 
 
 @pytest.fixture(scope="module")
-def spark_ready(operator: KubeCluster, prod: KafkaClusterHandle) -> KubeCluster:
-    operator.load_images([SPARK_IMAGE])
-    for manifest in ("rbac.yaml", "pvc.yaml"):
-        operator.kubectl("apply", "-n", NAMESPACE, "-f", str(repo_path("spark", "k8s", manifest)))
+def page_view_topics(spark_ready: KubeCluster, prod: KafkaClusterHandle) -> None:
+    operator = spark_ready
     operator.apply([topic_resource("page-views", "prod", partitions=3, replicas=3),
                     topic_resource("page-view-counts", "prod", partitions=3, replicas=3,
                                    config={"cleanup.policy": "compact"})])
     wait_topic_ready(operator, "page-views")
     wait_topic_ready(operator, "page-view-counts")
-    return operator
 
 
+@pytest.mark.usefixtures("page_view_topics")
 def test_spark_submit_runs_driver_and_executor_pods_that_count_right(spark_ready: KubeCluster, client: ClientPod,
                                                                      prod: KafkaClusterHandle):
     lines, expected = events()

@@ -47,7 +47,9 @@ def operator_sources_digest() -> str:
 
 def install_operator(kube: KubeCluster, release: str = RELEASE, namespace: str = OPERATOR_NAMESPACE,
                      watch: tuple[str, ...] = (NAMESPACE,), *extra: str) -> None:
-    """helm upgrade --install of the chart with the locally built operator image."""
+    """helm upgrade --install of the chart with the locally built operator image, after its CRDs (Helm installs
+    them only on a first install, so a kept cluster would keep older ones: applied as the README tells users)."""
+    kube.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CHART / "crds"))
     watched = ",".join(watch)
     kube.run_helm("upgrade", "--install", release, str(CHART), "--namespace", namespace, "--create-namespace",
                   "--set", "image.repository=krafty/operator", "--set", "image.tag=e2e",

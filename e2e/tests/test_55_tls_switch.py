@@ -1,0 +1,113 @@
+"""Moving a running cluster from plaintext to TLS, the steps a user takes, on real pods (the first, adding the TLS
+listener under load, is in test_15_tls.py). small serves plain and tls; then:
+1. the spec puts tls first: nothing restarts, and the connection ConfigMap sends applications to TLS at once,
+   since every broker serves it; a Spark job that reads the ConfigMap (and the CA Secret its pods mount)
+   consumes over TLS;
+2. the spec drops plain: the brokers roll under an acks=all producer on TLS that loses nothing, and the
+   plaintext port is closed afterwards."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from collections import Counter
+
+from krafty_testkit.k8s_kafka import (
+    NAMESPACE,
+    ClientPod,
+    KafkaClusterHandle,
+    driver_phase,
+    submit_spark,
+    topic_resource,
+    wait_topic_ready,
+)
+from krafty_testkit.kube import KubeCluster
+from krafty_testkit.waiting import wait_for
+
+from .test_15_tls import PLAIN_LISTENER, TLS_LISTENER, published, tls_address
+from .test_16_network_policies import reachable
+from .test_50_spark import events
+
+CA_FILE = "/tmp/switch-ca.crt"
+
+
+def connection(handle: KafkaClusterHandle) -> dict[str, str]:
+    return dict(handle.kube.kubectl_json("get", "configmap", "small-kafka-connection", "-n", NAMESPACE)["data"])
+
+
+def trust_the_cluster_ca(client: ClientPod) -> None:
+    """The client pod gets ca.crt of the Secret the connection ConfigMap names."""
+    secret = connection_secret = client.kube.kubectl_json("get", "secret", "small-cluster-ca-cert", "-n", NAMESPACE)
+    assert connection_secret["metadata"]["name"] == "small-cluster-ca-cert"
+    ca = base64.b64decode(secret["data"]["ca.crt"]).decode()
+    client.kube.kubectl("exec", "-i", "-n", client.namespace, client.name, "--", "sh", "-c", f"cat > {CA_FILE}",
+                        stdin=ca)
+
+
+def test_clients_move_to_tls_without_a_restart_and_a_spark_job_follows(small: KafkaClusterHandle, client: ClientPod,
+                                                                       spark_ready: KubeCluster):
+    wait_for(lambda: published(small), lambda names: names == ["plain", "tls"], 900, "plain and tls published")
+    uids = [p["metadata"]["uid"] for p in small.pods("broker")]
+    assert connection(small)["security.protocol"] == "PLAINTEXT"
+    # When the spec puts the TLS listener first
+    small.patch_spec({"listeners": [TLS_LISTENER, PLAIN_LISTENER]})
+    # Then the connection ConfigMap sends applications to it, naming the CA Secret to trust, and no broker restarts
+    moved = wait_for(lambda: connection(small), lambda data: data["security.protocol"] == "SSL", 120,
+                     "the connection ConfigMap on TLS")
+    assert moved["bootstrap.servers"] == tls_address(small)
+    assert moved["ssl.truststore.secret"] == "small-cluster-ca-cert"
+    assert published(small) == ["tls", "plain"]
+    # And a Spark job reading the ConfigMap and the mounted CA Secret consumes and produces over TLS
+    spark_ready.apply([topic_resource("switch-views", "small", partitions=3, replicas=3),
+                       topic_resource("switch-view-counts", "small", partitions=3, replicas=3,
+                                      config={"cleanup.policy": "compact"})])
+    wait_topic_ready(spark_ready, "switch-views")
+    wait_topic_ready(spark_ready, "switch-view-counts")
+    trust_the_cluster_ca(client)
+    lines, expected = events()
+    address = moved["bootstrap.servers"]
+    assert client.cli("--ca", CA_FILE, "produce-lines", address, "switch-views",
+                      stdin="\n".join(lines))["acked"] == len(lines)
+    submit_spark(spark_ready, NAMESPACE, "small", "switch-e2e",
+                 "--job-name", "switch-e2e", "--input-topics", "switch-views", "--output-topic", "switch-view-counts",
+                 "--checkpoint", f"/data/switch-e2e/{int(time.time())}/checkpoint", "--trigger", "available-now",
+                 "--window", "1m", "--watermark", "2m")
+    phase = wait_for(lambda: driver_phase(spark_ready, NAMESPACE, "switch-e2e"),
+                     lambda p: p in ("Succeeded", "Failed"), 900, "the Spark driver to finish", interval=5)
+    log = spark_ready.kubectl("logs", "-n", NAMESPACE, "-l", "spark-role=driver,spark-app-name=switch-e2e",
+                              "--tail=-1")
+    assert phase == "Succeeded", log[-4000:]
+    assert "security.protocol = SSL" in log  # Kafka's client logs its configuration
+    counts = client.cli("--ca", CA_FILE, "last-values", address, "switch-view-counts")["values"]
+    got = {(v["page"], v["window_start"]): v["views"] for v in map(json.loads, counts.values())}
+    assert got == dict(Counter(expected))
+    assert [p["metadata"]["uid"] for p in small.pods("broker")] == uids
+
+
+def test_the_plaintext_listener_goes_under_tls_load_and_its_port_closes(small: KafkaClusterHandle, client: ClientPod,
+                                                                        operator: KubeCluster):
+    assert connection(small)["security.protocol"] == "SSL"
+    operator.apply([topic_resource("switch-tls", "small", partitions=3, replicas=3,
+                                   config={"min.insync.replicas": "2"})])
+    wait_topic_ready(operator, "switch-tls")
+    trust_the_cluster_ca(client)
+    address = tls_address(small)
+    protocols: set[str] = set()
+    # Given an acks=all producer on TLS
+    with client.steady_producer(address, "switch-tls", rate=50, ca=CA_FILE) as produced:
+        time.sleep(5)
+        # When the spec drops the plaintext listener
+        small.patch_spec({"listeners": [TLS_LISTENER]})
+        # Then the brokers roll it away while applications stay sent to TLS
+        wait_for(lambda: (protocols.add(connection(small)["security.protocol"]), published(small))[1],
+                 lambda names: names == ["tls"], 900, "plain no longer published", interval=2)
+        small.wait_ready(900)
+        time.sleep(5)
+    verified = client.verify(address, "switch-tls", ca=CA_FILE)
+    print(f"\nplaintext listener removed under TLS load: producer {produced}; verified {verified}")
+    assert protocols == {"SSL"}
+    assert produced["failed"] == {}
+    assert (verified["lost"], verified["duplicated"]) == (0, 0)
+    # And nothing answers on the plaintext port any more
+    assert not reachable(client, PLAIN_LISTENER["port"])
