@@ -7,9 +7,11 @@ Spark image and RBAC the Spark tests share."""
 from __future__ import annotations
 
 import pytest
+from reaching import PLAIN_LISTENER, TLS_LISTENER, published
 
 from krafty_testkit.k8s_kafka import NAMESPACE, SPARK_IMAGE, KafkaClusterHandle, cluster_spec, repo_path
 from krafty_testkit.kube import KubeCluster
+from krafty_testkit.waiting import wait_for
 
 
 @pytest.fixture(scope="session")
@@ -29,6 +31,15 @@ def small(operator: KubeCluster, cluster_timings: list[tuple[str, float]]) -> Ka
                               listeners=[{"name": "plain", "port": 9092}]))
     cluster_timings.append(("KafkaCluster small (3 combined nodes): apply to Ready", handle.wait_ready(900)))
     return handle
+
+
+@pytest.fixture
+def small_tls(small: KafkaClusterHandle) -> KafkaClusterHandle:
+    """small once its TLS listener is published (test_15_tls.py adds it under load; here when that did not run)."""
+    if not [lst for lst in small.get()["spec"]["listeners"] if lst["name"] == "tls"]:
+        small.patch_spec({"listeners": [PLAIN_LISTENER, TLS_LISTENER]})
+    wait_for(lambda: published(small), lambda names: "tls" in names, 900, "the TLS listener published", interval=5)
+    return small
 
 
 @pytest.fixture(scope="session")

@@ -10,6 +10,7 @@ import base64
 import time
 
 import pytest
+from reaching import PLAIN_LISTENER, TLS_LISTENER, TLS_PORT, connection, published, tls_address
 
 from krafty import pki
 from krafty_testkit.k8s_kafka import (
@@ -23,18 +24,11 @@ from krafty_testkit.k8s_kafka import (
 from krafty_testkit.kube import KubeCluster, KubeError
 from krafty_testkit.waiting import wait_for
 
-TLS_PORT = 9094
-PLAIN_LISTENER = {"name": "plain", "port": 9092}
-TLS_LISTENER = {"name": "tls", "port": TLS_PORT, "tls": True}
 CA_FILE = "/tmp/cluster-ca.crt"
 KEY_MARKERS = ("PRIVATE KEY", "ca.key")
 # Kafka's tools in a broker pod, trusting the cluster CA, with no certificate of their own
 TRUST_ONLY = "security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location=/etc/kafka/tls/trust/ca.crt\n"
 BROKER_EXEC = ("exec", "-i", "-n", NAMESPACE, "small-broker-0", "-c", "kafka", "--")
-
-
-def tls_address(handle: KafkaClusterHandle, port: int = TLS_PORT) -> str:
-    return f"{handle.name}-kafka-bootstrap.{handle.namespace}.svc.cluster.local:{port}"
 
 
 def secret_text(kube: KubeCluster, name: str, key: str) -> str:
@@ -55,11 +49,6 @@ def kcat_fails(client: ClientPod, *args: str) -> str:
     return str(failed.value)
 
 
-def published(handle: KafkaClusterHandle) -> list[str]:
-    """The listeners status says applications are sent to."""
-    return [entry["name"] for entry in handle.status().get("listeners", [])]
-
-
 def test_a_tls_listener_added_under_load_is_published_once_every_broker_serves_it(
         small: KafkaClusterHandle, client: ClientPod, operator: KubeCluster):
     operator.apply([topic_resource("switch-plain", "small", partitions=3, replicas=3,
@@ -71,9 +60,8 @@ def test_a_tls_listener_added_under_load_is_published_once_every_broker_serves_i
 
     def sample() -> list[str]:
         status = small.status()
-        connection = small.kube.kubectl_json("get", "configmap", "small-kafka-connection", "-n", NAMESPACE)["data"]
         names = [entry["name"] for entry in status.get("listeners", [])]
-        samples.append((status.get("roll") is not None, names, connection["security.protocol"]))
+        samples.append((status.get("roll") is not None, names, connection(small)["security.protocol"]))
         return names
 
     # Given an acks=all producer on the plaintext listener
@@ -98,15 +86,7 @@ def test_a_tls_listener_added_under_load_is_published_once_every_broker_serves_i
 
 
 @pytest.fixture(scope="module")
-def tls_listener(small: KafkaClusterHandle) -> None:
-    """small with its TLS listener (added by the first test, or here when it did not run)."""
-    if "tls" not in [lst["name"] for lst in small.get()["spec"]["listeners"]]:
-        small.patch_spec({"listeners": [PLAIN_LISTENER, TLS_LISTENER]})
-    wait_for(lambda: published(small), lambda names: "tls" in names, 900, "the TLS listener published", interval=5)
-
-
-@pytest.fixture(scope="module")
-def trusting_client(small: KafkaClusterHandle, client: ClientPod, tls_listener: None) -> ClientPod:
+def trusting_client(small_tls: KafkaClusterHandle, client: ClientPod) -> ClientPod:
     """The client pod, given the cluster CA's certificate from the Secret applications read."""
     ca = secret_text(client.kube, "small-cluster-ca-cert", "ca.crt")
     client.kube.kubectl("exec", "-i", "-n", client.namespace, client.name, "--", "sh", "-c", f"cat > {CA_FILE}",
@@ -164,7 +144,7 @@ def test_plaintext_untrusting_and_certificateless_clients_are_turned_away(small:
                                 "-X", f"ssl.ca.location={CA_FILE}", "-t", "tls-records")
 
 
-@pytest.mark.usefixtures("tls_listener")
+@pytest.mark.usefixtures("small_tls")
 def test_no_private_key_is_in_the_cluster_its_config_maps_or_the_operators_log(small: KafkaClusterHandle,
                                                                              operator: KubeCluster):
     # The keys exist, in Secrets only
@@ -238,7 +218,7 @@ def listening_ports(kube: KubeCluster, pod: str) -> set[int]:
             if len(fields) > 3 and fields[3] == "0A"}
 
 
-@pytest.mark.usefixtures("tls_listener")
+@pytest.mark.usefixtures("small_tls")
 def test_a_node_listens_on_its_listeners_and_metrics_only(small: KafkaClusterHandle, operator: KubeCluster):
     # No JMX remote port, no debug port: the client listeners, replication, controller and the metrics exporter
     assert listening_ports(operator, "small-broker-0") == {9092, TLS_PORT, 9091, 9093, 9404}

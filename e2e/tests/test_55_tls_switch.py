@@ -11,7 +11,10 @@ from __future__ import annotations
 import base64
 import json
 import time
-from collections import Counter
+
+import pytest
+from page_views import events
+from reaching import PLAIN_LISTENER, TLS_LISTENER, connection, published, reachable, tls_address
 
 from krafty_testkit.k8s_kafka import (
     NAMESPACE,
@@ -25,26 +28,19 @@ from krafty_testkit.k8s_kafka import (
 from krafty_testkit.kube import KubeCluster
 from krafty_testkit.waiting import wait_for
 
-from .test_15_tls import PLAIN_LISTENER, TLS_LISTENER, published, tls_address
-from .test_16_network_policies import reachable
-from .test_50_spark import events
-
 CA_FILE = "/tmp/switch-ca.crt"
 
 
-def connection(handle: KafkaClusterHandle) -> dict[str, str]:
-    return dict(handle.kube.kubectl_json("get", "configmap", "small-kafka-connection", "-n", NAMESPACE)["data"])
-
-
-def trust_the_cluster_ca(client: ClientPod) -> None:
-    """The client pod gets ca.crt of the Secret the connection ConfigMap names."""
-    secret = connection_secret = client.kube.kubectl_json("get", "secret", "small-cluster-ca-cert", "-n", NAMESPACE)
-    assert connection_secret["metadata"]["name"] == "small-cluster-ca-cert"
-    ca = base64.b64decode(secret["data"]["ca.crt"]).decode()
+def trust_the_cluster_ca(handle: KafkaClusterHandle, client: ClientPod) -> None:
+    """The client pod gets the CA certificates the connection ConfigMap names, as an application would."""
+    named = connection(handle)
+    secret = client.kube.kubectl_json("get", "secret", named["ssl.truststore.secret"], "-n", NAMESPACE)
+    ca = base64.b64decode(secret["data"][named["ssl.truststore.secret.key"]]).decode()
     client.kube.kubectl("exec", "-i", "-n", client.namespace, client.name, "--", "sh", "-c", f"cat > {CA_FILE}",
                         stdin=ca)
 
 
+@pytest.mark.usefixtures("small_tls")
 def test_clients_move_to_tls_without_a_restart_and_a_spark_job_follows(small: KafkaClusterHandle, client: ClientPod,
                                                                        spark_ready: KubeCluster):
     wait_for(lambda: published(small), lambda names: names == ["plain", "tls"], 900, "plain and tls published")
@@ -64,7 +60,7 @@ def test_clients_move_to_tls_without_a_restart_and_a_spark_job_follows(small: Ka
                                       config={"cleanup.policy": "compact"})])
     wait_topic_ready(spark_ready, "switch-views")
     wait_topic_ready(spark_ready, "switch-view-counts")
-    trust_the_cluster_ca(client)
+    trust_the_cluster_ca(small, client)
     lines, expected = events()
     address = moved["bootstrap.servers"]
     assert client.cli("--ca", CA_FILE, "produce-lines", address, "switch-views",
@@ -75,23 +71,27 @@ def test_clients_move_to_tls_without_a_restart_and_a_spark_job_follows(small: Ka
                  "--window", "1m", "--watermark", "2m")
     phase = wait_for(lambda: driver_phase(spark_ready, NAMESPACE, "switch-e2e"),
                      lambda p: p in ("Succeeded", "Failed"), 900, "the Spark driver to finish", interval=5)
-    log = spark_ready.kubectl("logs", "-n", NAMESPACE, "-l", "spark-role=driver,spark-app-name=switch-e2e",
-                              "--tail=-1")
+    drivers = sorted((p for p in spark_ready.kubectl_json("get", "pods", "-n", NAMESPACE, "-l",
+                                                          "spark-role=driver")["items"]
+                      if p["metadata"]["name"].startswith("switch-e2e-")),
+                     key=lambda p: p["metadata"]["creationTimestamp"])
+    log = spark_ready.kubectl("logs", "-n", NAMESPACE, drivers[-1]["metadata"]["name"])
     assert phase == "Succeeded", log[-4000:]
     assert "security.protocol = SSL" in log  # Kafka's client logs its configuration
     counts = client.cli("--ca", CA_FILE, "last-values", address, "switch-view-counts")["values"]
     got = {(v["page"], v["window_start"]): v["views"] for v in map(json.loads, counts.values())}
-    assert got == dict(Counter(expected))
+    assert got == dict(expected)
     assert [p["metadata"]["uid"] for p in small.pods("broker")] == uids
 
 
+@pytest.mark.usefixtures("small_tls")
 def test_the_plaintext_listener_goes_under_tls_load_and_its_port_closes(small: KafkaClusterHandle, client: ClientPod,
                                                                         operator: KubeCluster):
     assert connection(small)["security.protocol"] == "SSL"
     operator.apply([topic_resource("switch-tls", "small", partitions=3, replicas=3,
                                    config={"min.insync.replicas": "2"})])
     wait_topic_ready(operator, "switch-tls")
-    trust_the_cluster_ca(client)
+    trust_the_cluster_ca(small, client)
     address = tls_address(small)
     protocols: set[str] = set()
     # Given an acks=all producer on TLS
@@ -110,4 +110,4 @@ def test_the_plaintext_listener_goes_under_tls_load_and_its_port_closes(small: K
     assert produced["failed"] == {}
     assert (verified["lost"], verified["duplicated"]) == (0, 0)
     # And nothing answers on the plaintext port any more
-    assert not reachable(client, PLAIN_LISTENER["port"])
+    assert not reachable(client, small, PLAIN_LISTENER["port"])

@@ -1,0 +1,43 @@
+"""How the end-to-end tests reach a cluster: its client listeners, what it publishes to applications (status
+and the connection ConfigMap) and plain TCP reachability from the client pod (for NetworkPolicies)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from krafty_testkit.k8s_kafka import NAMESPACE, ClientPod, KafkaClusterHandle
+
+TLS_PORT = 9094
+PLAIN_LISTENER: dict[str, Any] = {"name": "plain", "port": 9092}
+TLS_LISTENER: dict[str, Any] = {"name": "tls", "port": TLS_PORT, "tls": True}
+
+_PROBE = """import socket, sys
+try:
+    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3).close()
+    print("open")
+except OSError as error:
+    print("closed", error)
+"""
+
+
+def tls_address(handle: KafkaClusterHandle, port: int = TLS_PORT) -> str:
+    return f"{handle.name}-kafka-bootstrap.{handle.namespace}.svc.cluster.local:{port}"
+
+
+def published(handle: KafkaClusterHandle) -> list[str]:
+    """The listeners status says applications are sent to."""
+    return [entry["name"] for entry in handle.status().get("listeners", [])]
+
+
+def connection(handle: KafkaClusterHandle) -> dict[str, str]:
+    """The connection ConfigMap applications read."""
+    return dict(handle.kube.kubectl_json("get", "configmap", f"{handle.name}-kafka-connection", "-n",
+                                         NAMESPACE)["data"])
+
+
+def reachable(client: ClientPod, handle: KafkaClusterHandle, port: int) -> bool:
+    """Whether a TCP connection from the client pod to broker 0's port opens (three seconds at most)."""
+    host = f"{handle.name}-broker-0.{handle.name}-brokers.{handle.namespace}.svc.cluster.local"
+    out = client.kube.kubectl("exec", "-n", client.namespace, client.name, "--", "python3", "-c", _PROBE, host,
+                              str(port), timeout=30)
+    return out.strip().startswith("open")
