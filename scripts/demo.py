@@ -2,10 +2,10 @@
 
 Brings up a Kubernetes cluster (the local one here, kind where Docker answers, or the current kube
 context with KRAFTY_E2E_CLUSTER=existing), installs the operator with Helm, creates a KafkaCluster with
-dedicated controllers and its Topics, produces page-view events, runs the Spark job on the cluster,
-prints its results, the operator's metrics and the Spark job's consumer lag, and says how to tear
-down. Every step is idempotent: running it again reuses what exists. Any failure stops it with a
-message and a non-zero exit.
+dedicated controllers and its Topics, produces page-view events over TLS, runs the Spark job on the
+cluster (it connects over TLS, trusting the cluster CA), prints its results, the operator's metrics and
+the Spark job's consumer lag, and says how to tear down. Every step is idempotent: running it again
+reuses what exists. Any failure stops it with a message and a non-zero exit.
 
   python scripts/demo.py          run the demo
   python scripts/demo.py down     remove what the demo created (the Kubernetes cluster stays)
@@ -45,11 +45,14 @@ def step(title: str, action: Callable[[], T]) -> T:
 
 
 def cluster_spec() -> dict[str, Any]:
-    """The dedicated-controllers example, sized for a small machine."""
+    """The dedicated-controllers example, sized for a small machine. Applications are sent to its TLS
+    listener, put first (the connection ConfigMap names it and the CA Secret); the plaintext one stays for
+    Kafka's tools inside the pods."""
     spec = yaml.safe_load(k.repo_path("crds", "examples", "kafkacluster-dedicated.yaml").read_text())["spec"]
     for pool in ("brokers", "controllers"):
         spec[pool].update(k.SMALL_NODE)
     spec["brokers"].pop("template", None)
+    spec["listeners"] = [{"name": "tls", "port": 9094, "tls": True}, {"name": "plain", "port": 9092}]
     return dict(spec)
 
 
@@ -84,12 +87,21 @@ def topics(kube: KubeCluster) -> None:
     print(kube.kubectl("get", "topics", "-n", NAMESPACE))
 
 
+def tls(client: k.ClientPod, handle: k.KafkaClusterHandle) -> tuple[str, ...]:
+    """What the client pod passes to connect as the connection ConfigMap says: over TLS, trusting the CA."""
+    connection = handle.connection()
+    if connection["security.protocol"] != "SSL":
+        raise RuntimeError(f"the connection ConfigMap says {connection['security.protocol']}, not SSL")
+    return ("--ca", client.trust_cluster_ca(handle))
+
+
 def produce(client: k.ClientPod, handle: k.KafkaClusterHandle) -> None:
     lines = events()
-    result = client.cli("produce-lines", handle.bootstrap, "page-views", stdin="\n".join(lines))
+    address = handle.connection()["bootstrap.servers"]
+    result = client.cli(*tls(client, handle), "produce-lines", address, "page-views", stdin="\n".join(lines))
     if result["acked"] != len(lines):
         raise RuntimeError(f"only {result['acked']} of {len(lines)} events were acknowledged")
-    print(f"  {len(lines)} page-view events written with acks=all")
+    print(f"  {len(lines)} page-view events written with acks=all over TLS to {address}")
 
 
 def handle_id(kube: KubeCluster) -> str:
@@ -111,7 +123,9 @@ def spark(kube: KubeCluster) -> None:
 
 
 def results(client: k.ClientPod, handle: k.KafkaClusterHandle) -> None:
-    counts = [json.loads(v) for v in client.cli("last-values", handle.bootstrap, "page-view-counts")["values"].values()]
+    address = handle.connection()["bootstrap.servers"]
+    values = client.cli(*tls(client, handle), "last-values", address, "page-view-counts")["values"]
+    counts = [json.loads(v) for v in values.values()]
     counts.sort(key=lambda c: (c["window_start"], -c["views"]))
     print(f"  {'window start (UTC)':<26} {'page':<12} views")
     for c in counts[:24]:
@@ -156,7 +170,8 @@ def main(argv: list[str]) -> int:
     client = k.ClientPod(kube, namespace=NAMESPACE)
     step("starting a client pod", client.create)
     step("producing page-view events", lambda: produce(client, handle))
-    step("running the Spark job on the cluster (spark-submit, k8s:// master, cluster mode)", lambda: spark(kube))
+    step("running the Spark job on the cluster (spark-submit, k8s:// master, cluster mode; Kafka over TLS)",
+         lambda: spark(kube))
     step("page views per page and minute, as Spark counted them", lambda: results(client, handle))
     step("metrics", lambda: metrics(kube, handle))
     print("\nTear down: `make demo-down` (the demo), then `e2e/localkube/localkube down` (the local cluster).")

@@ -1,11 +1,11 @@
-"""How the end-to-end tests reach a cluster: its client listeners, what it publishes to applications (status
-and the connection ConfigMap) and plain TCP reachability from the client pod (for NetworkPolicies)."""
+"""How the end-to-end tests reach a cluster: its client listeners, the ones status publishes to applications,
+and plain TCP reachability from the client pod (for NetworkPolicies)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from krafty_testkit.k8s_kafka import NAMESPACE, ClientPod, KafkaClusterHandle
+from krafty_testkit.k8s_kafka import ClientPod, KafkaClusterHandle
 
 TLS_PORT = 9094
 PLAIN_LISTENER: dict[str, Any] = {"name": "plain", "port": 9092}
@@ -27,12 +27,6 @@ def tls_address(handle: KafkaClusterHandle, port: int = TLS_PORT) -> str:
 def published(handle: KafkaClusterHandle) -> list[str]:
     """The listeners status says applications are sent to."""
     return [entry["name"] for entry in handle.status().get("listeners", [])]
-
-
-def connection(handle: KafkaClusterHandle) -> dict[str, str]:
-    """The connection ConfigMap applications read."""
-    return dict(handle.kube.kubectl_json("get", "configmap", f"{handle.name}-kafka-connection", "-n",
-                                         NAMESPACE)["data"])
 
 
 def reachable(client: ClientPod, handle: KafkaClusterHandle, port: int) -> bool:

@@ -10,7 +10,7 @@ import base64
 import time
 
 import pytest
-from reaching import PLAIN_LISTENER, TLS_LISTENER, TLS_PORT, connection, published, tls_address
+from reaching import PLAIN_LISTENER, TLS_LISTENER, TLS_PORT, published, tls_address
 
 from krafty import pki
 from krafty_testkit.k8s_kafka import (
@@ -61,7 +61,7 @@ def test_a_tls_listener_added_under_load_is_published_once_every_broker_serves_i
     def sample() -> list[str]:
         status = small.status()
         names = [entry["name"] for entry in status.get("listeners", [])]
-        samples.append((status.get("roll") is not None, names, connection(small)["security.protocol"]))
+        samples.append((status.get("roll") is not None, names, small.connection()["security.protocol"]))
         return names
 
     # Given an acks=all producer on the plaintext listener

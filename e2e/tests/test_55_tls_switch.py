@@ -8,13 +8,12 @@ listener under load, is in test_15_tls.py). small serves plain and tls; then:
 
 from __future__ import annotations
 
-import base64
 import json
 import time
 
 import pytest
 from page_views import events
-from reaching import PLAIN_LISTENER, TLS_LISTENER, connection, published, reachable, tls_address
+from reaching import PLAIN_LISTENER, TLS_LISTENER, published, reachable, tls_address
 
 from krafty_testkit.k8s_kafka import (
     NAMESPACE,
@@ -28,28 +27,17 @@ from krafty_testkit.k8s_kafka import (
 from krafty_testkit.kube import KubeCluster
 from krafty_testkit.waiting import wait_for
 
-CA_FILE = "/tmp/switch-ca.crt"
-
-
-def trust_the_cluster_ca(handle: KafkaClusterHandle, client: ClientPod) -> None:
-    """The client pod gets the CA certificates the connection ConfigMap names, as an application would."""
-    named = connection(handle)
-    secret = client.kube.kubectl_json("get", "secret", named["ssl.truststore.secret"], "-n", NAMESPACE)
-    ca = base64.b64decode(secret["data"][named["ssl.truststore.secret.key"]]).decode()
-    client.kube.kubectl("exec", "-i", "-n", client.namespace, client.name, "--", "sh", "-c", f"cat > {CA_FILE}",
-                        stdin=ca)
-
 
 @pytest.mark.usefixtures("small_tls")
 def test_clients_move_to_tls_without_a_restart_and_a_spark_job_follows(small: KafkaClusterHandle, client: ClientPod,
                                                                        spark_ready: KubeCluster):
     wait_for(lambda: published(small), lambda names: names == ["plain", "tls"], 900, "plain and tls published")
     uids = [p["metadata"]["uid"] for p in small.pods("broker")]
-    assert connection(small)["security.protocol"] == "PLAINTEXT"
+    assert small.connection()["security.protocol"] == "PLAINTEXT"
     # When the spec puts the TLS listener first
     small.patch_spec({"listeners": [TLS_LISTENER, PLAIN_LISTENER]})
     # Then the connection ConfigMap sends applications to it, naming the CA Secret to trust, and no broker restarts
-    moved = wait_for(lambda: connection(small), lambda data: data["security.protocol"] == "SSL", 120,
+    moved = wait_for(small.connection, lambda data: data["security.protocol"] == "SSL", 120,
                      "the connection ConfigMap on TLS")
     assert moved["bootstrap.servers"] == tls_address(small)
     assert moved["ssl.truststore.secret"] == "small-cluster-ca-cert"
@@ -60,10 +48,10 @@ def test_clients_move_to_tls_without_a_restart_and_a_spark_job_follows(small: Ka
                                       config={"cleanup.policy": "compact"})])
     wait_topic_ready(spark_ready, "switch-views")
     wait_topic_ready(spark_ready, "switch-view-counts")
-    trust_the_cluster_ca(small, client)
+    ca = client.trust_cluster_ca(small)
     lines, expected = events()
     address = moved["bootstrap.servers"]
-    assert client.cli("--ca", CA_FILE, "produce-lines", address, "switch-views",
+    assert client.cli("--ca", ca, "produce-lines", address, "switch-views",
                       stdin="\n".join(lines))["acked"] == len(lines)
     submit_spark(spark_ready, NAMESPACE, "small", "switch-e2e",
                  "--job-name", "switch-e2e", "--input-topics", "switch-views", "--output-topic", "switch-view-counts",
@@ -78,7 +66,7 @@ def test_clients_move_to_tls_without_a_restart_and_a_spark_job_follows(small: Ka
     log = spark_ready.kubectl("logs", "-n", NAMESPACE, drivers[-1]["metadata"]["name"])
     assert phase == "Succeeded", log[-4000:]
     assert "security.protocol = SSL" in log  # Kafka's client logs its configuration
-    counts = client.cli("--ca", CA_FILE, "last-values", address, "switch-view-counts")["values"]
+    counts = client.cli("--ca", ca, "last-values", address, "switch-view-counts")["values"]
     got = {(v["page"], v["window_start"]): v["views"] for v in map(json.loads, counts.values())}
     assert got == dict(expected)
     assert [p["metadata"]["uid"] for p in small.pods("broker")] == uids
@@ -87,24 +75,24 @@ def test_clients_move_to_tls_without_a_restart_and_a_spark_job_follows(small: Ka
 @pytest.mark.usefixtures("small_tls")
 def test_the_plaintext_listener_goes_under_tls_load_and_its_port_closes(small: KafkaClusterHandle, client: ClientPod,
                                                                         operator: KubeCluster):
-    assert connection(small)["security.protocol"] == "SSL"
+    assert small.connection()["security.protocol"] == "SSL"
     operator.apply([topic_resource("switch-tls", "small", partitions=3, replicas=3,
                                    config={"min.insync.replicas": "2"})])
     wait_topic_ready(operator, "switch-tls")
-    trust_the_cluster_ca(small, client)
+    ca = client.trust_cluster_ca(small)
     address = tls_address(small)
     protocols: set[str] = set()
     # Given an acks=all producer on TLS
-    with client.steady_producer(address, "switch-tls", rate=50, ca=CA_FILE) as produced:
+    with client.steady_producer(address, "switch-tls", rate=50, ca=ca) as produced:
         time.sleep(5)
         # When the spec drops the plaintext listener
         small.patch_spec({"listeners": [TLS_LISTENER]})
         # Then the brokers roll it away while applications stay sent to TLS
-        wait_for(lambda: (protocols.add(connection(small)["security.protocol"]), published(small))[1],
+        wait_for(lambda: (protocols.add(small.connection()["security.protocol"]), published(small))[1],
                  lambda names: names == ["tls"], 900, "plain no longer published", interval=2)
         small.wait_ready(900)
         time.sleep(5)
-    verified = client.verify(address, "switch-tls", ca=CA_FILE)
+    verified = client.verify(address, "switch-tls", ca=ca)
     print(f"\nplaintext listener removed under TLS load: producer {produced}; verified {verified}")
     assert protocols == {"SSL"}
     assert produced["failed"] == {}

@@ -123,6 +123,15 @@ class PendingChange:
 
 
 @dataclass(frozen=True)
+class ServedListener:
+    """A client listener a running pod serves, as its static config says."""
+
+    name: str  # Kafka's (upper-case) listener name
+    port: int
+    tls: bool
+
+
+@dataclass(frozen=True)
 class NodeState:
     """One Kafka node as Kubernetes and Kafka see it."""
 
@@ -137,6 +146,7 @@ class NodeState:
     pending: tuple[PendingChange, ...] = ()  # how the pod differs from the current template
     trouble: str | None = None  # why the pod does not start, when it will not by itself
     requests: Mapping[str, str] = field(default_factory=dict)  # what its running pod requests (cpu, memory)
+    listeners: frozenset[ServedListener] = frozenset()  # the client listeners its running pod serves
 
     @property
     def template_pending(self) -> bool:

@@ -260,7 +260,7 @@ def plan(ctx: ClusterContext, obs: ClusterObservation, facts: Facts) -> ClusterP
     """Everything this pass does, and the status it writes."""
     scale = _scale(ctx, obs, facts)
     formed = _quorum_formed(ctx, obs)
-    published = listeners.published(ctx.spec.listeners, ctx.served_listeners, listeners.brokers_current(obs.nodes))
+    published = listeners.published(ctx.spec.listeners, ctx.served_listeners, obs.nodes)
     sized = replace(ctx, sizes=Sizes(scale.brokers, scale.controllers), served_listeners=published,
                     # once formed, a node formatting an empty disk joins the existing quorum instead
                     initial_voters=() if formed else ctx.initial_voters)

@@ -15,7 +15,15 @@ from krafty import naming
 from krafty.decide.configs import diff
 from krafty.model.context import ClusterContext
 from krafty.naming import Pool
-from krafty.observed import ChangeKind, NodeState, PendingChange, PodPhase, Preflight, PreflightOutcome
+from krafty.observed import (
+    ChangeKind,
+    NodeState,
+    PendingChange,
+    PodPhase,
+    Preflight,
+    PreflightOutcome,
+    ServedListener,
+)
 
 RESTART_ANNOTATION = f"{naming.GROUP}/restart"
 REVISION_LABEL = "controller-revision-hash"
@@ -88,6 +96,20 @@ def _static_config(metadata: Mapping[str, Any]) -> dict[str, str]:
     return dict(json.loads(raw)) if raw else {}
 
 
+def served_listeners(pod: Pod) -> frozenset[ServedListener]:
+    """The client listeners a pod was started with (its static config: listeners and their protocols)."""
+    config = _static_config(pod["metadata"])
+    protocols = dict(part.split(":", 1) for part in config.get("listener.security.protocol.map", "").split(",")
+                     if ":" in part)
+    served = set()
+    for bound in filter(None, config.get("listeners", "").split(",")):
+        name, _, address = bound.partition("://")
+        if name in (naming.REPLICATION_LISTENER, naming.CONTROLLER_LISTENER) or name not in protocols:
+            continue
+        served.add(ServedListener(name, int(address.rsplit(":", 1)[1]), protocols[name] == "SSL"))
+    return frozenset(served)
+
+
 def _without_admission_defaults(running: Sequence[Any], wanted: Sequence[Any]) -> list[Any]:
     """A pod's tolerations minus the ones the API server adds to every pod (DefaultTolerationSeconds)."""
     return [t for t in running if t in wanted or not (t.get("key") in ADMISSION_TOLERATION_KEYS
@@ -145,7 +167,7 @@ def node_states(ctx: ClusterContext, statefulsets: Mapping[Pool, Mapping[str, An
                 node_id=node_id, pool=pool, pod=naming.pod(ctx.name, pool, index), roles=ctx.roles(pool, index),
                 phase=phase(pod, now, timeout), revision_current=current,
                 restart_requested=bool(annotations.get(RESTART_ANNOTATION)), registered=node_id in registered,
-                trouble=trouble(pod), requests=_requests(pod),
+                trouble=trouble(pod), requests=_requests(pod), listeners=served_listeners(pod) if pod else frozenset(),
                 pending=pending_changes(pod, template) if pod and template and not current else ()))
     return tuple(nodes)
 

@@ -24,6 +24,7 @@ from krafty.observed import (
     PendingChange,
     PodPhase,
     QuorumState,
+    ServedListener,
     VoterState,
 )
 from krafty.plan import (
@@ -401,24 +402,30 @@ def connection(result: Any) -> dict[str, str]:
 
 
 def test_moving_clients_from_plaintext_to_tls_waits_until_every_broker_serves_the_new_listener():
-    plain = {"name": "plain", "port": 9092}
-    tls = {"name": "tls", "port": 9094, "tls": True}
+    plain, tls = {"name": "plain", "port": 9092}, {"name": "tls", "port": 9094, "tls": True}
+    served_plain, served_tls = ServedListener("PLAIN", 9092, False), ServedListener("TLS", 9094, True)
     base = ctx()
 
-    def with_listeners(*listeners: dict[str, Any], served: tuple[dict[str, Any], ...]) -> ClusterContext:
+    def with_listeners(*listeners: dict[str, Any], before: tuple[dict[str, Any], ...]) -> ClusterContext:
         spec = base.spec.model_validate(base.spec.model_dump(by_alias=True) | {"listeners": list(listeners)})
-        return replace(base, spec=spec, served_listeners=tuple(spec.listeners[0].model_validate(s) for s in served))
+        return replace(base, spec=spec, served_listeners=tuple(spec.listeners[0].model_validate(s) for s in before))
 
-    rolling = [node(i) for i in CONTROLLERS] + [node(0), node(1, outdated=True), node(2, outdated=True)]
-    # Given a plaintext cluster whose spec puts a new TLS listener first, while the brokers still roll to open it
-    during = plan(with_listeners(tls, plain, served=(plain,)), observe(base, rolling), Facts(BROKERS))
-    # Then applications are still sent to the plaintext listener, and status says so
-    assert connection(during)["security.protocol"] == "PLAINTEXT"
-    assert connection(during)["bootstrap.servers"].endswith(":9092")
-    assert [entry["name"] for entry in during.status["listeners"]] == ["plain"]
-    assert "Announce" not in kinds(during.actions)
+    def serving(*per_broker: frozenset[ServedListener]) -> ClusterObservation:
+        brokers = [replace(node(b), listeners=served) for b, served in zip(BROKERS, per_broker, strict=True)]
+        return observe(base, [node(i) for i in CONTROLLERS] + brokers)
+
+    old, both = frozenset({served_plain}), frozenset({served_plain, served_tls})
+    # Given a plaintext cluster whose spec puts a new TLS listener first, while the brokers roll to open it
+    # (the first pass after the change too: no broker has a change pending yet, none serves the listener)
+    for brokers in ((old, old, old), (both, old, old)):
+        during = plan(with_listeners(tls, plain, before=(plain,)), serving(*brokers), Facts(BROKERS))
+        # Then applications are still sent to the plaintext listener, and status says so
+        assert connection(during)["security.protocol"] == "PLAINTEXT"
+        assert connection(during)["bootstrap.servers"].endswith(":9092")
+        assert [entry["name"] for entry in during.status["listeners"]] == ["plain"]
+        assert "Announce" not in kinds(during.actions)
     # When every broker serves it, Then the connection ConfigMap moves clients to TLS and an Event says so
-    after = plan(with_listeners(tls, plain, served=(plain,)), observe(base), Facts(BROKERS))
+    after = plan(with_listeners(tls, plain, before=(plain,)), serving(both, both, both), Facts(BROKERS))
     assert connection(after)["security.protocol"] == "SSL"
     assert connection(after)["ssl.truststore.secret"] == "prod-cluster-ca-cert"
     assert after.status["bootstrapServers"].endswith(":9094")
@@ -427,8 +434,13 @@ def test_moving_clients_from_plaintext_to_tls_waits_until_every_broker_serves_th
     assert announced.reason == "ListenersPublished"
     assert "connect to tls (TLS, port 9094)" in announced.message
     # And removing the plaintext listener later keeps clients on TLS through the roll that closes it
-    closing = plan(with_listeners(tls, served=(tls, plain)), observe(base, rolling), Facts(BROKERS))
+    closing = plan(with_listeners(tls, before=(tls, plain)), serving(both, frozenset({served_tls}), both),
+                   Facts(BROKERS))
     assert connection(closing)["security.protocol"] == "SSL"
-    # A new cluster publishes its spec at once
-    assert connection(plan(with_listeners(tls, served=()), observe(base, rolling), Facts(BROKERS)))[
+    assert [entry["name"] for entry in closing.status["listeners"]] == ["tls"]
+    # A broker down keeps what was published; a new cluster publishes its spec at once
+    down = [replace(node(0, PodPhase.MISSING), listeners=both), *(replace(node(b), listeners=both) for b in (1, 2))]
+    assert connection(plan(with_listeners(tls, plain, before=(plain,)), observe(
+        base, [node(i) for i in CONTROLLERS] + down), Facts(BROKERS)))["security.protocol"] == "PLAINTEXT"
+    assert connection(plan(with_listeners(tls, before=()), serving(old, old, old), Facts(BROKERS)))[
         "security.protocol"] == "SSL"

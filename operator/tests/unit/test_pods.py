@@ -13,10 +13,11 @@ import yaml
 from krafty import naming
 from krafty.decide import roll
 from krafty.naming import Pool
-from krafty.observed import ChangeKind, NodeState, PendingChange, PodPhase
-from krafty.pods import pending_changes, phase, trouble
+from krafty.observed import ChangeKind, NodeState, PendingChange, PodPhase, ServedListener
+from krafty.pods import pending_changes, phase, served_listeners, trouble
+from krafty.render.workloads import statefulset
 
-from ..conftest import CRDS
+from ..conftest import CRDS, context, example
 
 NOW = datetime.datetime(2026, 11, 23, 12, 0, tzinfo=datetime.UTC)
 ADMITTED = [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute",
@@ -126,3 +127,12 @@ def test_certificate_and_secret_changes_are_typed_and_need_no_preflight():
     assert roll.restart_reason(only_certificates) == (
         roll.RestartReason.CERTIFICATES_CHANGED,
         "c-broker-0: certificates (trusted CAs/generation) aaaa/1 -> bbbb,aaaa/1")
+
+
+def test_a_pod_serves_the_client_listeners_its_static_config_was_started_with():
+    spec = example("kafkacluster-combined.yaml")["spec"] | {
+        "listeners": [{"name": "tls", "port": 9094, "tls": True}, {"name": "plain", "port": 9092}]}
+    template = statefulset(context(spec), Pool.BROKER)["spec"]["template"]
+    assert served_listeners({"metadata": template["metadata"]}) == {
+        ServedListener("PLAIN", 9092, False), ServedListener("TLS", 9094, True)}
+    assert served_listeners(pod()) == frozenset()  # (a pod of an older operator: nothing known)

@@ -4,6 +4,7 @@ The end-to-end tests and the demo (scripts/demo.py) both use it."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import hashlib
 import json
@@ -128,6 +129,11 @@ class KafkaClusterHandle:
                                        f"kafka.krafty.io/cluster={self.name},kafka.krafty.io/pool={pool}")["items"]
         return sorted(items, key=lambda p: p["metadata"]["name"])
 
+    def connection(self) -> dict[str, str]:
+        """The connection ConfigMap the operator publishes for applications."""
+        return dict(self.kube.kubectl_json("get", "configmap", f"{self.name}-kafka-connection", "-n",
+                                           self.namespace)["data"])
+
     def kafka_tool(self, tool: str, *args: str, timeout: float = 120) -> str:
         """Runs one of Kafka's own tools inside broker 0."""
         return self.kube.kubectl("exec", "-n", self.namespace, f"{self.name}-broker-0", "-c", "kafka", "--",
@@ -159,6 +165,16 @@ class ClientPod:
         self.kube.kubectl("apply", "-f", "-", stdin=json.dumps(pod))
         self.kube.kubectl("wait", "--for=condition=Ready", f"pod/{self.name}", "-n", self.namespace,
                           "--timeout=180s", timeout=200)
+
+    def trust_cluster_ca(self, handle: KafkaClusterHandle) -> str:
+        """Copies the CA certificates the cluster's connection ConfigMap names into the pod, as an application
+        would mount them; returns the file's path there."""
+        named = handle.connection()
+        secret = self.kube.kubectl_json("get", "secret", named["ssl.truststore.secret"], "-n", handle.namespace)
+        path = f"/tmp/{handle.name}-ca.crt"
+        self.kube.kubectl("exec", "-i", "-n", self.namespace, self.name, "--", "sh", "-c", f"cat > {path}",
+                          stdin=base64.b64decode(secret["data"][named["ssl.truststore.secret.key"]]).decode())
+        return path
 
     def cli(self, *args: str, timeout: float = 300, stdin: str | None = None) -> dict[str, Any]:
         """One traffic_cli.py command's JSON report (args may start with --ca FILE: over TLS)."""

@@ -1,30 +1,32 @@
 """Which client listeners applications are sent to: those every broker serves.
 
-The connection ConfigMap and status.listeners publish the spec's listeners only once no broker has a
-change pending; until then they keep what they published before. So a listener added to a running
+The connection ConfigMap and status.listeners publish the spec's listeners that every broker's running
+pod serves (its static config says which, with their protocol), in the spec's order; while a roll has
+not opened any of them everywhere they keep what they published before. So a listener added to a running
 cluster is announced after the roll that opens it on every broker, and clients are moved to a listener
-put first only once it is served everywhere: the steps of moving a cluster from plaintext to TLS
-without a moment where the published address does not answer.
+put first only once it is served everywhere: the steps of moving a cluster from plaintext to TLS without
+a moment where the published address does not answer.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from krafty.model.cluster import Listener
-from krafty.observed import NodeState
+from krafty.observed import NodeState, ServedListener
 
 
-def brokers_current(nodes: Iterable[NodeState]) -> bool:
-    """Every broker runs and runs what the spec asks for."""
-    return all(node.running and not node.pending for node in nodes if node.is_broker)
+def _served_everywhere(listener: Listener, brokers: Sequence[NodeState]) -> bool:
+    wanted = ServedListener(listener.kafka_name, listener.port, listener.tls)
+    return bool(brokers) and all(node.running and wanted in node.listeners for node in brokers)
 
 
-def published(wanted: tuple[Listener, ...], before: tuple[Listener, ...], current: bool) -> tuple[Listener, ...]:
+def published(wanted: tuple[Listener, ...], before: tuple[Listener, ...],
+              nodes: Iterable[NodeState]) -> tuple[Listener, ...]:
     """The listeners to publish this pass (`before`: what status.listeners said; empty for a new cluster)."""
-    if current or not before:
-        return wanted
-    return before
+    brokers = [node for node in nodes if node.is_broker]
+    served = tuple(listener for listener in wanted if _served_everywhere(listener, brokers))
+    return served or before or wanted
 
 
 def served(entries: Iterable[dict[str, object]]) -> tuple[Listener, ...]:
