@@ -33,7 +33,7 @@ def small(operator: KubeCluster, cluster_timings: list[tuple[str, float]]) -> Ka
     return handle
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def small_tls(small: KafkaClusterHandle) -> KafkaClusterHandle:
     """small once its TLS listener is published (test_15_tls.py adds it under load; here when that did not run)."""
     if not [lst for lst in small.get()["spec"]["listeners"] if lst["name"] == "tls"]:
