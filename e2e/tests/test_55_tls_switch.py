@@ -72,10 +72,18 @@ def test_clients_move_to_tls_without_a_restart_and_a_spark_job_follows(small: Ka
     assert [p["metadata"]["uid"] for p in small.pods("broker")] == uids
 
 
-@pytest.mark.usefixtures("small_tls")
+@pytest.fixture
+def clients_on_tls(small_tls: KafkaClusterHandle) -> KafkaClusterHandle:
+    """small with its TLS listener first (the test above puts it there; here when it did not run)."""
+    if small_tls.connection()["security.protocol"] != "SSL":
+        small_tls.patch_spec({"listeners": [TLS_LISTENER, PLAIN_LISTENER]})
+        wait_for(small_tls.connection, lambda data: data["security.protocol"] == "SSL", 120, "clients on TLS")
+    return small_tls
+
+
+@pytest.mark.usefixtures("clients_on_tls")
 def test_the_plaintext_listener_goes_under_tls_load_and_its_port_closes(small: KafkaClusterHandle, client: ClientPod,
                                                                         operator: KubeCluster):
-    assert small.connection()["security.protocol"] == "SSL"
     operator.apply([topic_resource("switch-tls", "small", partitions=3, replicas=3,
                                    config={"min.insync.replicas": "2"})])
     wait_topic_ready(operator, "switch-tls")
