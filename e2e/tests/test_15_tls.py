@@ -169,6 +169,7 @@ def certificate_markers(handle: KafkaClusterHandle) -> list[str]:
             for p in handle.pods("broker")]
 
 
+@pytest.mark.full  # three rolls, about six minutes: CI keeps the TLS listener added and removed under load
 def test_a_requested_ca_renewal_rolls_the_cluster_under_tls_traffic_and_loses_nothing(
         small: KafkaClusterHandle, trusting_client: ClientPod, operator: KubeCluster):
     operator.apply([topic_resource("tls-renewal", "small", partitions=3, replicas=3,
