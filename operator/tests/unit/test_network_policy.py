@@ -12,6 +12,7 @@ from krafty import naming
 from krafty.model import KafkaClusterSpec
 from krafty.model.context import OperatorPeer
 from krafty.model.network import NetworkPolicyPeer
+from krafty.naming import Pool
 from krafty.render.cluster import children
 from krafty.render.network_policy import network_policy
 
@@ -34,8 +35,9 @@ def test_internal_ports_admit_only_the_clusters_pods_and_the_operators():
     rules = _rules(example("kafkacluster-combined.yaml")["spec"])
     operator = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "krafty-system"}},
                 "podSelector": {"matchLabels": dict(OPERATOR.labels)}}
+    brokers = {"podSelector": {"matchLabels": naming.selector_labels("demo", Pool.BROKER)}}
     assert rules[naming.CONTROLLER_PORT] == [CLUSTER_PODS, operator]
-    assert rules[naming.REPLICATION_PORT] == [CLUSTER_PODS, operator]
+    assert rules[naming.REPLICATION_PORT] == [brokers, operator]  # (dedicated controllers never call brokers)
     # an operator outside the cluster (development) reaches the pods from the node, which policies leave open
     assert _rules(example("kafkacluster-combined.yaml")["spec"], None)[naming.CONTROLLER_PORT] == [CLUSTER_PODS]
 

@@ -83,6 +83,7 @@ class NetworkPolicyPeer(Spec):
 
 
 class NetworkPolicies(Spec):
-    # One NetworkPolicy per cluster: the controller and replication ports only from the cluster's own pods
-    # and the operator, each client listener and the metrics port from the peers named there.
+    # One NetworkPolicy per cluster: the controller port only from the cluster's own pods and the operator,
+    # the replication port only from its brokers and the operator, each client listener and the metrics
+    # port from the peers named there.
     enabled: bool = True

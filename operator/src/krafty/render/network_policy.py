@@ -1,6 +1,7 @@
 """The cluster's NetworkPolicy: which pods may reach which port of the Kafka pods.
 
-- controller and replication ports: the cluster's own pods and the operator's;
+- the controller port: the cluster's own pods and the operator's;
+- the replication port: the cluster's brokers and the operator (its Admin client bootstraps there);
 - each client listener: the peers it names, everyone when it names none;
 - the metrics port (when metrics are on): the peers metrics names, everyone when none.
 Any other port of the Kafka pods is closed to pods. Kubelet probes come from the node, which
@@ -15,6 +16,7 @@ from typing import Any
 from krafty import naming
 from krafty.model.context import ClusterContext
 from krafty.model.network import NetworkPolicyPeer
+from krafty.naming import Pool
 
 
 def _rule(port: int, peers: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -28,9 +30,9 @@ def _named(peers: Sequence[NetworkPolicyPeer]) -> list[dict[str, Any]]:
     return [peer.as_kubernetes() for peer in peers]
 
 
-def internal_peers(ctx: ClusterContext) -> list[dict[str, Any]]:
-    """The cluster's own pods and, when it runs in the cluster, the operator's."""
-    peers: list[dict[str, Any]] = [{"podSelector": {"matchLabels": naming.selector_labels(ctx.name)}}]
+def internal_peers(ctx: ClusterContext, pool: Pool | None = None) -> list[dict[str, Any]]:
+    """The cluster's own pods (of one pool, when given) and, when it runs in the cluster, the operator's."""
+    peers: list[dict[str, Any]] = [{"podSelector": {"matchLabels": naming.selector_labels(ctx.name, pool)}}]
     if ctx.operator is not None:
         peers.append({"namespaceSelector": {"matchLabels": {naming.NAMESPACE_NAME_LABEL: ctx.operator.namespace}},
                       "podSelector": {"matchLabels": dict(ctx.operator.labels)}})
@@ -41,7 +43,8 @@ def network_policy(ctx: ClusterContext) -> dict[str, Any] | None:
     spec = ctx.spec
     if not spec.network_policies.enabled:
         return None
-    ingress = [_rule(naming.CONTROLLER_PORT, internal_peers(ctx)), _rule(naming.REPLICATION_PORT, internal_peers(ctx))]
+    ingress = [_rule(naming.CONTROLLER_PORT, internal_peers(ctx)),
+               _rule(naming.REPLICATION_PORT, internal_peers(ctx, Pool.BROKER))]
     ingress += [_rule(listener.port, _named(listener.network_policy_peers)) for listener in ctx.listeners_by_port]
     if spec.metrics.enabled:
         ingress.append(_rule(naming.METRICS_PORT, _named(spec.metrics.network_policy_peers)))
