@@ -1,8 +1,8 @@
 """Moving a running cluster from plaintext to TLS, the steps a user takes, on real pods (the first, adding the TLS
 listener under load, is in test_15_tls.py). small serves plain and tls; then:
 1. the spec puts tls first: nothing restarts, and the connection ConfigMap sends applications to TLS at once,
-   since every broker serves it; a Spark job that reads the ConfigMap (and the CA Secret its pods mount)
-   consumes over TLS;
+   since every broker serves it; the Spark job, which counted the events before over plaintext, reads the
+   new ConfigMap (and the CA Secret its pods mount) at its next run and resumes from its checkpoint over TLS;
 2. the spec drops plain: the brokers roll under an acks=all producer on TLS that loses nothing, and the
    plaintext port is closed afterwards."""
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from typing import Any
 
 import pytest
 from page_views import events
@@ -19,7 +20,6 @@ from krafty_testkit.k8s_kafka import (
     NAMESPACE,
     ClientPod,
     KafkaClusterHandle,
-    driver_phase,
     submit_spark,
     topic_resource,
     wait_topic_ready,
@@ -28,12 +28,49 @@ from krafty_testkit.kube import KubeCluster
 from krafty_testkit.waiting import wait_for
 
 
+def drivers(kube: KubeCluster, job: str) -> list[dict[str, Any]]:
+    """The job's Spark driver pods, oldest first."""
+    pods = kube.kubectl_json("get", "pods", "-n", NAMESPACE, "-l", "spark-role=driver")["items"]
+    return sorted((p for p in pods if p["metadata"]["name"].startswith(f"{job}-")),
+                  key=lambda p: p["metadata"]["creationTimestamp"])
+
+
+def run_spark(kube: KubeCluster, job: str, checkpoint: str) -> str:
+    """One available-now run of the page-view job on small (from its checkpoint); its driver's log."""
+    before = {p["metadata"]["name"] for p in drivers(kube, job)}
+    submit_spark(kube, NAMESPACE, "small", job, "--job-name", job, "--input-topics", "switch-views",
+                 "--output-topic", "switch-view-counts", "--checkpoint", checkpoint, "--trigger", "available-now",
+                 "--window", "1m", "--watermark", "2m")
+
+    def finished() -> dict[str, Any] | None:
+        new = [p for p in drivers(kube, job) if p["metadata"]["name"] not in before]
+        return new[-1] if new and new[-1]["status"].get("phase") in ("Succeeded", "Failed") else None
+
+    driver = wait_for(finished, lambda found: found is not None, 900, f"a new {job} driver to finish", interval=5)
+    assert driver is not None
+    log = kube.kubectl("logs", "-n", NAMESPACE, driver["metadata"]["name"])
+    assert driver["status"]["phase"] == "Succeeded", log[-4000:]
+    return log
+
+
 @pytest.mark.usefixtures("small_tls")
-def test_clients_move_to_tls_without_a_restart_and_a_spark_job_follows(small: KafkaClusterHandle, client: ClientPod,
-                                                                       spark_ready: KubeCluster):
+def test_clients_move_to_tls_without_a_restart_and_the_spark_job_resumes_over_tls(
+        small: KafkaClusterHandle, client: ClientPod, spark_ready: KubeCluster):
     wait_for(lambda: published(small), lambda names: names == ["plain", "tls"], 900, "plain and tls published")
     uids = [p["metadata"]["uid"] for p in small.pods("broker")]
+    spark_ready.apply([topic_resource("switch-views", "small", partitions=3, replicas=3),
+                       topic_resource("switch-view-counts", "small", partitions=3, replicas=3,
+                                      config={"cleanup.policy": "compact"})])
+    wait_topic_ready(spark_ready, "switch-views")
+    wait_topic_ready(spark_ready, "switch-view-counts")
+    lines, expected = events()
+    half = len(lines) // 2
+    checkpoint = f"/data/switch-e2e/{int(time.time())}/checkpoint"
+    # Given the page-view job counting the first half of the events, connected as the ConfigMap says: plaintext
     assert small.connection()["security.protocol"] == "PLAINTEXT"
+    assert client.cli("produce-lines", small.bootstrap, "switch-views",
+                      stdin="\n".join(lines[:half]))["acked"] == half
+    assert "security.protocol = PLAINTEXT" in run_spark(spark_ready, "switch-e2e", checkpoint)
     # When the spec puts the TLS listener first
     small.patch_spec({"listeners": [TLS_LISTENER, PLAIN_LISTENER]})
     # Then the connection ConfigMap sends applications to it, naming the CA Secret to trust, and no broker restarts
@@ -42,30 +79,13 @@ def test_clients_move_to_tls_without_a_restart_and_a_spark_job_follows(small: Ka
     assert moved["bootstrap.servers"] == tls_address(small)
     assert moved["ssl.truststore.secret"] == "small-cluster-ca-cert"
     assert published(small) == ["tls", "plain"]
-    # And a Spark job reading the ConfigMap and the mounted CA Secret consumes and produces over TLS
-    spark_ready.apply([topic_resource("switch-views", "small", partitions=3, replicas=3),
-                       topic_resource("switch-view-counts", "small", partitions=3, replicas=3,
-                                      config={"cleanup.policy": "compact"})])
-    wait_topic_ready(spark_ready, "switch-views")
-    wait_topic_ready(spark_ready, "switch-view-counts")
+    # And the job's next run reads the new connection and the mounted CA Secret, resumes from its checkpoint
+    # over TLS (Kafka's client logs its configuration), and its counts cover both halves exactly
     ca = client.trust_cluster_ca(small)
-    lines, expected = events()
     address = moved["bootstrap.servers"]
     assert client.cli("--ca", ca, "produce-lines", address, "switch-views",
-                      stdin="\n".join(lines))["acked"] == len(lines)
-    submit_spark(spark_ready, NAMESPACE, "small", "switch-e2e",
-                 "--job-name", "switch-e2e", "--input-topics", "switch-views", "--output-topic", "switch-view-counts",
-                 "--checkpoint", f"/data/switch-e2e/{int(time.time())}/checkpoint", "--trigger", "available-now",
-                 "--window", "1m", "--watermark", "2m")
-    phase = wait_for(lambda: driver_phase(spark_ready, NAMESPACE, "switch-e2e"),
-                     lambda p: p in ("Succeeded", "Failed"), 900, "the Spark driver to finish", interval=5)
-    drivers = sorted((p for p in spark_ready.kubectl_json("get", "pods", "-n", NAMESPACE, "-l",
-                                                          "spark-role=driver")["items"]
-                      if p["metadata"]["name"].startswith("switch-e2e-")),
-                     key=lambda p: p["metadata"]["creationTimestamp"])
-    log = spark_ready.kubectl("logs", "-n", NAMESPACE, drivers[-1]["metadata"]["name"])
-    assert phase == "Succeeded", log[-4000:]
-    assert "security.protocol = SSL" in log  # Kafka's client logs its configuration
+                      stdin="\n".join(lines[half:]))["acked"] == len(lines) - half
+    assert "security.protocol = SSL" in run_spark(spark_ready, "switch-e2e", checkpoint)
     counts = client.cli("--ca", ca, "last-values", address, "switch-view-counts")["values"]
     got = {(v["page"], v["window_start"]): v["views"] for v in map(json.loads, counts.values())}
     assert got == dict(expected)
