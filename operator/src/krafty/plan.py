@@ -260,13 +260,13 @@ def plan(ctx: ClusterContext, obs: ClusterObservation, facts: Facts) -> ClusterP
     """Everything this pass does, and the status it writes."""
     scale = _scale(ctx, obs, facts)
     formed = _quorum_formed(ctx, obs)
-    published = listeners.published(ctx.spec.listeners, ctx.served_listeners, obs.nodes)
-    sized = replace(ctx, sizes=Sizes(scale.brokers, scale.controllers), served_listeners=published,
+    published = listeners.published(ctx.spec.listeners, ctx.announced_listeners, obs.nodes)
+    sized = replace(ctx, sizes=Sizes(scale.brokers, scale.controllers), announced_listeners=published,
                     # once formed, a node formatting an empty disk joins the existing quorum instead
                     initial_voters=() if formed else ctx.initial_voters)
     # A voter leaving is removed before anything else: the StatefulSet stops it only once that went through.
     actions: list[Action] = [RemoveVoter(scale.remove_voter)] if scale.remove_voter is not None else []
-    moved = listeners.moved(ctx.served_listeners, published)
+    moved = listeners.moved(ctx.announced_listeners, published)
     if moved:
         actions.append(Announce("ListenersPublished", moved))
     if scale.add_voter is not None:

@@ -408,7 +408,7 @@ def test_moving_clients_from_plaintext_to_tls_waits_until_every_broker_serves_th
 
     def with_listeners(*listeners: dict[str, Any], before: tuple[dict[str, Any], ...]) -> ClusterContext:
         spec = base.spec.model_validate(base.spec.model_dump(by_alias=True) | {"listeners": list(listeners)})
-        return replace(base, spec=spec, served_listeners=tuple(spec.listeners[0].model_validate(s) for s in before))
+        return replace(base, spec=spec, announced_listeners=tuple(spec.listeners[0].model_validate(s) for s in before))
 
     def serving(*per_broker: frozenset[ServedListener]) -> ClusterObservation:
         brokers = [replace(node(b), listeners=served) for b, served in zip(BROKERS, per_broker, strict=True)]

@@ -29,7 +29,7 @@ def published(wanted: tuple[Listener, ...], before: tuple[Listener, ...],
     return served or before or wanted
 
 
-def served(entries: Iterable[dict[str, object]]) -> tuple[Listener, ...]:
+def from_status(entries: Iterable[dict[str, object]]) -> tuple[Listener, ...]:
     """status.listeners as written by an earlier pass (name, port, tls)."""
     return tuple(Listener.model_validate({key: entry[key] for key in ("name", "port", "tls") if key in entry})
                  for entry in entries)

@@ -73,8 +73,8 @@ class ClusterContext:
     internal_tls: bool = True  # mutual TLS between the nodes: fixed when the cluster was created
     certificates: str = ""  # what the pods run with (krafty.decide.certificates.running_marker)
     config_secrets: str = ""  # a digest of the Secrets spec.brokers.configFromSecrets names, as read this pass
-    # The client listeners applications are sent to (krafty.decide.listeners); empty: the spec's
-    served_listeners: tuple[Listener, ...] = ()
+    # The client listeners applications are sent to (status.listeners; krafty.decide.listeners); empty: the spec's
+    announced_listeners: tuple[Listener, ...] = ()
 
     @property
     def running_sizes(self) -> Sizes:
@@ -116,7 +116,7 @@ class ClusterContext:
 
     @property
     def published_listeners(self) -> tuple[Listener, ...]:
-        return self.served_listeners or self.spec.listeners
+        return self.announced_listeners or self.spec.listeners
 
     def bootstrap_servers(self, listener: Listener | None = None) -> str:
         """The bootstrap address of a listener; by default of the first one applications are sent to."""

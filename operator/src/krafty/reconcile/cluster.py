@@ -145,7 +145,7 @@ class ClusterReconciler:
                             "runs: it keeps what it was created with", warning=True)
         return replace(draft, cluster_id=found.cluster_id, initial_voters=found.initial_voters,
                        internal_tls=internal_tls,
-                       served_listeners=listeners.served((body.get("status") or {}).get("listeners") or ()))
+                       announced_listeners=listeners.from_status((body.get("status") or {}).get("listeners") or ()))
 
     def _hold(self, body: dict[str, Any], reason: str, message: str, moment: datetime.datetime) -> Outcome:
         """A pass that changes nothing until what the spec names exists: said in conditions and an Event."""
