@@ -24,8 +24,9 @@ from .components import Component
 from .settings import Settings
 
 CONTROL_PLANE = ("etcd", "containerd", "kube-apiserver")
-NODE = ("kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy", "coredns", "local-path-provisioner",
-        "kube-router")
+NODE = ("kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy", "coredns", "local-path-provisioner")
+# Started once the node is registered and Ready: kube-router exits when it cannot read its node.
+NETWORK = ("kube-router",)
 API_CLIENTS = ("kube-router", "local-path-provisioner", "coredns", "kube-scheduler", "kube-controller-manager")
 SYSCTLS = {"net/ipv4/ip_forward": "1", "net/bridge/bridge-nf-call-iptables": "1",
            "net/bridge/bridge-nf-call-ip6tables": "1"}
@@ -92,7 +93,8 @@ def _write_configs(cfg: Settings, node_ip: str) -> None:
         cfg.config / "Corefile": render.corefile(cfg, node_ip),
     }
     for path, text in files.items():
-        path.write_text(text)
+        if not path.exists() or path.read_text() != text:  # kube-proxy exits when its config file is written
+            path.write_text(text)
 
 
 def kubectl(cfg: Settings, *args: str, stdin: str | None = None, timeout: float = 60) -> str:
@@ -134,7 +136,7 @@ def _purge_containers(cfg: Settings) -> None:
 
 
 def is_up(cfg: Settings) -> bool:
-    names = CONTROL_PLANE + NODE
+    names = CONTROL_PLANE + NODE + NETWORK
     if any(procs.pid_of(cfg.pids, n) is None for n in names):
         return False
     try:
@@ -165,6 +167,7 @@ def up() -> float:
     _apply_addons(cfg, node_ip)
     start_missing(cfg, comps, NODE)
     wait_for(lambda: components.node_ready(cfg), lambda seen: seen == "ok", 180, f"node {s.NODE_NAME} Ready")
+    start_missing(cfg, comps, NETWORK)
     wait_for(lambda: components.default_service_account(cfg), lambda seen: seen == "ok", 60,
              "the default ServiceAccount")
     seconds = time.monotonic() - began
@@ -202,7 +205,7 @@ def down(quiet: bool = False) -> float:
 
 def status() -> dict[str, object]:
     cfg = Settings.from_env()
-    running = {n: procs.pid_of(cfg.pids, n) for n in CONTROL_PLANE + NODE}
+    running = {n: procs.pid_of(cfg.pids, n) for n in CONTROL_PLANE + NODE + NETWORK}
     try:
         node = components.node_ready(cfg) if running["kube-apiserver"] else "API server not running"
     except OSError as error:
