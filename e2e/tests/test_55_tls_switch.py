@@ -101,6 +101,7 @@ def clients_on_tls(small_tls: KafkaClusterHandle) -> KafkaClusterHandle:
     return small_tls
 
 
+@pytest.mark.full  # a roll under load, about five minutes: CI keeps the roll that adds the TLS listener
 @pytest.mark.usefixtures("clients_on_tls")
 def test_the_plaintext_listener_goes_under_tls_load_and_its_port_closes(small: KafkaClusterHandle, client: ClientPod,
                                                                         operator: KubeCluster):
