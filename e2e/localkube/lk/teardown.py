@@ -36,7 +36,7 @@ KUBE_ROUTER_TAG = "kube-router"  # in the comment of every rule kube-router puts
 # The cluster's programs. Other people on the machine may run the same ones (an API server for
 # integration tests, say): a process is ours only when its command line names our state or run dir.
 PROGRAMS = ("etcd", "containerd", "containerd-shim-runc-v2", "runc", "kube-apiserver", "kube-controller-manager",
-            "kube-scheduler", "kubelet", "kube-proxy", "coredns", "local-path-provisioner")
+            "kube-scheduler", "kubelet", "kube-proxy", "coredns", "local-path-provisioner", "kube-router")
 
 
 # Processes
