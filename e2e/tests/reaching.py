@@ -20,8 +20,8 @@ except OSError as error:
 """
 
 
-def tls_address(handle: KafkaClusterHandle, port: int = TLS_PORT) -> str:
-    return f"{handle.name}-kafka-bootstrap.{handle.namespace}.svc.cluster.local:{port}"
+def tls_address(handle: KafkaClusterHandle) -> str:
+    return handle.bootstrap_at(TLS_PORT)
 
 
 def published(handle: KafkaClusterHandle) -> list[str]:

@@ -80,7 +80,11 @@ class KafkaClusterHandle:
 
     @property
     def bootstrap(self) -> str:
-        return f"{self.name}-kafka-bootstrap.{self.namespace}.svc.cluster.local:9092"
+        return self.bootstrap_at(9092)
+
+    def bootstrap_at(self, port: int) -> str:
+        """The bootstrap Service's address at one listener's port."""
+        return f"{self.name}-kafka-bootstrap.{self.namespace}.svc.cluster.local:{port}"
 
     def apply(self, spec: dict[str, Any], annotations: dict[str, str] | None = None) -> None:
         meta: dict[str, Any] = {"name": self.name, "namespace": self.namespace}
