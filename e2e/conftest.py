@@ -54,6 +54,21 @@ def pytest_runtest_makereport(item: pytest.Item) -> Generator[None, pytest.TestR
     cluster = next((value for value in values if isinstance(value, KubeCluster)), None)
     if report.failed and cluster is not None:
         report.sections.append(("cluster when it failed", _diagnostics(cluster)))
+    if report.failed:
+        _print_now(item.config, report)
+
+
+def _print_now(config: pytest.Config, report: pytest.TestReport) -> None:
+    """A failure printed as it happens, not only in the summary: a run cut short (CI's time limit) still
+    shows why each test failed."""
+    terminal = config.pluginmanager.get_plugin("terminalreporter")
+    if terminal is None:
+        return
+    sections = "".join(f"\n--- {title}\n{content}" for title, content in report.sections
+                       if title == "cluster when it failed")
+    terminal.write_line(f"\nFAILED {report.nodeid} ({report.when}, {report.duration:.0f} s)\n"
+                        f"{report.longreprtext[-4000:]}{sections[-6000:]}")
+    terminal.flush()
 
 
 def _diagnostics(cluster: KubeCluster) -> str:
