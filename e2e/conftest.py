@@ -6,6 +6,9 @@ yields it. Bringing it up is idempotent: a cluster that is already up costs abou
 session brought the cluster up, it takes it down at the end, unless KRAFTY_E2E_KEEP_CLUSTER=1 (handy
 while iterating: the next session starts in a second).
 
+KRAFTY_E2E_BUDGET_MINUTES (`make e2e` sets it from CI's time limit) ends the run, failed, once a test finishes
+past it: the summary of what failed is printed instead of the run being killed in the middle.
+
 Tests marked cluster_lifecycle take the cluster down and up again; they run before every other e2e test
 so nothing another test set up is lost, and they leave the cluster up. They need the local cluster
 (they inspect this machine): with another kind of cluster they are deselected, and the run says so.
@@ -27,6 +30,7 @@ LIFECYCLE = "cluster_lifecycle"
 OPERATOR_LABEL = "app.kubernetes.io/name=krafty-operator"
 
 _timings: list[tuple[str, float]] = []
+_started = time.monotonic()
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -43,6 +47,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         print(f"\ndeselected {len(lifecycle)} {LIFECYCLE} test(s): they need the local cluster")
         return
     items[:] = lifecycle + [item for item in items if item not in lifecycle]
+
+
+@pytest.fixture(autouse=True)
+def time_budget(request: pytest.FixtureRequest) -> Iterator[None]:
+    yield
+    budget = os.environ.get("KRAFTY_E2E_BUDGET_MINUTES")
+    spent = (time.monotonic() - _started) / 60
+    if budget and spent > float(budget):
+        request.session.shouldfail = (f"out of time: {spent:.0f} min spent, over KRAFTY_E2E_BUDGET_MINUTES={budget} "
+                                      f"(stopped after {request.node.nodeid})")
 
 
 @pytest.hookimpl(hookwrapper=True)
