@@ -29,6 +29,8 @@ NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set by the API server on
 # On the pod template: the trust bundle and node certificates the pods run with (a change rolls them)
 CERTIFICATES_ANNOTATION = f"{GROUP}/certificates"
 # On the pod template: a digest of the Secrets spec.brokers.configFromSecrets names (a change rolls the brokers)
+# A digest of the clients CA bundle the brokers trust on listeners with authentication tls (a renewal rolls them)
+CLIENTS_CA_ANNOTATION = f"{GROUP}/clients-ca"
 CONFIG_SECRETS_ANNOTATION = f"{GROUP}/config-secrets"
 # On the node certificates' Secret: bumped when certificates nodes already run with are issued again
 CERTIFICATE_GENERATION_ANNOTATION = f"{GROUP}/certificate-generation"
@@ -79,6 +81,7 @@ KAFKA_HOME = "/opt/kafka"
 TLS_DIR = "/etc/kafka/tls"
 NODE_CERTS_DIR = f"{TLS_DIR}/node"  # every node's certificate and key (the node certificates' Secret)
 TRUST_DIR = f"{TLS_DIR}/trust"  # the cluster CA bundle
+CLIENTS_TRUST_DIR = f"{TLS_DIR}/clients-trust"  # the clients CA bundle (listeners with authentication tls)
 CONFIG_SECRETS_DIR = "/etc/kafka/secrets"  # <secret>/<key>: the Secrets spec.brokers.configFromSecrets names
 CLUSTER_ID_KEY = "cluster.id"
 # Whether the nodes speak mutual TLS to each other: chosen when the cluster is created, never changed after.
@@ -147,6 +150,11 @@ def cluster_ca_cert(cluster: str) -> str:
 def clients_ca(cluster: str) -> str:
     """The clients CA's certificate and private key (client certificates of users are signed with it)."""
     return f"{cluster}-clients-ca"
+
+
+def clients_ca_cert(cluster: str) -> str:
+    """The clients CA certificates (ca.crt) the brokers trust on listeners with authentication tls."""
+    return f"{cluster}-clients-ca-cert"
 
 
 def node_certificates(cluster: str) -> str:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from krafty.model.cluster import ClientAuthentication, SecurityProtocol
 from krafty.naming import Pool
 
 
@@ -128,7 +129,8 @@ class ServedListener:
 
     name: str  # Kafka's (upper-case) listener name
     port: int
-    tls: bool
+    protocol: SecurityProtocol
+    authentication: ClientAuthentication
 
 
 @dataclass(frozen=True)

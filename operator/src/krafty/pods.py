@@ -13,6 +13,7 @@ from typing import Any
 
 from krafty import naming
 from krafty.decide.configs import diff
+from krafty.model.cluster import ClientAuthentication, SecurityProtocol
 from krafty.model.context import ClusterContext
 from krafty.naming import Pool
 from krafty.observed import (
@@ -96,8 +97,17 @@ def _static_config(metadata: Mapping[str, Any]) -> dict[str, str]:
     return dict(json.loads(raw)) if raw else {}
 
 
+def _authentication(config: Mapping[str, str], name: str, protocol: SecurityProtocol) -> ClientAuthentication:
+    if protocol in (SecurityProtocol.SASL_SSL, SecurityProtocol.SASL_PLAINTEXT):
+        return ClientAuthentication.SCRAM_SHA_512
+    if config.get(f"listener.name.{name.lower()}.ssl.client.auth") == "required":
+        return ClientAuthentication.TLS
+    return ClientAuthentication.NONE
+
+
 def served_listeners(pod: Pod) -> frozenset[ServedListener]:
-    """The client listeners a pod was started with (its static config: listeners and their protocols)."""
+    """The client listeners a pod was started with (its static config: listeners, their protocols and
+    authentication)."""
     config = _static_config(pod["metadata"])
     protocols = dict(part.split(":", 1) for part in config.get("listener.security.protocol.map", "").split(",")
                      if ":" in part)
@@ -106,7 +116,9 @@ def served_listeners(pod: Pod) -> frozenset[ServedListener]:
         name, _, address = bound.partition("://")
         if name in (naming.REPLICATION_LISTENER, naming.CONTROLLER_LISTENER) or name not in protocols:
             continue
-        served.add(ServedListener(name, int(address.rsplit(":", 1)[1]), protocols[name] == "SSL"))
+        protocol = SecurityProtocol(protocols[name])
+        served.add(ServedListener(name, int(address.rsplit(":", 1)[1]), protocol,
+                                  _authentication(config, name, protocol)))
     return frozenset(served)
 
 

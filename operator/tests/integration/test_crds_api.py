@@ -87,6 +87,10 @@ BAD_INPUTS = {
                                  "spec.tls.clusterCa"),
     "TLS that is not a boolean": (cluster(listeners=[{"name": "tls", "port": 9094, "tls": "yes"}]),
                                   "spec.listeners[0].tls"),
+    "client certificates without TLS": (cluster(listeners=[{"name": "mtls", "port": 9094, "authentication": "tls"}]),
+                                        "spec.listeners[0]"),
+    "an unknown authentication": (cluster(listeners=[{"name": "a", "port": 9094, "authentication": "scram-sha-256"}]),
+                                  "spec.listeners[0].authentication"),
     "grace period too short": (cluster(restarts={"gracePeriodSeconds": 5}), "spec.restarts.gracePeriodSeconds"),
     "a setting in config and from a Secret": (cluster(brokers={
         "replicas": 3, "config": {"sasl.jaas.config": "x"},

@@ -102,18 +102,70 @@ def test_every_rendered_key_is_a_kafka_config(dedicated_ctx: ClusterContext, com
     # The catalog comes from the pinned Kafka: a key it does not know would be ignored (or refused) by Kafka.
     # Two shapes of key are Kafka's by construction: listener.name.<listener>.<key> (a key for one listener)
     # and config.providers.<provider>.class (the class of a provider config.providers names).
+    # A SASL mechanism's own keys are listener.name.<listener>.<mechanism>.<key>.
     brokers = catalog().broker
-    for ctx in (dedicated_ctx, combined_ctx, context(spec_with(leaderBalance__mode="Kafka"))):
+    for ctx in (dedicated_ctx, combined_ctx, context(spec_with(leaderBalance__mode="Kafka")),
+                context(spec_with(listeners=AUTHENTICATED))):
         for pool in ctx.pools():
             props = node_properties(ctx, pool, 0)
             listeners = {item.split("://")[0].lower() for item in props["listeners"].split(",")}
             providers = set(props.get("config.providers", "").split(","))
+            mechanisms = {m.lower() for key, value in props.items() if key.endswith(".sasl.enabled.mechanisms")
+                          for m in value.split(",")}
             unknown = {key for key in props if key not in brokers
-                       and not (key.startswith("listener.name.") and key.split(".")[2] in listeners
-                                and ".".join(key.split(".")[3:]) in brokers)
+                       and not (key.startswith("listener.name.") and _listener_key(key, listeners, mechanisms))
                        and not (key.startswith("config.providers.") and key.split(".")[2] in providers
                                 and key.endswith(".class"))}
             assert not unknown, f"{pool}: {unknown}"
+
+
+def _listener_key(key: str, listeners: set[str], mechanisms: set[str]) -> bool:
+    parts = key.split(".")
+    rest = parts[4:] if parts[3] in mechanisms else parts[3:]
+    return parts[2] in listeners and ".".join(rest) in catalog().broker
+
+
+AUTHENTICATED = [{"name": "plain", "port": 9092}, {"name": "mtls", "port": 9094, "tls": True, "authentication": "tls"},
+                 {"name": "scram", "port": 9095, "tls": True, "authentication": "scram-sha-512"},
+                 {"name": "scramplain", "port": 9096, "authentication": "scram-sha-512"}]
+
+
+def test_each_client_listener_gets_its_protocol_and_authentication(dedicated_ctx: ClusterContext):
+    ctx = replace(context(spec_with(listeners=AUTHENTICATED)), clients_ca="digest-1")
+    props = node_properties(ctx, Pool.BROKER, 0)
+    assert props["listener.security.protocol.map"] == (
+        "PLAIN:PLAINTEXT,MTLS:SSL,SCRAM:SASL_SSL,SCRAMPLAIN:SASL_PLAINTEXT,REPLICATION:SSL,CONTROLLER:SSL")
+    # A certificate of the clients CA (and only of it) on the tls-authenticated listener; its CN is the principal
+    assert props["listener.name.mtls.ssl.client.auth"] == "required"
+    assert props["listener.name.mtls.ssl.truststore.certificates"] == "${dir:/etc/kafka/tls/clients-trust:ca.crt}"
+    assert props["listener.name.mtls.ssl.principal.mapping.rules"] == "RULE:^CN=([^,]+).*$/$1/,DEFAULT"
+    # SCRAM-SHA-512 on both SASL listeners, with or without TLS
+    for name in ("scram", "scramplain"):
+        assert props[f"listener.name.{name}.sasl.enabled.mechanisms"] == "SCRAM-SHA-512"
+        assert props[f"listener.name.{name}.scram-sha-512.sasl.jaas.config"] == (
+            "org.apache.kafka.common.security.scram.ScramLoginModule required;")
+    # Nothing of it on a listener without authentication, nor on controllers, nor any change to replication
+    assert not [key for key in props if key.startswith("listener.name.plain.")]
+    assert not [key for key in node_properties(ctx, Pool.CONTROLLER, 0) if "mtls" in key or "scram" in key]
+    assert props["listener.name.replication.ssl.client.auth"] == "required"
+    assert "listener.name.replication.ssl.truststore.certificates" not in props
+    # The brokers mount the clients CA bundle and carry its digest (a renewal rolls them); controllers do not
+    broker = statefulset(ctx, Pool.BROKER)["spec"]["template"]
+    assert {"name": "clients-trust", "secret": {"secretName": "demo-clients-ca-cert", "defaultMode": 0o440}} in (
+        broker["spec"]["volumes"])
+    assert {"name": "clients-trust", "mountPath": "/etc/kafka/tls/clients-trust", "readOnly": True} in (
+        broker["spec"]["containers"][0]["volumeMounts"])
+    assert broker["metadata"]["annotations"]["kafka.krafty.io/clients-ca"] == "digest-1"
+    controller = statefulset(ctx, Pool.CONTROLLER)["spec"]["template"]
+    assert "clients-trust" not in {v["name"] for v in controller["spec"]["volumes"]}
+    assert "kafka.krafty.io/clients-ca" not in controller["metadata"]["annotations"]
+
+
+def test_without_a_tls_authenticated_listener_the_brokers_neither_mount_nor_roll_for_the_clients_ca(
+        dedicated_ctx: ClusterContext):
+    before = statefulset(dedicated_ctx, Pool.BROKER)
+    assert statefulset(replace(dedicated_ctx, clients_ca="renewed"), Pool.BROKER) == before
+    assert "clients-trust" not in {v["name"] for v in before["spec"]["template"]["spec"]["volumes"]}
 
 
 def test_a_setting_from_a_secret_names_its_file_and_the_brokers_mount_the_secret():

@@ -94,6 +94,10 @@ def test_unknown_fields_are_refused():
     ({"brokers": {"replicas": 3}, "controllers": {"mode": "combined", "storage": {"size": "1Gi"}}},
      "dedicated controllers only"),
     ({"brokers": {"replicas": 3}, "controllers": {"mode": "dedicated", "replicas": 4}}, "literal_error"),
+    ({"brokers": {"replicas": 3}, "listeners": [{"name": "a", "port": 9092, "authentication": "tls"}]},
+     "listener a: authentication tls needs tls: true"),
+    ({"brokers": {"replicas": 3}, "listeners": [{"name": "a", "port": 9092, "authentication": "scram-sha-256"}]},
+     "'none', 'tls' or 'scram-sha-512'"),
 ])
 def test_model_holds_the_crd_invariants(spec, message):
     with pytest.raises(ValidationError, match=message):

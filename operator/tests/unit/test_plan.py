@@ -13,6 +13,7 @@ import pytest
 
 from krafty import naming
 from krafty.decide.configs import ConfigDiff
+from krafty.model.cluster import ClientAuthentication, SecurityProtocol
 from krafty.model.context import ClusterContext, Sizes, Voter
 from krafty.naming import Pool
 from krafty.observed import (
@@ -403,7 +404,8 @@ def connection(result: Any) -> dict[str, str]:
 
 def test_moving_clients_from_plaintext_to_tls_waits_until_every_broker_serves_the_new_listener():
     plain, tls = {"name": "plain", "port": 9092}, {"name": "tls", "port": 9094, "tls": True}
-    served_plain, served_tls = ServedListener("PLAIN", 9092, False), ServedListener("TLS", 9094, True)
+    served_plain = ServedListener("PLAIN", 9092, SecurityProtocol.PLAINTEXT, ClientAuthentication.NONE)
+    served_tls = ServedListener("TLS", 9094, SecurityProtocol.SSL, ClientAuthentication.NONE)
     base = ctx()
 
     def with_listeners(*listeners: dict[str, Any], before: tuple[dict[str, Any], ...]) -> ClusterContext:
@@ -432,7 +434,7 @@ def test_moving_clients_from_plaintext_to_tls_waits_until_every_broker_serves_th
     assert [(e["name"], e["tls"]) for e in after.status["listeners"]] == [("tls", True), ("plain", False)]
     [announced] = [a for a in after.actions if isinstance(a, Announce)]
     assert announced.reason == "ListenersPublished"
-    assert "connect to tls (TLS, port 9094)" in announced.message
+    assert "connect to tls (SSL, port 9094)" in announced.message
     # And removing the plaintext listener later keeps clients on TLS through the roll that closes it
     closing = plan(with_listeners(tls, before=(tls, plain)), serving(both, frozenset({served_tls}), both),
                    Facts(BROKERS))

@@ -12,6 +12,7 @@ import yaml
 
 from krafty import naming
 from krafty.decide import roll
+from krafty.model.cluster import ClientAuthentication, SecurityProtocol
 from krafty.naming import Pool
 from krafty.observed import ChangeKind, NodeState, PendingChange, PodPhase, ServedListener
 from krafty.pods import pending_changes, phase, served_listeners, trouble
@@ -131,8 +132,13 @@ def test_certificate_and_secret_changes_are_typed_and_need_no_preflight():
 
 def test_a_pod_serves_the_client_listeners_its_static_config_was_started_with():
     spec = example("kafkacluster-combined.yaml")["spec"] | {
-        "listeners": [{"name": "tls", "port": 9094, "tls": True}, {"name": "plain", "port": 9092}]}
+        "listeners": [{"name": "tls", "port": 9094, "tls": True}, {"name": "plain", "port": 9092},
+                      {"name": "mtls", "port": 9095, "tls": True, "authentication": "tls"},
+                      {"name": "scram", "port": 9096, "authentication": "scram-sha-512"}]}
     template = statefulset(context(spec), Pool.BROKER)["spec"]["template"]
     assert served_listeners({"metadata": template["metadata"]}) == {
-        ServedListener("PLAIN", 9092, False), ServedListener("TLS", 9094, True)}
+        ServedListener("PLAIN", 9092, SecurityProtocol.PLAINTEXT, ClientAuthentication.NONE),
+        ServedListener("TLS", 9094, SecurityProtocol.SSL, ClientAuthentication.NONE),
+        ServedListener("MTLS", 9095, SecurityProtocol.SSL, ClientAuthentication.TLS),
+        ServedListener("SCRAM", 9096, SecurityProtocol.SASL_PLAINTEXT, ClientAuthentication.SCRAM_SHA_512)}
     assert served_listeners(pod()) == frozenset()  # (a pod of an older operator: nothing known)

@@ -132,6 +132,20 @@ def test_the_connection_config_map_names_the_first_listeners_protocol_and_the_ca
         "ssl.truststore.secret.key": "ca.crt"}
 
 
+def test_the_connection_config_map_of_a_scram_listener_names_the_sasl_mechanism():
+    spec = example("kafkacluster-combined.yaml")["spec"]
+    spec["listeners"] = [{"name": "scram", "port": 9096, "tls": True, "authentication": "scram-sha-512"},
+                         {"name": "plain", "port": 9092}]
+    assert configmaps.connection_config_map(context(spec, name="small"))["data"] == {
+        "bootstrap.servers": "small-kafka-bootstrap.kafka.svc.cluster.local:9096", "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512", "ssl.truststore.type": "PEM",
+        "ssl.truststore.secret": "small-cluster-ca-cert", "ssl.truststore.secret.key": "ca.crt"}
+    spec["listeners"] = [{"name": "scram", "port": 9096, "authentication": "scram-sha-512"}]
+    assert configmaps.connection_config_map(context(spec, name="small"))["data"] == {
+        "bootstrap.servers": "small-kafka-bootstrap.kafka.svc.cluster.local:9096",
+        "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-512"}
+
+
 def test_putting_another_listener_first_changes_no_pod_service_or_server_properties():
     plain, tls = {"name": "plain", "port": 9092}, {"name": "tls", "port": 9094, "tls": True}
     spec = example("kafkacluster-combined.yaml")["spec"]

@@ -197,6 +197,7 @@ def fields(ctx: ClusterContext, obs: ClusterObservation, step: roll.Step, scale:
         "clusterId": ctx.cluster_id,
         "bootstrapServers": ctx.bootstrap_servers(),
         "listeners": [{"name": listener.name, "port": listener.port, "tls": listener.tls,
+                       "authentication": listener.authentication.value, "securityProtocol": listener.protocol.value,
                        "bootstrapServers": ctx.bootstrap_servers(listener)} for listener in ctx.published_listeners],
         "readyBrokers": sum(1 for n in obs.nodes if n.is_broker and n.serving),
         "nodes": node_entries(obs),

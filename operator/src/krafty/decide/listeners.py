@@ -17,7 +17,7 @@ from krafty.observed import NodeState, ServedListener
 
 
 def _served_everywhere(listener: Listener, brokers: Sequence[NodeState]) -> bool:
-    wanted = ServedListener(listener.kafka_name, listener.port, listener.tls)
+    wanted = ServedListener(listener.kafka_name, listener.port, listener.protocol, listener.authentication)
     return bool(brokers) and all(node.running and wanted in node.listeners for node in brokers)
 
 
@@ -30,8 +30,9 @@ def published(wanted: tuple[Listener, ...], before: tuple[Listener, ...],
 
 
 def from_status(entries: Iterable[dict[str, object]]) -> tuple[Listener, ...]:
-    """status.listeners as written by an earlier pass (name, port, tls)."""
-    return tuple(Listener.model_validate({key: entry[key] for key in ("name", "port", "tls") if key in entry})
+    """status.listeners as written by an earlier pass (name, port, tls, authentication)."""
+    return tuple(Listener.model_validate({key: entry[key] for key in ("name", "port", "tls", "authentication")
+                                          if key in entry})
                  for entry in entries)
 
 
@@ -40,6 +41,5 @@ def moved(before: tuple[Listener, ...], after: tuple[Listener, ...]) -> str | No
     if not before or before == after:
         return None
     first = after[0]
-    protocol = "TLS" if first.tls else "plaintext"
     return (f"published listeners now {', '.join(f'{lst.name}:{lst.port}' for lst in after)}; applications "
-            f"reading the connection ConfigMap connect to {first.name} ({protocol}, port {first.port})")
+            f"reading the connection ConfigMap connect to {first.name} ({first.protocol}, port {first.port})")

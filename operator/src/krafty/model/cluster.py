@@ -83,16 +83,49 @@ class Controllers(NodePool):
     replicas: Literal[1, 3, 5] = 3
 
 
+class ClientAuthentication(StrEnum):
+    NONE = "none"
+    TLS = "tls"  # a client certificate signed by the clients CA; the principal is its common name
+    SCRAM_SHA_512 = "scram-sha-512"  # a SCRAM credential the brokers hold
+
+
+class SecurityProtocol(StrEnum):
+    """Kafka's security.protocol of a listener."""
+
+    PLAINTEXT = "PLAINTEXT"
+    SSL = "SSL"
+    SASL_PLAINTEXT = "SASL_PLAINTEXT"
+    SASL_SSL = "SASL_SSL"
+
+    @classmethod
+    def of(cls, tls: bool, sasl: bool) -> SecurityProtocol:
+        return {(False, False): cls.PLAINTEXT, (True, False): cls.SSL, (False, True): cls.SASL_PLAINTEXT,
+                (True, True): cls.SASL_SSL}[(tls, sasl)]
+
+
+SCRAM_MECHANISM = "SCRAM-SHA-512"
+
+
 class Listener(Spec):
     name: str = Field(pattern=r"^[a-z][a-z0-9]{0,14}$")
     port: int = Field(ge=1024, le=65535)
     tls: bool = False
-    authentication: Literal["none"] = "none"
+    authentication: ClientAuthentication = ClientAuthentication.NONE
     network_policy_peers: tuple[NetworkPolicyPeer, ...] = Field(default=(), max_length=20)
+
+    @model_validator(mode="after")
+    def _certificates_need_tls(self) -> Listener:
+        if self.authentication is ClientAuthentication.TLS and not self.tls:
+            raise ValueError(f"listener {self.name}: authentication tls needs tls: true")
+        return self
 
     @property
     def kafka_name(self) -> str:
         return self.name.upper()
+
+    @property
+    def protocol(self) -> SecurityProtocol:
+        return SecurityProtocol.of(self.tls, self.authentication is ClientAuthentication.SCRAM_SHA_512)
 
 
 class Validity(Spec):

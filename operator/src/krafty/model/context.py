@@ -73,6 +73,7 @@ class ClusterContext:
     internal_tls: bool = True  # mutual TLS between the nodes: fixed when the cluster was created
     certificates: str = ""  # what the pods run with (krafty.decide.certificates.running_marker)
     config_secrets: str = ""  # a digest of the Secrets spec.brokers.configFromSecrets names, as read this pass
+    clients_ca: str = ""  # a digest of the clients CA bundle (brokers with authentication tls listeners trust it)
     # The client listeners applications are sent to (status.listeners; krafty.decide.listeners); empty: the spec's
     announced_listeners: tuple[Listener, ...] = ()
 

@@ -91,7 +91,7 @@ class ClusterReconciler:
             issued = PkiPass(self.kube, ctx, body, moment).run(listed)
         except CaUnusable as unusable:
             return self._hold(body, "CaUnusable", str(unusable), moment)
-        ctx = replace(ctx, certificates=issued.marker, config_secrets=secrets_digest)
+        ctx = replace(ctx, certificates=issued.marker, config_secrets=secrets_digest, clients_ca=issued.clients_digest)
         override = self.settings.endpoints
         if override:
             admin = self.admins.get(Connection(override.bootstrap))

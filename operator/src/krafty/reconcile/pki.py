@@ -7,6 +7,7 @@ Every certificate issued is logged and emitted as an Event with its reason; no k
 from __future__ import annotations
 
 import datetime
+import hashlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -35,6 +36,12 @@ class ClusterPki:
     trusted: tuple[str, ...]  # the CA certificates the nodes and clients trust, newest first
     marker: str  # what the pods are to run with (krafty.decide.certificates.running_marker)
     operator: KeyPair  # the operator's client certificate
+    clients_trusted: tuple[str, ...]  # the clients CA certificates, newest first
+
+    @property
+    def clients_digest(self) -> str:
+        """Changes when the clients CA bundle does (brokers trusting it restart to read it)."""
+        return hashlib.sha256(pki.bundle(self.clients_trusted).encode()).hexdigest()[:16]
 
     def identity(self) -> TlsIdentity:
         return TlsIdentity(pki.bundle(self.trusted), self.operator.cert, self.operator.key)
@@ -55,6 +62,11 @@ def _ca_held(body: Mapping[str, Any] | None) -> CaHeld:
     return CaHeld(_pair(data, naming.CA_CERT_KEY, naming.CA_KEY_KEY),
                   _pair(data, naming.PREVIOUS_CA_CERT_KEY, naming.PREVIOUS_CA_KEY_KEY),
                   annotations_of(body).get(naming.RENEWED_FOR_ANNOTATION, ""), data.get(naming.CROSS_CA_CERT_KEY))
+
+
+def _trusted(held: CaHeld) -> tuple[str, ...]:
+    """The certificates a CA's holders trust: the CA, and during a renewal the one before it."""
+    return tuple(pair.cert for pair in (held.current, held.previous) if pair is not None)
 
 
 def _node_subjects(ctx: ClusterContext, held: Mapping[str, str]) -> list[tuple[Pool, int]]:
@@ -165,13 +177,16 @@ class PkiPass:
             for pair in [*held_nodes.values(), held_operator])
         requested = annotations_of(self.body).get(naming.RENEW_CA_ANNOTATION, "")
         ca = self._ca(naming.cluster_ca(ctx.name), "cluster CA", before, ctx.spec.tls.cluster_ca, requested, moved)
-        clients = _ca_held(self.kube.get("Secret", naming.clients_ca(ctx.name), ns))
-        self._ca(naming.clients_ca(ctx.name), "clients CA", clients, ctx.spec.tls.clients_ca, "", True)
+        clients = self._ca(naming.clients_ca(ctx.name), "clients CA",
+                           _ca_held(self.kube.get("Secret", naming.clients_ca(ctx.name), ns)), ctx.spec.tls.clients_ca,
+                           "", True)
         assert ca.current is not None
         signer = certificates.signer(ca, certificates.all_trust(markers, ca.current))
         sent_with = certificates.chain(ca, signer, self.now)
-        trusted = tuple(p.cert for p in (ca.current, ca.previous) if p is not None)
-        self.kube.apply(secret(ctx, naming.cluster_ca_cert(ctx.name), {naming.CA_CERT_KEY: pki.bundle(trusted)}))
+        trusted, clients_trusted = _trusted(ca), _trusted(clients)
+        for name, certs in ((naming.cluster_ca_cert(ctx.name), trusted),
+                            (naming.clients_ca_cert(ctx.name), clients_trusted)):
+            self.kube.apply(secret(ctx, name, {naming.CA_CERT_KEY: pki.bundle(certs)}))
 
         subjects = {key: Subject(key, naming.node_common_name(ctx.name),
                                  naming.node_dns_names(ctx.name, ns, *node, ctx.cluster_domain))
@@ -192,4 +207,5 @@ class PkiPass:
         if (held_operator, operator_data.get(naming.CA_CERT_KEY)) != (operator["operator"], bundle):
             self.kube.apply(tls_secret(ctx, naming.operator_certificate(ctx.name), operator["operator"].cert,
                                        operator["operator"].key, bundle))
-        return ClusterPki(trusted, certificates.running_marker(trusted, generation), operator["operator"])
+        return ClusterPki(trusted, certificates.running_marker(trusted, generation), operator["operator"],
+                          clients_trusted)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from krafty import naming
+from krafty.model.cluster import SCRAM_MECHANISM, ClientAuthentication
 from krafty.model.context import ClusterContext
 from krafty.render.kafka_config import node_properties, render_properties
 
@@ -27,12 +28,14 @@ def node_config_map(ctx: ClusterContext) -> dict[str, Any]:
 
 
 def connection_config_map(ctx: ClusterContext) -> dict[str, Any]:
-    """What a client needs to connect (Spark jobs mount it): the first published listener's bootstrap address
-    and protocol and, for TLS, the Secret and key of the CA certificates to trust (PEM)."""
-    data = {"bootstrap.servers": ctx.bootstrap_servers(), "security.protocol": "PLAINTEXT"}
-    if ctx.published_listeners[0].tls:
-        data |= {"security.protocol": "SSL", "ssl.truststore.type": "PEM",
-                 "ssl.truststore.secret": naming.cluster_ca_cert(ctx.name),
+    """What a client needs to connect (Spark jobs mount it): the first published listener's bootstrap address,
+    protocol and SASL mechanism and, for TLS, the Secret and key of the CA certificates to trust (PEM)."""
+    first = ctx.published_listeners[0]
+    data = {"bootstrap.servers": ctx.bootstrap_servers(), "security.protocol": first.protocol.value}
+    if first.authentication is ClientAuthentication.SCRAM_SHA_512:
+        data["sasl.mechanism"] = SCRAM_MECHANISM
+    if first.tls:
+        data |= {"ssl.truststore.type": "PEM", "ssl.truststore.secret": naming.cluster_ca_cert(ctx.name),
                  "ssl.truststore.secret.key": naming.CA_CERT_KEY}
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": ctx.metadata(naming.connection_config_map(ctx.name)),
             "data": data}

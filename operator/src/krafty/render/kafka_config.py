@@ -7,6 +7,7 @@ import hashlib
 from krafty import naming
 from krafty.kafka_configs import catalog
 from krafty.model import LeaderBalanceMode
+from krafty.model.cluster import SCRAM_MECHANISM, ClientAuthentication, SecurityProtocol
 from krafty.model.context import ClusterContext
 from krafty.naming import Pool
 
@@ -19,7 +20,28 @@ _DISCOVERY_ONLY = ("controller.quorum.bootstrap.servers",)
 
 
 def _protocol(tls: bool) -> str:
-    return "SSL" if tls else "PLAINTEXT"
+    return SecurityProtocol.of(tls, sasl=False).value
+
+
+# The principal of a client certificate is its common name (User:alice), as for a SCRAM user of that name
+_COMMON_NAME_PRINCIPAL = "RULE:^CN=([^,]+).*$/$1/,DEFAULT"
+_SCRAM_LOGIN = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+
+
+def _client_authentication(ctx: ClusterContext) -> dict[str, str]:
+    """Per client listener: a certificate of the clients CA (authentication tls), or SCRAM-SHA-512."""
+    out: dict[str, str] = {}
+    for listener in ctx.listeners_by_port:
+        prefix = f"listener.name.{listener.name}."
+        if listener.authentication is ClientAuthentication.TLS:
+            out |= {f"{prefix}ssl.client.auth": "required",
+                    f"{prefix}ssl.truststore.certificates":
+                        f"${{dir:{naming.CLIENTS_TRUST_DIR}:{naming.CA_CERT_KEY}}}",
+                    f"{prefix}ssl.principal.mapping.rules": _COMMON_NAME_PRINCIPAL}
+        elif listener.authentication is ClientAuthentication.SCRAM_SHA_512:
+            out |= {f"{prefix}sasl.enabled.mechanisms": SCRAM_MECHANISM,
+                    f"{prefix}{SCRAM_MECHANISM.lower()}.sasl.jaas.config": _SCRAM_LOGIN}
+    return out
 
 
 def _listeners(ctx: ClusterContext, pool: Pool, ordinal: int) -> dict[str, str]:
@@ -31,7 +53,7 @@ def _listeners(ctx: ClusterContext, pool: Pool, ordinal: int) -> dict[str, str]:
         for listener in ctx.listeners_by_port:
             bind.append(f"{listener.kafka_name}://:{listener.port}")
             advertised.append(f"{listener.kafka_name}://{host}:{listener.port}")
-            protocols.append(f"{listener.kafka_name}:{_protocol(listener.tls)}")
+            protocols.append(f"{listener.kafka_name}:{listener.protocol}")
         bind.append(f"{naming.REPLICATION_LISTENER}://:{naming.REPLICATION_PORT}")
         advertised.append(f"{naming.REPLICATION_LISTENER}://{host}:{naming.REPLICATION_PORT}")
         protocols.append(f"{naming.REPLICATION_LISTENER}:{internal}")
@@ -114,6 +136,7 @@ def node_properties(ctx: ClusterContext, pool: Pool, ordinal: int) -> dict[str, 
             "controlled.shutdown.enable": "true",
             "auto.create.topics.enable": "false",
             "group.initial.rebalance.delay.ms": "3000",
+            **_client_authentication(ctx),
             **_replication_defaults(ctx),
             **_leader_balance(ctx),
             **ctx.spec.brokers.config,

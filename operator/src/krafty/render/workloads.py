@@ -8,6 +8,7 @@ from typing import Any
 
 from krafty import naming
 from krafty.model import NodePool, parse_quantity
+from krafty.model.cluster import ClientAuthentication
 from krafty.model.context import ClusterContext
 from krafty.naming import Pool
 from krafty.render.kafka_config import restart_hash, static_config
@@ -89,6 +90,8 @@ def _container(ctx: ClusterContext, pool: Pool, spec: NodePool) -> dict[str, Any
             {"name": "node-certs", "mountPath": naming.NODE_CERTS_DIR, "readOnly": True},
             {"name": "trust", "mountPath": naming.TRUST_DIR, "readOnly": True},
             {"name": "tmp", "mountPath": "/tmp"},
+            *([{"name": "clients-trust", "mountPath": naming.CLIENTS_TRUST_DIR, "readOnly": True}]
+              if _trusts_clients_ca(ctx, pool) else []),
             *({"name": volume, "mountPath": f"{naming.CONFIG_SECRETS_DIR}/{secret}", "readOnly": True}
               for volume, secret in _config_secrets(ctx, pool)),
         ],
@@ -96,6 +99,12 @@ def _container(ctx: ClusterContext, pool: Pool, spec: NodePool) -> dict[str, Any
                             "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]}},
         **_probes(ctx, pool),
     }
+
+
+def _trusts_clients_ca(ctx: ClusterContext, pool: Pool) -> bool:
+    """Brokers with a listener that takes client certificates (authentication tls) trust the clients CA."""
+    return pool is Pool.BROKER and any(listener.authentication is ClientAuthentication.TLS
+                                       for listener in ctx.spec.listeners)
 
 
 def _config_secrets(ctx: ClusterContext, pool: Pool) -> list[tuple[str, str]]:
@@ -115,6 +124,8 @@ def _pod_annotations(ctx: ClusterContext, pool: Pool, spec: NodePool) -> dict[st
     annotations[naming.CERTIFICATES_ANNOTATION] = ctx.certificates
     if _config_secrets(ctx, pool):
         annotations[naming.CONFIG_SECRETS_ANNOTATION] = ctx.config_secrets
+    if _trusts_clients_ca(ctx, pool):
+        annotations[naming.CLIENTS_CA_ANNOTATION] = ctx.clients_ca
     annotations[naming.STATIC_CONFIG_ANNOTATION] = json.dumps(static_config(ctx, pool), separators=(",", ":"))
     return annotations
 
@@ -127,6 +138,8 @@ def _pod_spec(ctx: ClusterContext, pool: Pool, spec: NodePool) -> dict[str, Any]
         {"name": "node-certs", "secret": {"secretName": naming.node_certificates(ctx.name), "defaultMode": 0o440}},
         {"name": "trust", "secret": {"secretName": naming.cluster_ca_cert(ctx.name), "defaultMode": 0o440}},
         {"name": "tmp", "emptyDir": {}},
+        *([{"name": "clients-trust", "secret": {"secretName": naming.clients_ca_cert(ctx.name), "defaultMode": 0o440}}]
+          if _trusts_clients_ca(ctx, pool) else []),
         *({"name": volume, "secret": {"secretName": secret, "defaultMode": 0o440}}
           for volume, secret in _config_secrets(ctx, pool)),
     ]
