@@ -1,13 +1,13 @@
-"""The two Kafka clusters most end-to-end tests share: a dedicated 3 controllers + 3 brokers
-"prod" and a combined, rack-aware 3-node "small", created with a plaintext listener only and moved to TLS
-on the way (test_15_tls.py adds a TLS listener, test_55_tls_switch.py moves clients and drops plaintext);
-both speak mutual TLS between their nodes (images, operator and client pod: e2e/conftest.py), and the
-Spark image and RBAC the Spark tests share."""
+"""The two Kafka clusters most end-to-end tests share: a dedicated 3 controllers + 3 brokers "prod" (a plaintext
+listener first, and two that authenticate clients: test_17_authentication.py) and a combined, rack-aware 3-node
+"small", created with a plaintext listener only and moved to TLS on the way (test_15_tls.py adds a TLS listener,
+test_55_tls_switch.py moves clients and drops plaintext); both speak mutual TLS between their nodes (images,
+operator and client pod: e2e/conftest.py), and the Spark image and RBAC the Spark tests share."""
 
 from __future__ import annotations
 
 import pytest
-from reaching import PLAIN_LISTENER, TLS_LISTENER, published
+from reaching import MTLS_LISTENER, PLAIN_LISTENER, SCRAM_LISTENER, TLS_LISTENER, published
 
 from krafty_testkit.k8s_kafka import NAMESPACE, SPARK_IMAGE, KafkaClusterHandle, cluster_spec, repo_path
 from krafty_testkit.kube import KubeCluster
@@ -18,7 +18,8 @@ from krafty_testkit.waiting import wait_for
 def prod(operator: KubeCluster, cluster_timings: list[tuple[str, float]]) -> KafkaClusterHandle:
     handle = KafkaClusterHandle(operator, "prod")
     # Defaults of RF 2 leave room to show a scale-down the operator must refuse (topics with RF 3).
-    handle.apply(cluster_spec("dedicated", topicDefaults={"replicationFactor": 2, "minInsyncReplicas": 1}))
+    handle.apply(cluster_spec("dedicated", topicDefaults={"replicationFactor": 2, "minInsyncReplicas": 1},
+                              listeners=[PLAIN_LISTENER, MTLS_LISTENER, SCRAM_LISTENER]))
     cluster_timings.append(("KafkaCluster prod (3 controllers + 3 brokers): apply to Ready", handle.wait_ready(900)))
     return handle
 

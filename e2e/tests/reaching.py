@@ -10,6 +10,9 @@ from krafty_testkit.k8s_kafka import ClientPod, KafkaClusterHandle
 TLS_PORT = 9094
 PLAIN_LISTENER: dict[str, Any] = {"name": "plain", "port": 9092}
 TLS_LISTENER: dict[str, Any] = {"name": "tls", "port": TLS_PORT, "tls": True}
+# prod's listeners that authenticate clients (test_17_authentication.py), beside its plaintext one (first)
+MTLS_LISTENER: dict[str, Any] = {"name": "mtls", "port": 9095, "tls": True, "authentication": "tls"}
+SCRAM_LISTENER: dict[str, Any] = {"name": "scram", "port": 9096, "tls": True, "authentication": "scram-sha-512"}
 
 _PROBE = """import socket, sys
 try:

@@ -2,6 +2,8 @@
 
   traffic_cli.py idle                      keep the pod alive (tests exec the commands below)
   traffic_cli.py --ca FILE COMMAND ...     any command below over TLS, trusting the CAs in FILE
+  traffic_cli.py --scram USER:PASSWORD COMMAND ...
+        any command below with SASL SCRAM-SHA-512 (with --ca: over TLS)
   traffic_cli.py produce BOOTSTRAP TOPIC --rate R [--count N | --until-file F] --acked FILE
         writes keyed sequences with acks=all and idempotence; prints a JSON report
         (acknowledged, failed by error, longest gap between acknowledgements) and
@@ -198,6 +200,7 @@ def watch_preferred(args: argparse.Namespace) -> dict[str, object]:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--ca", help="speak TLS, trusting the CA certificates in this PEM file")
+    parser.add_argument("--scram", help="USER:PASSWORD: authenticate with SASL SCRAM-SHA-512")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("idle")
     p = sub.add_parser("produce")
@@ -238,6 +241,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.ca:
         traffic.use_tls(args.ca)
+    if args.scram:
+        traffic.use_scram(*args.scram.split(":", 1))
     if args.command == "idle":
         while True:
             time.sleep(3600)

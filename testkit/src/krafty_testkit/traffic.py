@@ -27,6 +27,14 @@ def use_tls(ca_file: str) -> None:
     _security.update({"security.protocol": "SSL", "ssl.ca.location": ca_file})
 
 
+def use_scram(username: str, password: str) -> None:
+    """Every client made after this authenticates with SASL SCRAM-SHA-512 (over TLS after use_tls). librdkafka
+    before 2.6.1 cannot: Kafka 4 refuses the nonce it sends (confluentinc/librdkafka#4895)."""
+    tls = _security.get("security.protocol") == "SSL"
+    _security.update({"security.protocol": "SASL_SSL" if tls else "SASL_PLAINTEXT", "sasl.mechanisms": "SCRAM-SHA-512",
+                      "sasl.username": username, "sasl.password": password})
+
+
 def client_config(bootstrap_servers: str, **extra: Any) -> dict[str, Any]:
     """librdkafka settings for tests: its connection-refused chatter goes to a silent logger."""
     return {"bootstrap.servers": bootstrap_servers, "logger": _quiet, **_security, **extra}
