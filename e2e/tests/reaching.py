@@ -1,11 +1,14 @@
 """How the end-to-end tests reach a cluster: its client listeners, the ones status publishes to applications,
-and plain TCP reachability from the client pod (for NetworkPolicies)."""
+kcat in the client pod, and plain TCP reachability from the client pod (for NetworkPolicies)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from krafty_testkit.k8s_kafka import ClientPod, KafkaClusterHandle
+from krafty_testkit.kube import KubeError
 
 TLS_PORT = 9094
 PLAIN_LISTENER: dict[str, Any] = {"name": "plain", "port": 9092}
@@ -38,3 +41,16 @@ def reachable(client: ClientPod, handle: KafkaClusterHandle, port: int) -> bool:
     out = client.kube.kubectl("exec", "-n", client.namespace, client.name, "--", "python3", "-c", _PROBE, host,
                               str(port), timeout=30)
     return out.strip().startswith("open")
+
+
+def kcat(client: ClientPod, *args: str, stdin: str | None = None, timeout: float = 90) -> str:
+    interactive = ["-i"] if stdin is not None else []
+    return client.kube.kubectl("exec", *interactive, "-n", client.namespace, client.name, "--", "kcat", *args,
+                               stdin=stdin, timeout=timeout)
+
+
+def kcat_fails(client: ClientPod, *args: str) -> str:
+    """kcat's error output for a connection that must fail (a metadata request, ten seconds at most)."""
+    with pytest.raises(KubeError) as failed:
+        kcat(client, "-L", "-m", "10", *args)
+    return str(failed.value)

@@ -10,7 +10,7 @@ import base64
 import time
 
 import pytest
-from reaching import PLAIN_LISTENER, TLS_LISTENER, TLS_PORT, published, tls_address
+from reaching import PLAIN_LISTENER, TLS_LISTENER, TLS_PORT, kcat, kcat_fails, published, tls_address
 
 from krafty import pki
 from krafty_testkit.k8s_kafka import (
@@ -21,7 +21,7 @@ from krafty_testkit.k8s_kafka import (
     topic_resource,
     wait_topic_ready,
 )
-from krafty_testkit.kube import KubeCluster, KubeError
+from krafty_testkit.kube import KubeCluster
 from krafty_testkit.waiting import wait_for
 
 CA_FILE = "/tmp/cluster-ca.crt"
@@ -34,19 +34,6 @@ BROKER_EXEC = ("exec", "-i", "-n", NAMESPACE, "small-broker-0", "-c", "kafka", "
 def secret_text(kube: KubeCluster, name: str, key: str) -> str:
     data = kube.kubectl_json("get", "secret", name, "-n", NAMESPACE)["data"]
     return base64.b64decode(data[key]).decode()
-
-
-def kcat(client: ClientPod, *args: str, stdin: str | None = None, timeout: float = 90) -> str:
-    interactive = ["-i"] if stdin is not None else []
-    return client.kube.kubectl("exec", *interactive, "-n", client.namespace, client.name, "--", "kcat", *args,
-                               stdin=stdin, timeout=timeout)
-
-
-def kcat_fails(client: ClientPod, *args: str) -> str:
-    """kcat's error output for a connection that must fail (a metadata request, ten seconds at most)."""
-    with pytest.raises(KubeError) as failed:
-        kcat(client, "-L", "-m", "10", *args)
-    return str(failed.value)
 
 
 def test_a_tls_listener_added_under_load_is_published_once_every_broker_serves_it(

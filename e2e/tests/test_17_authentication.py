@@ -11,12 +11,12 @@ import base64
 import datetime
 
 import pytest
-from reaching import MTLS_LISTENER, SCRAM_LISTENER
+from reaching import MTLS_LISTENER, SCRAM_LISTENER, kcat, kcat_fails
 
 from krafty import pki
 from krafty.pki import KeyPair
 from krafty_testkit.k8s_kafka import NAMESPACE, ClientPod, KafkaClusterHandle, topic_resource, wait_topic_ready
-from krafty_testkit.kube import KubeCluster, KubeError
+from krafty_testkit.kube import KubeCluster
 
 FILES = "/tmp/auth"
 TOPIC = "authenticated"
@@ -32,19 +32,6 @@ def put(client: ClientPod, name: str, text: str) -> str:
     client.kube.kubectl("exec", "-i", "-n", client.namespace, client.name, "--", "sh", "-c",
                         f"mkdir -p {FILES} && cat > {path}", stdin=text)
     return path
-
-
-def kcat(client: ClientPod, *args: str, stdin: str | None = None) -> str:
-    interactive = ["-i"] if stdin is not None else []
-    return client.kube.kubectl("exec", *interactive, "-n", client.namespace, client.name, "--", "kcat", *args,
-                               stdin=stdin, timeout=90)
-
-
-def refused(client: ClientPod, address: str, *settings: str) -> str:
-    """kcat's error output for a metadata request that must fail (ten seconds at most)."""
-    with pytest.raises(KubeError) as failed:
-        kcat(client, "-L", "-m", "10", "-b", address, *settings)
-    return str(failed.value)
 
 
 def round_trip(client: ClientPod, address: str, settings: list[str], tag: str) -> list[str]:
@@ -89,11 +76,11 @@ def test_a_certificate_of_the_clients_ca_is_served_and_others_are_turned_away(
     # Then kcat with it produces and reads back through the mtls listener
     assert round_trip(client, address, with_alice, "mtls") == sorted(f"mtls-{i}" for i in range(10))
     # And without a certificate it is turned away
-    assert "Failed to acquire metadata" in refused(client, address, *trusted)
+    assert "Failed to acquire metadata" in kcat_fails(client, "-b", address, *trusted)
     # And so with a certificate of the cluster CA (the operator's own): the listener trusts the clients CA only
     operator_cert = secret_pair(operator, "prod-operator-cert", "tls.crt", "tls.key")
-    assert "Failed to acquire metadata" in refused(
-        client, address, *trusted, "-X", f"ssl.certificate.location={put(client, 'op.crt', operator_cert.cert)}",
+    assert "Failed to acquire metadata" in kcat_fails(
+        client, "-b", address, *trusted, "-X", f"ssl.certificate.location={put(client, 'op.crt', operator_cert.cert)}",
         "-X", f"ssl.key.location={put(client, 'op.key', operator_cert.key)}")
 
 
@@ -120,4 +107,4 @@ def test_a_scram_credential_is_served_and_a_wrong_password_is_turned_away(
     assert "exit=1" in said
     assert "Authentication failed during authentication due to invalid credentials" in said, said[-2000:]
     # And so is a client speaking TLS without SASL
-    assert "Failed to acquire metadata" in refused(client, address, *trusted)
+    assert "Failed to acquire metadata" in kcat_fails(client, "-b", address, *trusted)
