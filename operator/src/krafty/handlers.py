@@ -20,17 +20,19 @@ import kopf
 from krafty import metrics, naming
 from krafty.clients import kube as kube_client
 from krafty.clients.connection import Connection
-from krafty.clients.kafka_admin import AdminPool
+from krafty.clients.kafka_admin import AdminPool, KafkaAdmin
+from krafty.clients.kafka_users import UserAdmin
 from krafty.model.context import OperatorPeer
 from krafty.reconcile import connection
 from krafty.reconcile.cluster import ClusterReconciler, Endpoints, Settings
 from krafty.reconcile.lag import LagPass
 from krafty.reconcile.topics import Held, TopicReconciler
+from krafty.reconcile.users import UserReconciler
 from krafty.scheduler import Scheduler
 
 BUSY_INTERVAL = 5.0
 IDLE_INTERVAL = 30.0
-JOBS = ("cluster", "topics", "lag")
+JOBS = ("cluster", "topics", "users", "lag")
 
 
 def _operator_peer() -> OperatorPeer | None:
@@ -58,15 +60,18 @@ class Operator:
                             endpoints=Endpoints(override, controllers) if override and controllers else None)
         self.clusters = ClusterReconciler(self.kube, settings)
         locate = connection.fixed(override) if override else connection.in_cluster(self.kube, settings.cluster_domain)
-        self.topic_admins = AdminPool()
+        self.topic_admins = AdminPool(KafkaAdmin)
         self.topics = TopicReconciler(self.kube, locate, self.topic_admins.get)
+        self.user_admins = AdminPool(UserAdmin)
+        self.users = UserReconciler(self.kube, locate, self.user_admins.get)
         self.lag = LagPass(self.lag_connection)
         self.scheduler = Scheduler(self.run)
         self._seen: dict[tuple[str, str, str], tuple[Any, ...]] = {}
 
     def run(self, key: Any) -> float | None:
         kind, namespace, name = key
-        jobs = {"cluster": self.run_cluster, "topics": self.topics.reconcile, "lag": self.lag.reconcile}
+        jobs = {"cluster": self.run_cluster, "topics": self.topics.reconcile, "users": self.users.reconcile,
+                "lag": self.lag.reconcile}
         started = time.monotonic()
         try:
             delay = jobs[kind](namespace, name)
@@ -92,6 +97,7 @@ class Operator:
             metrics.COLLECTOR.set_cluster(namespace, name, None)
             self.clusters.release(namespace, name)
             self.topic_admins.release(namespace, name)
+            self.user_admins.release(namespace, name)
             self.lag.release(namespace, name)
             return None
         outcome = self.clusters.reconcile(body)
@@ -145,7 +151,8 @@ def stop(memo: kopf.Memo, **_: Any) -> None:
 @kopf.on.event(naming.GROUP, naming.VERSION, naming.CLUSTER_PLURAL)
 def cluster_event(type: str | None, body: kopf.Body, namespace: str | None, name: str, memo: kopf.Memo,
                   **_: Any) -> None:
-    """A KafkaCluster appeared, changed or went: its cluster, topic and lag passes look now (or stop)."""
+    """A KafkaCluster appeared, changed or went: its cluster, topic, user and lag passes look now (or stop;
+    the user pass lets its users' deletions go)."""
     operator = _operator(memo)
     deleted = type == "DELETED"
     if not operator.changed(naming.CLUSTER_KIND, body, deleted):
@@ -154,6 +161,7 @@ def cluster_event(type: str | None, body: kopf.Body, namespace: str | None, name
         operator.scheduler.forget(("topics", namespace, name))
         operator.scheduler.forget(("lag", namespace, name))
         operator.scheduler.poke(("cluster", namespace, name))
+        operator.scheduler.poke(("users", namespace, name))
         return
     for job in JOBS:
         operator.scheduler.poke((job, namespace, name))
@@ -167,6 +175,16 @@ def topic_event(type: str | None, body: kopf.Body, spec: Mapping[str, Any], name
     cluster = (spec.get("clusterRef") or {}).get("name")
     if cluster and operator.changed(naming.TOPIC_KIND, body, type == "DELETED"):
         operator.scheduler.poke(("topics", namespace, cluster))
+
+
+@kopf.on.event(naming.GROUP, naming.VERSION, naming.USER_PLURAL)
+def user_event(type: str | None, body: kopf.Body, spec: Mapping[str, Any], namespace: str | None,
+               memo: kopf.Memo, **_: Any) -> None:
+    """Users are reconciled per cluster, all together, like Topics (their deletion too, with our finalizer)."""
+    operator = _operator(memo)
+    cluster = (spec.get("clusterRef") or {}).get("name")
+    if cluster and operator.changed(naming.USER_KIND, body, type == "DELETED"):
+        operator.scheduler.poke(("users", namespace, cluster))
 
 
 @kopf.on.delete(naming.GROUP, naming.VERSION, naming.TOPIC_PLURAL)

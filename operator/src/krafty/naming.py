@@ -12,6 +12,8 @@ CLUSTER_KIND = "KafkaCluster"
 CLUSTER_PLURAL = "kafkaclusters"
 TOPIC_KIND = "Topic"
 TOPIC_PLURAL = "topics"
+USER_KIND = "KafkaUser"
+USER_PLURAL = "kafkausers"
 FIELD_MANAGER = "krafty-operator"
 # The chart's ClusterRole that lets rack-aware brokers read their node (get on nodes): the default name.
 RACK_CLUSTER_ROLE = "krafty-kafka-rack"
@@ -21,6 +23,10 @@ PAUSED_ANNOTATION = f"{GROUP}/paused"
 # A new value asks for a new cluster CA (renewed through its three steps, see krafty.decide.certificates)
 RENEW_CA_ANNOTATION = f"{GROUP}/renew-cluster-ca"
 CONFIRM_DELETION_ANNOTATION = f"{GROUP}/confirm-deletion"
+# On a Topic or KafkaUser: "force" takes over what Kafka already holds for it, and makes it match the spec
+ADOPT_ANNOTATION = f"{GROUP}/adopt"
+# On a KafkaUser's Secret: a digest of the SCRAM password last put into Kafka
+APPLIED_PASSWORD_ANNOTATION = f"{GROUP}/applied-password"
 # Annotations and labels the operator sets
 CONFIG_HASH_ANNOTATION = f"{GROUP}/config-hash"
 STATIC_CONFIG_ANNOTATION = f"{GROUP}/static-config"  # what a restart would change, for readable reasons
@@ -28,9 +34,10 @@ CLUSTER_LABEL = f"{GROUP}/cluster"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set by the API server on every namespace
 # On the pod template: the trust bundle and node certificates the pods run with (a change rolls them)
 CERTIFICATES_ANNOTATION = f"{GROUP}/certificates"
-# On the pod template: a digest of the Secrets spec.brokers.configFromSecrets names (a change rolls the brokers)
-# A digest of the clients CA bundle the brokers trust on listeners with authentication tls (a renewal rolls them)
+# On the pod template: a digest of the clients CA bundle the brokers trust on listeners with authentication tls
+# (a renewal rolls them)
 CLIENTS_CA_ANNOTATION = f"{GROUP}/clients-ca"
+# On the pod template: a digest of the Secrets spec.brokers.configFromSecrets names (a change rolls the brokers)
 CONFIG_SECRETS_ANNOTATION = f"{GROUP}/config-secrets"
 # On the node certificates' Secret: bumped when certificates nodes already run with are issued again
 CERTIFICATE_GENERATION_ANNOTATION = f"{GROUP}/certificate-generation"
@@ -41,6 +48,8 @@ ROLE_LABEL = f"{GROUP}/pool"
 PREFLIGHT_LABEL = f"{GROUP}/preflight-of"
 PREFLIGHT_REVISION_LABEL = f"{GROUP}/revision"
 TOPIC_FINALIZER = f"{GROUP}/topic-deletion"
+# Held on every KafkaUser so that its deletion removes its ACLs, quotas and credential from Kafka first
+USER_FINALIZER = f"{GROUP}/user-cleanup"
 # Held on every KafkaCluster so that its deletion stops the brokers before the controllers
 CLUSTER_FINALIZER = f"{GROUP}/ordered-teardown"
 
@@ -48,7 +57,7 @@ CLUSTER_FINALIZER = f"{GROUP}/ordered-teardown"
 OWNED_BROKER_KEYS = ("node.id", "broker.id", "process.roles", "listeners", "advertised.listeners",
                      "listener.security.protocol.map", "inter.broker.listener.name", "controller.listener.names",
                      "log.dirs", "log.dir", "metadata.log.dir", "broker.rack", "cluster.id", "ssl.key.password",
-                     "ssl.client.auth")
+                     "ssl.client.auth", "authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found")
 OWNED_BROKER_PREFIXES = ("controller.quorum.", "config.providers", "ssl.keystore.", "ssl.truststore.", "listener.name.")
 
 
@@ -94,6 +103,8 @@ PREVIOUS_CA_KEY_KEY = "previous-ca.key"
 CROSS_CA_CERT_KEY = "cross-signed-ca.crt"  # the CA cross-signed by the one before it
 TLS_CERT_KEY = "tls.crt"
 TLS_KEY_KEY = "tls.key"
+PASSWORD_KEY = "password"  # a SCRAM user's password, in its Secret
+SASL_JAAS_KEY = "sasl.jaas.config"  # the same as the JAAS line Java clients take
 # The operator's own client certificate, and the common name every node's certificate carries
 OPERATOR_COMMON_NAME = "krafty-operator"
 INITIAL_CONTROLLERS_KEY = "initial-controllers"
@@ -170,6 +181,25 @@ def operator_certificate(cluster: str) -> str:
 def node_common_name(cluster: str) -> str:
     """The subject every node of a cluster presents (one principal for all of them)."""
     return f"{cluster}-kafka"
+
+
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+# The principals of the cluster CA's certificates on the nodes' own listeners (Kafka's DEFAULT mapping)
+OPERATOR_PRINCIPAL = f"User:CN={OPERATOR_COMMON_NAME}"
+
+
+def node_principal(cluster: str) -> str:
+    return f"User:CN={node_common_name(cluster)}"
+
+
+def user_secret(user: str) -> str:
+    """The Secret with a KafkaUser's credential: named after the user."""
+    return user
+
+
+def user_principal(user: str) -> str:
+    """A KafkaUser's principal: a client certificate's common name, or a SCRAM user name."""
+    return f"User:{user}"
 
 
 def node_certificate_keys(pool: Pool, ordinal: int) -> tuple[str, str]:

@@ -13,7 +13,25 @@ from enum import StrEnum
 from typing import Any
 
 from krafty.model.cluster import ClientAuthentication, SecurityProtocol
+from krafty.model.user import AclEffect, AclOperation, AclPatternType, AclResourceType
 from krafty.naming import Pool
+
+
+@dataclass(frozen=True, order=True)
+class Acl:
+    """One ACL binding as Kafka holds it."""
+
+    principal: str  # User:<name>
+    resource_type: AclResourceType
+    name: str
+    pattern: AclPatternType
+    operation: AclOperation
+    effect: AclEffect
+    host: str
+
+    def describe(self) -> str:
+        return (f"{self.effect.value} {self.operation.value} on {self.resource_type.value} {self.name}"
+                f"{' (prefix)' if self.pattern is AclPatternType.PREFIX else ''} from {self.host}")
 
 
 @dataclass(frozen=True)

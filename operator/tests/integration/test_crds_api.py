@@ -11,13 +11,14 @@ import pytest
 import yaml
 
 from krafty.model import KafkaClusterSpec, TopicSpec
+from krafty.model.user import KafkaUserSpec
 from krafty.render.cluster import children
 from krafty_testkit.apiserver import LocalApiServer
 
 from ..conftest import CRDS, EXAMPLES, context, example
 
 NAMESPACE = "crd-tests"
-MODELS = {"KafkaCluster": KafkaClusterSpec, "Topic": TopicSpec}
+MODELS = {"KafkaCluster": KafkaClusterSpec, "Topic": TopicSpec, "KafkaUser": KafkaUserSpec}
 
 
 @pytest.fixture(scope="module")
@@ -56,6 +57,15 @@ def cluster(**spec_changes: Any) -> dict[str, Any]:
 def topic(**spec: Any) -> dict[str, Any]:
     return {"apiVersion": "kafka.krafty.io/v1alpha1", "kind": "Topic", "metadata": {"name": "bad-topic"},
             "spec": {"clusterRef": {"name": "prod"}, **spec}}
+
+
+def user(name: str = "bad-user", **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "kafka.krafty.io/v1alpha1", "kind": "KafkaUser", "metadata": {"name": name},
+            "spec": {"clusterRef": {"name": "prod"}, "authentication": {"type": "tls"}, **spec}}
+
+
+def _acl(resource: dict[str, Any], *operations: str, **rule: Any) -> dict[str, Any]:
+    return {"authorization": {"acls": [{"resource": resource, "operations": list(operations), **rule}]}}
 
 
 def _brokers(**changes: Any) -> dict[str, Any]:
@@ -123,6 +133,34 @@ BAD_INPUTS = {
     "topic min ISR above replicas": (topic(replicas=2, config={"min.insync.replicas": 3}), "spec.config"),
     "topic bad cleanup policy": (topic(config={"cleanup.policy": "forever"}), "spec.config"),
     "topic unknown deletion policy": (topic(deletionPolicy="Archive"), "spec.deletionPolicy"),
+    "authorization without TLS between the nodes": (cluster(authorization={"enabled": True}, tls={"internal": False}),
+                                                    "spec.authorization.enabled"),
+    "a super user Kubernetes could not name": (cluster(authorization={"enabled": True, "superUsers": ["CN=admin"]}),
+                                               "spec.authorization.superUsers[0]"),
+    "authorizer set through config": (cluster(brokers=_brokers(config={"authorizer.class.name": "x"})),
+                                      "spec.brokers.config"),
+    "user without authentication": ({**user(), "spec": {"clusterRef": {"name": "prod"}}}, "spec.authentication"),
+    "user with an unknown authentication": (user(authentication={"type": "plain"}), "spec.authentication.type"),
+    "user certificate with a password": (user(authentication={"type": "tls", "password": {"secretKeyRef": {
+        "name": "pw", "key": "password"}}}), "spec.authentication.password"),
+    "user name too long for a certificate": (user(name="u" * 65), "metadata.name"),
+    "ACL with an unknown operation": (user(**_acl({"type": "topic", "name": "a"}, "Erase")),
+                                      "spec.authorization.acls[0].operations[0]"),
+    "ACL with an unknown resource type": (user(**_acl({"type": "queue", "name": "a"}, "Read")),
+                                          "spec.authorization.acls[0].resource.type"),
+    "ACL with an operation its resource lacks": (user(**_acl({"type": "group", "name": "g"}, "Write")),
+                                                 "spec.authorization.acls[0].operations"),
+    "ACL on a topic without a name": (user(**_acl({"type": "topic"}, "Read")),
+                                      "spec.authorization.acls[0].resource.name"),
+    "ACL on the cluster with a prefix": (user(**_acl({"type": "cluster", "patternType": "prefix"}, "Alter")),
+                                         "spec.authorization.acls[0].resource"),
+    "ACL that neither allows nor denies": (user(**_acl({"type": "topic", "name": "a"}, "Read", type="maybe")),
+                                           "spec.authorization.acls[0].type"),
+    "ACL for a host name": (user(**_acl({"type": "topic", "name": "a"}, "Read", host="client.example.com")),
+                            "spec.authorization.acls[0].host"),
+    "quota below 1 KiB/s": (user(quotas={"producerByteRate": 100}), "spec.quotas.producerByteRate"),
+    "quota of a percentage that is not a number": (user(quotas={"requestPercentage": "half"}),
+                                                   "spec.quotas.requestPercentage"),
     "newline injected in a broker config value": (
         cluster(brokers=_brokers(config={"log.retention.ms": "1\nnode.id=7"})), "spec.brokers.config"),
     "control character in a broker config key": (cluster(brokers=_brokers(config={"num.io\tthreads": 8})),
@@ -152,6 +190,8 @@ TRANSITIONS = {
                                  "clusterRef is immutable"),
     "topic name change": (topic(topicName="Orders_V1"), lambda d: d["spec"].update(topicName="Orders_V2"),
                           "topicName is immutable"),
+    "user moved to another cluster": (user("moving"), lambda d: d["spec"].update(clusterRef={"name": "other"}),
+                                      "clusterRef is immutable"),
     "quorum mode change": (cluster(), lambda d: d["spec"].update(controllers={"mode": "combined", "replicas": 3}),
                            "controllers.mode is immutable"),
     "storage change": (cluster(), lambda d: d["spec"]["brokers"]["storage"].update(size="5Gi"),
@@ -207,3 +247,5 @@ def test_kubectl_explain_teaches_the_api(api: LocalApiServer):
                          lambda p: p.returncode == 0, 30, "kubectl explain").stdout
     assert "combined" in explained
     assert "dedicated" in explained
+    explained = api.kubectl("explain", "kafkauser.spec.authorization.acls.resource.patternType").stdout
+    assert "every name that starts with it" in explained

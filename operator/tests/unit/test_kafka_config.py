@@ -102,10 +102,11 @@ def test_every_rendered_key_is_a_kafka_config(dedicated_ctx: ClusterContext, com
     # The catalog comes from the pinned Kafka: a key it does not know would be ignored (or refused) by Kafka.
     # Two shapes of key are Kafka's by construction: listener.name.<listener>.<key> (a key for one listener)
     # and config.providers.<provider>.class (the class of a provider config.providers names).
-    # A SASL mechanism's own keys are listener.name.<listener>.<mechanism>.<key>.
-    brokers = catalog().broker
+    # A SASL mechanism's own keys are listener.name.<listener>.<mechanism>.<key>. The authorizer's own keys are
+    # read by the authorizer, which Kafka hands the whole configuration.
+    brokers = {*catalog().broker, "super.users", "allow.everyone.if.no.acl.found"}
     for ctx in (dedicated_ctx, combined_ctx, context(spec_with(leaderBalance__mode="Kafka")),
-                context(spec_with(listeners=AUTHENTICATED))):
+                context(spec_with(listeners=AUTHENTICATED, authorization={"enabled": True}))):
         for pool in ctx.pools():
             props = node_properties(ctx, pool, 0)
             listeners = {item.split("://")[0].lower() for item in props["listeners"].split(",")}
@@ -182,3 +183,19 @@ def test_a_setting_from_a_secret_names_its_file_and_the_brokers_mount_the_secret
     mounts = pod["spec"]["containers"][0]["volumeMounts"]
     assert {"name": "config-secret-0", "mountPath": "/etc/kafka/secrets/jaas", "readOnly": True} in mounts
     assert pod["metadata"]["annotations"]["kafka.krafty.io/config-secrets"] == "digest-1"
+
+
+def test_authorization_makes_the_nodes_and_the_operator_super_users_on_every_node():
+    # Given authorization on, with one more super user
+    ctx = context(spec_with(authorization={"enabled": True, "superUsers": ["admin"]}), name="prod")
+    for pool in ctx.pools():
+        props = node_properties(ctx, pool, 0)
+        # Then every node (controllers too) runs the StandardAuthorizer, denying what no ACL allows
+        assert props["authorizer.class.name"] == "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+        assert props["allow.everyone.if.no.acl.found"] == "false"
+        # And the nodes and the operator are super users by their certificates' subjects, beside the user named
+        assert props["super.users"] == "User:CN=prod-kafka;User:CN=krafty-operator;User:admin"
+    # And turning it on is a restart-only change (it rolls the nodes)
+    plain = context(spec_with(), name="prod")
+    assert "authorizer.class.name" not in node_properties(plain, Pool.BROKER, 0)
+    assert restart_hash(plain, Pool.BROKER) != restart_hash(ctx, Pool.BROKER)

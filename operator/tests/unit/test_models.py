@@ -10,10 +10,11 @@ from pydantic import BaseModel, ValidationError
 
 from krafty.model import KafkaClusterSpec, TopicSpec, parse_quantity
 from krafty.model.cluster import SUPPORTED_KAFKA_VERSIONS
+from krafty.model.user import KafkaUserSpec
 
 from ..conftest import CRDS, EXAMPLES, example
 
-MODELS = {"KafkaCluster": KafkaClusterSpec, "Topic": TopicSpec}
+MODELS = {"KafkaCluster": KafkaClusterSpec, "Topic": TopicSpec, "KafkaUser": KafkaUserSpec}
 
 
 def crd_spec_schema(kind: str) -> dict[str, Any]:
@@ -113,3 +114,17 @@ def test_quantities(text, value):
 def test_bad_quantity_is_named():
     with pytest.raises(ValueError, match="'12 GB' is not a Kubernetes quantity"):
         parse_quantity("12 GB")
+
+
+def _undescribed(schema: dict[str, Any], path: str) -> list[str]:
+    out = []
+    for name, field in (schema.get("properties") or {}).items():
+        out += [f"{path}.{name}"] * ("description" not in field)
+        out += _undescribed(field.get("items") or field, f"{path}.{name}")
+    return out
+
+
+@pytest.mark.parametrize("kind", ["KafkaUser"])
+def test_every_field_explains_itself(kind: str):
+    # (kubectl explain prints these descriptions)
+    assert _undescribed(crd_spec_schema(kind), "spec") == []

@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Any, TypeVar, cast
+from typing import Any, Generic, TypeVar, cast
 
 from confluent_kafka import (
     ElectionType,
@@ -287,20 +287,24 @@ class KafkaAdmin:
         return sorted(reading)
 
 
-class AdminPool:
+A = TypeVar("A", bound=KafkaAdmin)
+
+
+class AdminPool(Generic[A]):
     """One KafkaAdmin per cluster for one kind of pass: each kind has its own clients, so one pass
     waiting on Kafka (a topic pass, say) never holds up another's calls (a roll's)."""
 
-    def __init__(self) -> None:
-        self._admins: dict[str, KafkaAdmin] = {}
+    def __init__(self, make: Callable[[Connection], A]) -> None:
+        self._make = make
+        self._admins: dict[str, A] = {}
         self._lock = threading.Lock()
 
-    def get(self, connection: Connection) -> KafkaAdmin:
+    def get(self, connection: Connection) -> A:
         """The client for these servers; a new one when the credentials changed (a renewed certificate)."""
         with self._lock:
             admin = self._admins.get(connection.servers)
             if admin is None or admin.connection != connection:
-                admin = self._admins[connection.servers] = KafkaAdmin(connection)
+                admin = self._admins[connection.servers] = self._make(connection)
             return admin
 
     def release(self, namespace: str, cluster: str) -> None:

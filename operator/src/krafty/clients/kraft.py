@@ -92,7 +92,8 @@ _NAMES = {wire.DESCRIBE_QUORUM: "DescribeQuorum", wire.DESCRIBE_CLUSTER: "Descri
           wire.REMOVE_RAFT_VOTER: "RemoveRaftVoter", wire.UNREGISTER_BROKER: "UnregisterBroker",
           wire.ALTER_PARTITION_REASSIGNMENTS: "AlterPartitionReassignments",
           wire.LIST_PARTITION_REASSIGNMENTS: "ListPartitionReassignments",
-          wire.INCREMENTAL_ALTER_CONFIGS: "IncrementalAlterConfigs"}
+          wire.INCREMENTAL_ALTER_CONFIGS: "IncrementalAlterConfigs",
+          wire.DESCRIBE_CLIENT_QUOTAS: "DescribeClientQuotas", wire.ALTER_CLIENT_QUOTAS: "AlterClientQuotas"}
 
 
 def describe_brokers(servers: Target, timeout: float = 10.0) -> tuple[wire.Broker, ...]:
@@ -140,3 +141,18 @@ def alter_cluster_defaults(servers: Target, changes: dict[str, str | None], time
     if changes:
         call(servers, wire.INCREMENTAL_ALTER_CONFIGS, 1, wire.encode_alter_cluster_defaults(changes),
              wire.decode_alter_configs, timeout)
+
+
+def user_quotas(servers: Target, timeout: float = 15.0) -> dict[str, dict[str, float]]:
+    """The quotas Kafka holds per user name."""
+    return call(servers, wire.DESCRIBE_CLIENT_QUOTAS, 1, wire.encode_describe_user_quotas(),
+                wire.decode_describe_user_quotas, timeout)
+
+
+def alter_user_quotas(servers: Target, changes: Mapping[str, Mapping[str, float | None]], validate_only: bool,
+                      timeout: float = 15.0) -> dict[str, str]:
+    """Sets (None: removes) quotas per user; returns Kafka's refusal per user."""
+    if not changes:
+        return {}
+    return call(servers, wire.ALTER_CLIENT_QUOTAS, 1, wire.encode_alter_user_quotas(changes, validate_only),
+                wire.decode_alter_user_quotas, timeout)

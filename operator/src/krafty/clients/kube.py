@@ -21,6 +21,7 @@ _API_VERSIONS = {
     "PersistentVolumeClaim": "v1", "StatefulSet": "apps/v1", "PodDisruptionBudget": "policy/v1",
     "ClusterRoleBinding": "rbac.authorization.k8s.io/v1", "NetworkPolicy": "networking.k8s.io/v1",
     naming.CLUSTER_KIND: naming.API_VERSION, naming.TOPIC_KIND: naming.API_VERSION,
+    naming.USER_KIND: naming.API_VERSION,
 }
 
 

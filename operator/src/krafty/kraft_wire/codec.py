@@ -57,6 +57,10 @@ class Writer:
         self.parts.append(struct.pack(">i", v))
         return self
 
+    def float64(self, v: float) -> Writer:
+        self.parts.append(struct.pack(">d", v))
+        return self
+
     def uvarint(self, v: int) -> Writer:
         out = bytearray()
         while True:
@@ -134,6 +138,9 @@ class Reader:
 
     def int64(self) -> int:
         return int(struct.unpack(">q", self._take(8))[0])
+
+    def float64(self) -> float:
+        return float(struct.unpack(">d", self._take(8))[0])
 
     def uvarint(self) -> int:
         shift = value = 0

@@ -7,7 +7,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import Field, model_validator
 
-from krafty.model.common import ConfigValue, Quantity, Spec
+from krafty.model.common import ConfigValue, ObjectName, Quantity, Spec
 from krafty.model.network import NetworkPolicies, NetworkPolicyPeer
 
 # broker-image/kafka.env pins the Kafka the images carry; a test keeps these equal to it.
@@ -66,8 +66,7 @@ class NodePool(Spec):
 class SecretKeyRef(Spec):
     """One key of a Secret in the cluster's namespace."""
 
-    name: str = Field(min_length=1, max_length=253,
-                      pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+    name: ObjectName
     key: str = Field(min_length=1, max_length=253, pattern=r"^[-._a-zA-Z0-9]+$")
 
 
@@ -144,8 +143,7 @@ class Validity(Spec):
 class CertificateAuthority(Validity):
     # A kubernetes.io/tls Secret holding the user's own self-signed CA (cert-manager can issue it); the
     # operator then never renews the CA itself, and moves to a new one found in the Secret.
-    secret_name: str | None = Field(default=None, min_length=1, max_length=253,
-                                    pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+    secret_name: ObjectName | None = None
 
 
 class Tls(Spec):
@@ -155,6 +153,14 @@ class Tls(Spec):
     cluster_ca: CertificateAuthority = Field(default_factory=CertificateAuthority)
     clients_ca: CertificateAuthority = Field(default_factory=CertificateAuthority)
     certificates: Validity = Field(default_factory=Validity)
+
+
+class Authorization(Spec):
+    """Kafka's StandardAuthorizer: a request no ACL allows is denied. The nodes and the operator are super
+    users through their certificates of the cluster CA; `superUsers` names users (KafkaUser names) who are too."""
+
+    enabled: bool = False
+    super_users: tuple[ObjectName, ...] = Field(default=(), max_length=20)
 
 
 class TopicDefaults(Spec):
@@ -195,6 +201,7 @@ class KafkaClusterSpec(Spec):
     controllers: Controllers = Field(default_factory=Controllers)
     listeners: tuple[Listener, ...] = Field(default_factory=_default_listeners, min_length=1, max_length=4)
     tls: Tls = Field(default_factory=Tls)
+    authorization: Authorization = Field(default_factory=Authorization)
     topic_defaults: TopicDefaults = Field(default_factory=TopicDefaults)
     restarts: Restarts = Field(default_factory=Restarts)
     leader_balance: LeaderBalance = Field(default_factory=LeaderBalance)
@@ -222,6 +229,8 @@ class KafkaClusterSpec(Spec):
             problems.append("listener names and ports must be unique")
         if any(port in RESERVED_PORTS for port in ports):
             problems.append("listener ports 9090, 9091, 9093 and 9404 are reserved")
+        if self.authorization.enabled and self.tls.internal is False:
+            problems.append("authorization needs TLS between the nodes (tls.internal)")
         if problems:
             raise ValueError("; ".join(problems))
         return self

@@ -6,7 +6,7 @@ import re
 from decimal import Decimal
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 
@@ -50,3 +50,8 @@ def _config_value(value: Any) -> str:
 
 
 ConfigValue = Annotated[str, BeforeValidator(_config_value)]
+
+
+# A Kubernetes object name (DNS subdomain): Secrets, KafkaUsers
+DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+ObjectName = Annotated[str, Field(min_length=1, max_length=253, pattern=DNS_SUBDOMAIN)]

@@ -18,7 +18,7 @@ from typing import Any
 
 from krafty import metrics, naming
 from krafty.clients.connection import Connection
-from krafty.clients.kafka_admin import AdminPool
+from krafty.clients.kafka_admin import AdminPool, KafkaAdmin
 from krafty.clients.kube import Kube
 from krafty.decide import identity, listeners
 from krafty.decide.status import DEGRADED, READY, Condition
@@ -65,7 +65,7 @@ class ClusterReconciler:
     def __init__(self, kube: Kube, settings: Settings) -> None:
         self.kube = kube
         self.settings = settings
-        self.admins = AdminPool()
+        self.admins = AdminPool(KafkaAdmin)
 
     def reconcile(self, body: dict[str, Any]) -> Outcome:
         moment = writer.now()
@@ -83,6 +83,10 @@ class ClusterReconciler:
         ctx = self._context(body, spec, claims)
         if ctx is None:
             return Outcome(PassResult.CONFLICT)
+        if spec.authorization.enabled and not ctx.internal_tls:
+            return self._hold(body, "AuthorizationNeedsTls", "spec.authorization is enabled, but this cluster was "
+                              "created without TLS between its nodes: they would have no identity to be super "
+                              "users with. Nothing changes until authorization is off", moment)
         secrets_digest, missing = self._config_secrets(ctx)
         if missing:  # like an invalid spec: nothing changes until it is there
             return self._hold(body, "ConfigSecretMissing", missing, moment)

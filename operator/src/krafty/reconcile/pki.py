@@ -57,7 +57,7 @@ def _pair(data: Mapping[str, str], cert_key: str, key_key: str) -> KeyPair | Non
     return None
 
 
-def _ca_held(body: Mapping[str, Any] | None) -> CaHeld:
+def ca_held(body: Mapping[str, Any] | None) -> CaHeld:
     data = decoded(body)
     return CaHeld(_pair(data, naming.CA_CERT_KEY, naming.CA_KEY_KEY),
                   _pair(data, naming.PREVIOUS_CA_CERT_KEY, naming.PREVIOUS_CA_KEY_KEY),
@@ -171,14 +171,14 @@ class PkiPass:
         node_keys = {f"{pool.value}-{ordinal}": (pool, ordinal) for pool, ordinal in _node_subjects(ctx, nodes_data)}
         held_nodes = {key: _pair(nodes_data, *naming.node_certificate_keys(*node)) for key, node in node_keys.items()}
 
-        before = _ca_held(self.kube.get("Secret", naming.cluster_ca(ctx.name), ns))
+        before = ca_held(self.kube.get("Secret", naming.cluster_ca(ctx.name), ns))
         moved = before.current is not None and certificates.all_run(markers, generation) and all(
             pair is not None and pki.signed_by(pair.cert, before.current.cert)
             for pair in [*held_nodes.values(), held_operator])
         requested = annotations_of(self.body).get(naming.RENEW_CA_ANNOTATION, "")
         ca = self._ca(naming.cluster_ca(ctx.name), "cluster CA", before, ctx.spec.tls.cluster_ca, requested, moved)
         clients = self._ca(naming.clients_ca(ctx.name), "clients CA",
-                           _ca_held(self.kube.get("Secret", naming.clients_ca(ctx.name), ns)), ctx.spec.tls.clients_ca,
+                           ca_held(self.kube.get("Secret", naming.clients_ca(ctx.name), ns)), ctx.spec.tls.clients_ca,
                            "", True)
         assert ca.current is not None
         signer = certificates.signer(ca, certificates.all_trust(markers, ca.current))

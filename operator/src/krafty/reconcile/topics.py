@@ -28,7 +28,6 @@ from krafty.model import DeletionPolicy, KafkaClusterSpec, TopicSpec
 from krafty.reconcile import status as writer
 from krafty.reconcile.connection import Locate
 
-ADOPT_ANNOTATION = f"{naming.GROUP}/adopt"
 BUSY_INTERVAL = 5.0
 CHECK_INTERVAL = 30.0
 
@@ -42,7 +41,7 @@ def _resource(body: dict[str, Any]) -> topics.TopicResource | None:
     created = status.get("createdWith") or {}
     return topics.TopicResource(
         meta["namespace"], meta["name"], meta.get("creationTimestamp") or "", spec, bool(status.get("topicName")),
-        force_adopt=(meta.get("annotations") or {}).get(ADOPT_ANNOTATION) == "force",
+        force_adopt=(meta.get("annotations") or {}).get(naming.ADOPT_ANNOTATION) == "force",
         created_with=(created["partitions"], created["replicationFactor"]) if created else None)
 
 

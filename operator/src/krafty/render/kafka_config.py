@@ -93,6 +93,19 @@ def _tls(ctx: ClusterContext, pool: Pool, ordinal: int) -> dict[str, str]:
     return out
 
 
+def _authorization(ctx: ClusterContext) -> dict[str, str]:
+    """StandardAuthorizer on every node. The nodes (replication and controller listeners) and the operator are
+    super users by the subject of their cluster CA certificates (User:CN=...); a user's principal never
+    has that shape, since a client certificate's principal is its bare common name."""
+    authorization = ctx.spec.authorization
+    if not authorization.enabled:
+        return {}
+    supers = [naming.node_principal(ctx.name), naming.OPERATOR_PRINCIPAL,
+              *(naming.user_principal(user) for user in authorization.super_users)]
+    return {"authorizer.class.name": naming.STANDARD_AUTHORIZER, "super.users": ";".join(supers),
+            "allow.everyone.if.no.acl.found": "false"}
+
+
 def _replication_defaults(ctx: ClusterContext) -> dict[str, str]:
     defaults = ctx.spec.topic_defaults
     rf, min_isr = defaults.replication_factor, defaults.min_insync_replicas
@@ -127,6 +140,7 @@ def node_properties(ctx: ClusterContext, pool: Pool, ordinal: int) -> dict[str, 
         "controller.quorum.bootstrap.servers": ctx.controller_bootstrap_servers(),
         **_listeners(ctx, pool, ordinal),
         **_tls(ctx, pool, ordinal),
+        **_authorization(ctx),
         "log.dirs": naming.LOG_DIR,
     }
     # KIP-853: a controller started on an empty disk runs as an observer until the operator makes it a voter

@@ -1,0 +1,300 @@
+"""One pass over all KafkaUsers of one KafkaCluster: credentials into their Secrets, then ACLs, SCRAM
+credentials and quotas into Kafka with batched Admin calls (krafty.decide.users plans them).
+
+Per pass: one read each of the ACLs, SCRAM credentials and quotas Kafka holds, and at most one request per
+kind of change for all users together. Quotas are validated by Kafka first; a user any part of whose change
+Kafka refuses gets none of it. A password is kept in the user's Secret before Kafka hears of it, so a
+generated one is never lost; the Secret then records it as applied. Every credential issued and every
+change made behind the operator's back is logged and emitted as an Event; no password or key is logged.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from pydantic import ValidationError
+
+from krafty import naming, pki
+from krafty.clients.connection import Connection
+from krafty.clients.errors import KafkaUnavailable
+from krafty.clients.kafka_users import UserAdmin
+from krafty.clients.kube import Kube
+from krafty.decide import certificates, users
+from krafty.decide.certificates import Subject
+from krafty.decide.status import READY, Condition
+from krafty.model import KafkaClusterSpec
+from krafty.model.user import KafkaUserSpec, UserAuthenticationType
+from krafty.pki import KeyPair
+from krafty.reconcile import status as writer
+from krafty.reconcile.connection import Locate
+from krafty.reconcile.pki import ca_held
+from krafty.render.secrets import annotations_of, decoded, owned_by, user_secret
+
+log = logging.getLogger(__name__)
+BUSY_INTERVAL = 5.0
+CHECK_INTERVAL = 30.0
+_TLS_SECRET, _OPAQUE = "kubernetes.io/tls", "Opaque"
+
+
+@dataclass
+class Credential:
+    """What one user's Secret is to hold after this pass (secret values: never printed)."""
+
+    data: dict[str, str] = field(repr=False)
+    kind: str
+    annotations: dict[str, str]
+    password: str | None = field(default=None, repr=False)  # scram-sha-512: the password to put into Kafka
+    issued: str = ""  # a certificate issued this pass: the Event's message
+
+
+def _spec(body: dict[str, Any] | None, model: type[KafkaClusterSpec] | type[KafkaUserSpec]) -> Any:
+    if body is None:
+        return None
+    try:
+        return model.model_validate(body.get("spec") or {})
+    except ValidationError:
+        return None
+
+
+def _deleting(body: dict[str, Any] | None) -> bool:
+    return bool((body or {}).get("metadata", {}).get("deletionTimestamp"))
+
+
+def _settled(body: dict[str, Any]) -> bool:
+    """Ready at the current generation: a difference found now was made behind the operator's back."""
+    status = body.get("status") or {}
+    ready: dict[str, Any] = next((c for c in status.get("conditions") or [] if c.get("type") == READY), {})
+    return ready.get("status") == "True" and status.get("observedGeneration") == body["metadata"].get("generation")
+
+
+def _jaas(user: str, password: str) -> str:
+    escaped = password.replace("\\", "\\\\").replace('"', '\\"')
+    return f'org.apache.kafka.common.security.scram.ScramLoginModule required username="{user}" password="{escaped}";'
+
+
+class UserReconciler:
+    def __init__(self, kube: Kube, locate: Locate, admin: Callable[[Connection], UserAdmin],
+                 clock: Callable[[], datetime.datetime] = writer.now) -> None:
+        self.kube = kube
+        self.locate = locate
+        self.admin = admin
+        self.clock = clock
+
+    def bodies(self, namespace: str, cluster: str) -> list[dict[str, Any]]:
+        return [b for b in self.kube.list(naming.USER_KIND, namespace)
+                if (b.get("spec") or {}).get("clusterRef", {}).get("name") == cluster]
+
+    # -- the pass ----------------------------------------------------------------
+    def reconcile(self, namespace: str, cluster: str) -> float | None:
+        bodies = self.bodies(namespace, cluster)
+        if not bodies:
+            return None
+        live = [b for b in bodies if not _deleting(b)]
+        for body in live:
+            self.kube.hold(naming.USER_KIND, body, naming.USER_FINALIZER)
+        cluster_body = self.kube.get(naming.CLUSTER_KIND, cluster, namespace)
+        spec: KafkaClusterSpec | None = _spec(cluster_body, KafkaClusterSpec)
+        if spec is None or _deleting(cluster_body):
+            self._without_cluster(bodies, cluster, cluster_body)
+            return CHECK_INTERVAL
+        clients_ca = ca_held(self.kube.get("Secret", naming.clients_ca(cluster), namespace)).current
+        trust = decoded(self.kube.get("Secret", naming.cluster_ca_cert(cluster), namespace)).get(naming.CA_CERT_KEY)
+        if clients_ca is None or trust is None:
+            self._report_all(live, "CredentialPending", f"the PKI of KafkaCluster {cluster} is not made yet")
+            return BUSY_INTERVAL
+        resources, credentials, refused = self._users(bodies, spec, clients_ca, trust)
+        try:
+            admin = self.admin(self.locate(namespace, cluster))
+            kafka = self._kafka(admin, spec)
+        except KafkaUnavailable as error:
+            self._report_all(live, "KafkaUnreachable", f"Kafka cannot be asked: {error}")
+            return BUSY_INTERVAL
+        plan = users.plan(resources, kafka, spec)
+        if ((cluster_body or {}).get("metadata", {}).get("annotations") or {}).get(naming.PAUSED_ANNOTATION) == "true":
+            plan = users.held(plan, f"KafkaCluster {cluster} is paused")
+        self._act(admin, plan, {b["metadata"]["name"]: b for b in bodies}, credentials, cluster)
+        after = self._kafka(admin, spec) if plan.acl_creates or plan.acl_deletes else kafka
+        self._report(live, plan, refused, after)
+        for key in plan.released:
+            self._release(next(b for b in bodies if _key(b) == key))
+        busy = any(v.progressing for v in plan.verdicts.values()) or len(plan.released) < sum(map(_deleting, bodies))
+        return BUSY_INTERVAL if busy else CHECK_INTERVAL
+
+    @staticmethod
+    def _kafka(admin: UserAdmin, spec: KafkaClusterSpec) -> users.KafkaUsers:
+        # (a cluster without an authorizer holds no ACLs: not asked)
+        return users.KafkaUsers(admin.acls() if spec.authorization.enabled else frozenset(), admin.scram_users(),
+                                admin.quotas())
+
+    # -- observing the users ---------------------------------------------------------
+    def _users(self, bodies: list[dict[str, Any]], spec: KafkaClusterSpec, clients_ca: KeyPair, trust: str
+               ) -> tuple[list[users.UserResource], dict[tuple[str, str], Credential],
+                          dict[tuple[str, str], users.Verdict]]:
+        """The users to plan for, the credentials their Secrets are to hold, and the users refused outright."""
+        resources, credentials, refused = [], {}, {}
+        for body in bodies:
+            resource, credential, verdict = self._user(body, spec, clients_ca, trust)
+            if resource is None and _deleting(body):  # (unparseable: the operator never acted for it)
+                self._release(body)
+            elif verdict is not None:
+                refused[_key(body)] = verdict
+            elif resource is not None:
+                resources.append(resource)
+                if credential is not None:
+                    credentials[resource.key] = credential
+        return resources, credentials, refused
+
+    def _user(self, body: dict[str, Any], cluster: KafkaClusterSpec, clients_ca: KeyPair, trust: str
+              ) -> tuple[users.UserResource | None, Credential | None, users.Verdict | None]:
+        """The user as the planner sees it, the credential its Secret is to hold, or why it is refused."""
+        meta = body["metadata"]
+        spec: KafkaUserSpec | None = _spec(body, KafkaUserSpec)
+        if spec is None:
+            return None, None, users.Verdict(False, "InvalidSpec", "the spec cannot be parsed", manage=False)
+        resource = users.UserResource(
+            meta["namespace"], meta["name"], spec, bool((body.get("status") or {}).get("username")),
+            settled=_settled(body), force_adopt=(meta.get("annotations") or {}).get(naming.ADOPT_ANNOTATION) == "force",
+            deleting=_deleting(body))
+        if resource.deleting:
+            return resource, None, None
+        held = self.kube.get("Secret", naming.user_secret(meta["name"]), meta["namespace"])
+        if held is not None and not owned_by(held, body):
+            return resource, None, users.Verdict(
+                False, "SecretConflict", f"Secret {naming.user_secret(meta['name'])} exists and does not belong to "
+                "this KafkaUser: nothing was changed (rename or remove that Secret)", manage=False)
+        data = decoded(held)
+        if spec.authentication.type is UserAuthenticationType.TLS:
+            return resource, self._certificate(meta["name"], data, cluster, clients_ca, trust), None
+        password, missing = self._password(spec, meta["namespace"], data)
+        applied = annotations_of(held).get(naming.APPLIED_PASSWORD_ANNOTATION, "")
+        digest = users.password_digest(password) if password is not None else None
+        # (a credential this user's own Secret says was applied is the operator's, status written or not)
+        resource = replace(resource, password=users.Password(digest, applied, missing),
+                           managed=resource.managed or bool(applied))
+        if password is None:
+            return resource, None, None
+        credential = Credential({naming.PASSWORD_KEY: password, naming.SASL_JAAS_KEY: _jaas(meta["name"], password),
+                                 naming.CA_CERT_KEY: trust}, _OPAQUE, {naming.APPLIED_PASSWORD_ANNOTATION: applied},
+                                password)
+        return resource, credential, None
+
+    def _certificate(self, user: str, data: dict[str, str], cluster: KafkaClusterSpec, clients_ca: KeyPair,
+                     trust: str) -> Credential:
+        pair = (KeyPair(data[naming.TLS_CERT_KEY], data[naming.TLS_KEY_KEY])
+                if {naming.TLS_CERT_KEY, naming.TLS_KEY_KEY} <= data.keys() else None)
+        now = self.clock()
+        reason = certificates.certificate_reason(Subject(user, user, ()), pair, clients_ca, now,
+                                                 cluster.tls.certificates)
+        issued = ""
+        if reason is not None or pair is None:
+            pair = pki.issue(clients_ca, user, (), now, datetime.timedelta(days=cluster.tls.certificates.validity_days))
+            issued = (reason or certificates.IssueReason.NEW).message(f"the client certificate of User:{user}")
+        return Credential({naming.TLS_CERT_KEY: pair.cert, naming.TLS_KEY_KEY: pair.key, naming.CA_CERT_KEY: trust},
+                          _TLS_SECRET, {}, issued=issued)
+
+    def _password(self, spec: KafkaUserSpec, namespace: str, held: dict[str, str]) -> tuple[str | None, str]:
+        """The password to use, or None and why it cannot be read."""
+        source = spec.authentication.password
+        if source is None:  # generated once, then kept in the user's Secret
+            return held.get(naming.PASSWORD_KEY) or secrets.token_urlsafe(24), ""
+        ref = source.secret_key_ref
+        found = decoded(self.kube.get("Secret", ref.name, namespace)).get(ref.key)
+        if not found:
+            return None, f"Secret {ref.name} does not exist or has no key {ref.key} (or it is empty)"
+        return found, ""
+
+    # -- acting ---------------------------------------------------------------------
+    def _act(self, admin: UserAdmin, plan: users.UserPlan, bodies: dict[str, dict[str, Any]],
+             credentials: dict[tuple[str, str], Credential], cluster: str) -> None:
+        # Kafka's own verdict on the quotas first: a user it refuses gets none of its changes
+        for user, error in admin.alter_quotas(plan.quota_changes, validate_only=True).items():
+            self._refuse(plan, user, "QuotaRefused", f"spec.quotas: Kafka refused them: {error}")
+        managed = {key for key, verdict in plan.verdicts.items() if verdict.manage}
+        for key in managed:  # the credential is kept before Kafka hears of it
+            self._write_secret(bodies[key[1]], cluster, credentials.get(key))
+        upserts = {user: credential.password for (_, user), credential in credentials.items()
+                   if user in plan.scram_upserts and credential.password is not None}
+        failures = {user: ("CredentialRefused", f"Kafka refused the SCRAM credential: {error}")
+                    for user, error in admin.alter_scram(upserts, plan.scram_deletes).items()}
+        for acl, error in {**admin.create_acls(plan.acl_creates), **admin.delete_acls(plan.acl_deletes)}.items():
+            failures[acl.principal.removeprefix("User:")] = ("AclRefused", f"{acl.describe()}: {error}")
+        for user, error in admin.alter_quotas(plan.quota_changes, validate_only=False).items():
+            failures[user] = ("QuotaRefused", f"spec.quotas: {error}")
+        for user, (reason, message) in failures.items():
+            self._refuse(plan, user, reason, message)
+        for key in managed:
+            credential = credentials.get(key)
+            if credential is not None and key[1] in upserts and key[1] not in failures:
+                credential.annotations[naming.APPLIED_PASSWORD_ANNOTATION] = users.password_digest(upserts[key[1]])
+                self._write_secret(bodies[key[1]], cluster, credential)
+                self._tell(bodies[key[1]], "CredentialSet", f"the SCRAM-SHA-512 credential of User:{key[1]} is set")
+
+    def _write_secret(self, body: dict[str, Any], cluster: str, credential: Credential | None) -> None:
+        if credential is None:
+            return
+        if credential.issued:
+            self._tell(body, "CertificateIssued", credential.issued)
+            credential.issued = ""
+        desired = user_secret(body, cluster, credential.data, credential.annotations, credential.kind)
+        held = self.kube.get("Secret", desired["metadata"]["name"], desired["metadata"]["namespace"])
+        if (held or {}).get("data") != desired["data"] or annotations_of(held) != annotations_of(desired):
+            self.kube.apply(desired)
+
+    @staticmethod
+    def _refuse(plan: users.UserPlan, user: str, reason: str, message: str) -> None:
+        plan.drop(user)
+        for key, verdict in plan.verdicts.items():
+            if key[1] == user:
+                plan.verdicts[key] = users.Verdict(False, reason, message, events=((reason, message, True),),
+                                                   manage=verdict.manage and reason != "QuotaRefused")
+
+    def _release(self, body: dict[str, Any]) -> None:
+        if self.kube.let_go(naming.USER_KIND, body, naming.USER_FINALIZER):
+            self._tell(body, "UserDeleted", f"User:{body['metadata']['name']} holds nothing in Kafka any more")
+
+    # -- reporting ------------------------------------------------------------------
+    def _tell(self, body: dict[str, Any], reason: str, message: str, warning: bool = False) -> None:
+        meta = body["metadata"]
+        log.info("KafkaUser %s/%s: %s", meta["namespace"], meta["name"], message)
+        self.kube.event(body, naming.USER_KIND, reason, message, warning=warning)
+
+    def _without_cluster(self, bodies: list[dict[str, Any]], cluster: str, cluster_body: dict[str, Any] | None
+                         ) -> None:
+        """No cluster to hold anything: deleted users go at once, the others say why they wait."""
+        gone = cluster_body is None or _deleting(cluster_body)
+        for body in bodies:
+            if _deleting(body):
+                self._release(body)
+        reason, message = ("ClusterNotFound", f"KafkaCluster {cluster} does not exist (or is being deleted)") if gone \
+            else ("ClusterInvalid", f"the spec of KafkaCluster {cluster} cannot be parsed")
+        self._report_all([b for b in bodies if not _deleting(b)], reason, message)
+
+    def _report_all(self, bodies: list[dict[str, Any]], reason: str, message: str) -> None:
+        for body in bodies:
+            writer.write(self.kube, naming.USER_KIND, body, {}, [Condition(READY, False, reason, message)],
+                         self.clock())
+
+    def _report(self, bodies: list[dict[str, Any]], plan: users.UserPlan,
+                refused: dict[tuple[str, str], users.Verdict], kafka: users.KafkaUsers) -> None:
+        for body in bodies:
+            key = _key(body)
+            verdict = refused.get(key) or plan.verdicts.get(key) or users.Verdict(
+                False, "InvalidSpec", "the spec cannot be parsed", manage=False)
+            events = verdict.events or ((verdict.reason, verdict.message, True),) * (not verdict.ready)
+            for reason, message, warning in events:
+                self._tell(body, reason, message, warning)
+            status: dict[str, Any] = {}
+            if verdict.manage:
+                acls, _, _ = kafka.held_by(key[1])
+                status = {"username": key[1], "secret": naming.user_secret(key[1]), "acls": len(acls)}
+            writer.write(self.kube, naming.USER_KIND, body, status,
+                         [Condition(READY, verdict.ready, verdict.reason, verdict.message)], self.clock())
+
+
+def _key(body: dict[str, Any]) -> tuple[str, str]:
+    return body["metadata"]["namespace"], body["metadata"]["name"]
