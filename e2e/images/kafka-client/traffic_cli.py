@@ -4,6 +4,8 @@
   traffic_cli.py --ca FILE COMMAND ...     any command below over TLS, trusting the CAs in FILE
   traffic_cli.py --scram USER:PASSWORD COMMAND ...
         any command below with SASL SCRAM-SHA-512 (with --ca: over TLS)
+  traffic_cli.py --ca FILE --cert CERT:KEY COMMAND ...
+        any command below over TLS, presenting the client certificate in CERT (its key in KEY)
   traffic_cli.py produce BOOTSTRAP TOPIC --rate R [--count N | --until-file F] --acked FILE
         writes keyed sequences with acks=all and idempotence; prints a JSON report
         (acknowledged, failed by error, longest gap between acknowledgements) and
@@ -11,13 +13,15 @@
   traffic_cli.py partitions BOOTSTRAP TOPIC
         prints the partitions a consumer sees: {"partitions": N}
   traffic_cli.py consume BOOTSTRAP TOPIC --group G [--idle S]
-        reads with a consumer group, committing, until nothing new arrives for S seconds;
-        prints {"consumed": N}
+        reads with a consumer group, committing, until nothing new arrives for S seconds, or until
+        Kafka refuses it; prints {"consumed": N, "error": the refusal's name or null}
   traffic_cli.py follow BOOTSTRAP TOPIC --group G --until-file F
         reads with a consumer group until F exists and nothing new arrived for 10 s;
         prints {"records": N}: the distinct (key, sequence) records it saw
   traffic_cli.py produce-lines BOOTSTRAP TOPIC < LINES
         writes each stdin line as one record value (acks=all); prints {"acked": N}
+  traffic_cli.py blast BOOTSTRAP TOPIC --rate-mib R --warmup W --seconds S --size B
+        offers B-byte records at R MiB/s; prints the rate acknowledged in the S seconds after W
   traffic_cli.py last-values BOOTSTRAP TOPIC
         reads the whole topic; prints {"values": {key: last value}}
   traffic_cli.py watch-leader SERVERS --seconds S
@@ -84,10 +88,13 @@ def consume(args: argparse.Namespace) -> dict[str, object]:
     consumer = Consumer(traffic.client_config(args.bootstrap, **{
         "group.id": args.group, "auto.offset.reset": "earliest", "enable.auto.commit": False}))
     consumer.subscribe([args.topic])
-    consumed, last, began = 0, None, time.monotonic()
+    consumed, last, began, error = 0, None, time.monotonic(), None
     try:
         while time.monotonic() - began < 300:
             msg = consumer.poll(0.5)
+            if msg is not None and msg.error() and msg.error().name().endswith("AUTHORIZATION_FAILED"):
+                error = msg.error().name()  # refused: it will not change by waiting
+                break
             if msg is not None and not msg.error():
                 consumed += 1
                 last = time.monotonic()
@@ -97,7 +104,7 @@ def consume(args: argparse.Namespace) -> dict[str, object]:
             consumer.commit(asynchronous=False)
     finally:
         consumer.close()
-    return {"consumed": consumed}
+    return {"consumed": consumed, "error": error}
 
 
 def follow(args: argparse.Namespace) -> dict[str, object]:
@@ -129,6 +136,39 @@ def produce_lines(args: argparse.Namespace) -> dict[str, object]:
         producer.poll(0)
     producer.flush(60)
     return {"acked": sum(acked), "failed": len(acked) - sum(acked)}
+
+
+def blast(args: argparse.Namespace) -> dict[str, object]:
+    """Offers records of `size` bytes at `rate_mib` MiB/s; the rate is what the brokers acknowledged in the
+    `seconds` after a `warmup` (a quota shows as the broker holding back its answers; its first burst, which
+    Kafka throttles afterwards, falls in the warm-up)."""
+    from confluent_kafka import Producer
+
+    # Requests of 64 KiB at most: Kafka meters a quota per request, and lets one in before it throttles, so with
+    # librdkafka's 1 MB batches a throttled client overshoots its quota by a fifth (measured here)
+    producer = Producer(traffic.client_config(args.bootstrap, **{"acks": "1", "linger.ms": 5, "batch.size": 65536}))
+    value, offered, acked = b"x" * args.size, 0, 0
+    began = time.monotonic()
+    window = (began + args.warmup, began + args.warmup + args.seconds)
+
+    def delivered(err: object, _msg: object) -> None:
+        nonlocal acked
+        acked += err is None and window[0] <= time.monotonic() < window[1]
+
+    while time.monotonic() < window[1]:
+        if offered * args.size > args.rate_mib * 2**20 * (time.monotonic() - began):
+            producer.poll(0.01)  # ahead of the offered rate
+            continue
+        try:
+            producer.produce(args.topic, value=value, on_delivery=delivered)
+            offered += 1
+        except BufferError:  # the local queue is full: wait for the brokers
+            producer.poll(0.05)
+        producer.poll(0)
+    producer.purge()  # what is still queued is not counted: no need to wait for it
+    producer.flush(10)
+    return {"seconds": args.seconds, "bytes": acked * args.size,
+            "mib_per_s": round(acked * args.size / args.seconds / 2**20, 3)}
 
 
 def last_values(args: argparse.Namespace) -> dict[str, object]:
@@ -197,10 +237,11 @@ def watch_preferred(args: argparse.Namespace) -> dict[str, object]:
     return {"samples": samples}
 
 
-def main() -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser()
     parser.add_argument("--ca", help="speak TLS, trusting the CA certificates in this PEM file")
     parser.add_argument("--scram", help="USER:PASSWORD: authenticate with SASL SCRAM-SHA-512")
+    parser.add_argument("--cert", help="CERT:KEY: PEM files of a client certificate to present (with --ca)")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("idle")
     p = sub.add_parser("produce")
@@ -228,6 +269,13 @@ def main() -> int:
     f.add_argument("topic")
     f.add_argument("--group", required=True)
     f.add_argument("--until-file", required=True)
+    b = sub.add_parser("blast")
+    b.add_argument("bootstrap")
+    b.add_argument("topic")
+    b.add_argument("--seconds", type=float, default=30)
+    b.add_argument("--warmup", type=float, default=30)
+    b.add_argument("--rate-mib", type=float, default=2)
+    b.add_argument("--size", type=int, default=16384)
     for name in ("produce-lines", "last-values"):
         q = sub.add_parser(name)
         q.add_argument("bootstrap")
@@ -238,9 +286,15 @@ def main() -> int:
     wp = sub.add_parser("watch-preferred")
     wp.add_argument("bootstrap")
     wp.add_argument("--seconds", type=float, default=600)
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> int:
+    args = _parser().parse_args()
     if args.ca:
         traffic.use_tls(args.ca)
+    if args.cert:
+        traffic.use_certificate(*args.cert.split(":", 1))
     if args.scram:
         traffic.use_scram(*args.scram.split(":", 1))
     if args.command == "idle":
@@ -248,7 +302,7 @@ def main() -> int:
             time.sleep(3600)
     commands = {"produce": produce, "verify": verify, "partitions": partitions,
                 "consume": consume, "produce-lines": produce_lines, "last-values": last_values,
-                "watch-leader": watch_leader, "watch-preferred": watch_preferred, "follow": follow}
+                "watch-leader": watch_leader, "watch-preferred": watch_preferred, "follow": follow, "blast": blast}
     result = commands[args.command](args)
     print(json.dumps(result), flush=True)
     return 0

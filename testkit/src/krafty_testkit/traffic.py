@@ -27,6 +27,11 @@ def use_tls(ca_file: str) -> None:
     _security.update({"security.protocol": "SSL", "ssl.ca.location": ca_file})
 
 
+def use_certificate(cert_file: str, key_file: str) -> None:
+    """Every client made after this presents this client certificate (PEM files; after use_tls)."""
+    _security.update({"ssl.certificate.location": cert_file, "ssl.key.location": key_file})
+
+
 def use_scram(username: str, password: str) -> None:
     """Every client made after this authenticates with SASL SCRAM-SHA-512 (over TLS after use_tls). librdkafka
     before 2.6.1 cannot: Kafka 4 refuses the nonce it sends (confluentinc/librdkafka#4895)."""

@@ -1,0 +1,349 @@
+"""KafkaUsers on real pods, on "secure": one combined node with authorization on, a listener that wants a client
+certificate (mtls) and one that wants SCRAM-SHA-512 (scram), and no other. Users get their credentials from the
+Secrets the operator writes: kcat and confluent-kafka in the client pod, Kafka's console tools and kafka-acls.sh in
+the broker pod (admin, a super user, changes ACLs behind the operator's back). ACLs allow what they name and nothing
+else, a quota holds a producer back while an unlimited one beside it runs faster, a SCRAM password changed in its
+Secret replaces the old one in Kafka, and a deleted user loses its access."""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import json
+import re
+import subprocess
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from reaching import MTLS_LISTENER, SCRAM_LISTENER, kcat, kcat_fails
+
+from krafty import pki
+from krafty.render.kafka_config import render_properties
+from krafty_testkit.k8s_kafka import (
+    NAMESPACE,
+    OPERATOR_NAMESPACE,
+    RELEASE,
+    ClientPod,
+    KafkaClusterHandle,
+    cluster_spec,
+    topic_resource,
+    wait_topic_ready,
+)
+from krafty_testkit.kube import KubeCluster, KubeError
+from krafty_testkit.plugin import report_table
+from krafty_testkit.waiting import wait_for
+
+FILES = "/tmp/users"
+QUOTA = 1048576  # bytes per second: writer's producerByteRate
+
+
+def kafka_user(name: str, auth: str, *acls: dict[str, Any], **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "kafka.krafty.io/v1alpha1", "kind": "KafkaUser",
+            "metadata": {"name": name, "namespace": NAMESPACE},
+            "spec": {"clusterRef": {"name": "secure"}, "authentication": {"type": auth},
+                     "authorization": {"acls": list(acls)}, **spec}}
+
+
+def allow(kind: str, name: str | None, *operations: str) -> dict[str, Any]:
+    return {"resource": {"type": kind, **({"name": name} if name else {})}, "operations": list(operations)}
+
+
+def user_status(kube: KubeCluster, name: str) -> dict[str, Any]:
+    return dict(kube.kubectl_json("get", "kafkauser", name, "-n", NAMESPACE).get("status") or {})
+
+
+def wait_user_ready(kube: KubeCluster, name: str, timeout: float = 120) -> dict[str, Any]:
+    def ready(status: dict[str, Any]) -> bool:
+        return any(c["type"] == "Ready" and c["status"] == "True" for c in status.get("conditions", []))
+
+    return wait_for(lambda: user_status(kube, name), ready, timeout, f"KafkaUser {name} Ready")
+
+
+def secret_data(kube: KubeCluster, name: str) -> dict[str, str]:
+    data = kube.kubectl_json("get", "secret", name, "-n", NAMESPACE)["data"]
+    return {key: base64.b64decode(value).decode() for key, value in data.items()}
+
+
+def put(kube: KubeCluster, pod: list[str], name: str, text: str) -> str:
+    path = f"{FILES}/{name}"
+    kube.kubectl("exec", "-i", "-n", NAMESPACE, *pod, "--", "sh", "-c", f"mkdir -p {FILES} && cat > {path}",
+                 stdin=text)
+    return path
+
+
+@pytest.fixture(scope="module")
+def secure(operator: KubeCluster, cluster_timings: list[tuple[str, float]]) -> Iterator[KafkaClusterHandle]:
+    handle = KafkaClusterHandle(operator, "secure")
+    handle.apply(cluster_spec("combined", brokers=1, controllers=1, listeners=[MTLS_LISTENER, SCRAM_LISTENER],
+                              topicDefaults={"replicationFactor": 1, "minInsyncReplicas": 1},
+                              authorization={"enabled": True, "superUsers": ["admin"]}))
+    cluster_timings.append(("KafkaCluster secure (1 combined node, authorization on): apply to Ready",
+                            handle.wait_ready(600)))
+    operator.apply([topic_resource(name, "secure", partitions=1, replicas=1) for name in ("orders", "payments")])
+    for name in ("orders", "payments"):
+        wait_topic_ready(operator, name)
+    yield handle
+    operator.kubectl("delete", "kafkausers", "--all", "-n", NAMESPACE, "--wait=true", timeout=120)
+    operator.kubectl("delete", "secret", "rotor-password", "-n", NAMESPACE, "--ignore-not-found")
+    handle.delete()
+
+
+@pytest.fixture(scope="module")
+def users(secure: KafkaClusterHandle, operator: KubeCluster) -> dict[str, dict[str, str]]:
+    """admin (a super user, certificate), writer (certificate: writes orders, 1 MiB/s) and reader (SCRAM: reads
+    orders in groups whose names start with readers), Ready; each one's Secret."""
+    operator.apply([
+        kafka_user("admin", "tls"),
+        kafka_user("writer", "tls", allow("topic", "orders", "Write", "Describe"),
+                   quotas={"producerByteRate": QUOTA}),
+        kafka_user("reader", "scram-sha-512", allow("topic", "orders", "Read", "Describe"),
+                   {**allow("group", "readers", "Read"), "resource": {"type": "group", "name": "readers",
+                                                                     "patternType": "prefix"}}),
+    ])
+    for name in ("admin", "writer", "reader"):
+        wait_user_ready(operator, name)
+    return {name: secret_data(operator, name) for name in ("admin", "writer", "reader")}
+
+
+class Kcat:
+    """kcat in the client pod as one certificate user."""
+
+    def __init__(self, client: ClientPod, secure: KafkaClusterHandle, name: str, secret: dict[str, str]) -> None:
+        self.client, self.address = client, secure.bootstrap_at(MTLS_LISTENER["port"])
+        pod = [client.name]
+        self.settings = ["-X", "security.protocol=ssl",
+                         "-X", f"ssl.ca.location={put(client.kube, pod, 'ca.crt', secret['ca.crt'])}",
+                         "-X", f"ssl.certificate.location={put(client.kube, pod, f'{name}.crt', secret['tls.crt'])}",
+                         "-X", f"ssl.key.location={put(client.kube, pod, f'{name}.key', secret['tls.key'])}"]
+        self.cli_options = ["--ca", f"{FILES}/ca.crt", "--cert", f"{FILES}/{name}.crt:{FILES}/{name}.key"]
+
+    def produce(self, topic: str, lines: list[str]) -> str:
+        """kcat's output; a record Kafka refuses fails the command (KubeError)."""
+        return kcat(self.client, "-P", "-b", self.address, *self.settings, "-t", topic, stdin="\n".join(lines) + "\n")
+
+    def read(self, topic: str) -> list[str]:
+        return kcat(self.client, "-C", "-b", self.address, *self.settings, "-t", topic, "-o", "beginning", "-e",
+                    "-q").split()
+
+
+class ConsoleTools:
+    """Kafka's own tools in the broker pod, as one user (its properties file written from its Secret)."""
+
+    def __init__(self, kube: KubeCluster, secure: KafkaClusterHandle, name: str, secret: dict[str, str]) -> None:
+        self.kube, self.pod = kube, [f"{secure.name}-broker-0", "-c", "kafka"]
+        if "password" in secret:
+            self.address = secure.bootstrap_at(SCRAM_LISTENER["port"])
+            props = {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+                     "sasl.jaas.config": secret["sasl.jaas.config"]}
+        else:
+            self.address = secure.bootstrap_at(MTLS_LISTENER["port"])
+            props = {"security.protocol": "SSL", "ssl.keystore.type": "PEM",
+                     "ssl.keystore.certificate.chain": secret["tls.crt"], "ssl.keystore.key": secret["tls.key"]}
+        props |= {"ssl.truststore.type": "PEM", "ssl.truststore.certificates": secret["ca.crt"]}
+        self.config = put(kube, self.pod, f"{name}.properties", render_properties(props))
+
+    def run(self, command: str, timeout: float = 120) -> str:
+        return self.kube.kubectl("exec", "-i", "-n", NAMESPACE, *self.pod, "--", "sh", "-c",
+                                 f"{command} 2>&1; echo exit=$?", timeout=timeout)
+
+    def produce(self, topic: str, lines: list[str]) -> str:
+        return self.kube.kubectl("exec", "-i", "-n", NAMESPACE, *self.pod, "--", "kafka-console-producer.sh",
+                                 "--bootstrap-server", self.address, "--command-config", self.config, "--topic",
+                                 topic, stdin="\n".join(lines) + "\n", timeout=120)
+
+    def consume(self, topic: str, group: str, count: int) -> str:
+        return self.run(f"kafka-console-consumer.sh --bootstrap-server {self.address} --command-config "
+                        f"{self.config} --topic {topic} --group {group} --from-beginning --max-messages {count} "
+                        "--timeout-ms 30000")
+
+    def acls(self, *args: str) -> str:
+        return self.run(f"kafka-acls.sh --bootstrap-server {self.address} --command-config {self.config} "
+                        + " ".join(args))
+
+
+def test_each_user_works_with_its_own_secret_and_strangers_are_refused(
+        secure: KafkaClusterHandle, users: dict[str, dict[str, str]], client: ClientPod, operator: KubeCluster):
+    # Given the users Ready, Then each status names its Secret, and the Secret holds its credential
+    assert user_status(operator, "writer")["secret"] == "writer"
+    assert {"tls.crt", "tls.key", "ca.crt"} <= users["writer"].keys()
+    assert pki.facts(users["writer"]["tls.crt"]).common_name == "writer"
+    assert {"password", "sasl.jaas.config", "ca.crt"} <= users["reader"].keys()
+    # Then writer produces with kcat and with Kafka's console producer, and reads nothing (no Read ACL)
+    writer = Kcat(client, secure, "writer", users["writer"])
+    writer.produce("orders", [f"kcat-{i}" for i in range(10)])
+    ConsoleTools(operator, secure, "writer", users["writer"]).produce("orders", [f"console-{i}" for i in range(10)])
+    # And reader reads all twenty with confluent-kafka and with Kafka's console consumer, in its group
+    scram = ["--ca", writer.cli_options[1], "--scram", f"reader:{users['reader']['password']}"]
+    read = client.cli(*scram, "consume", secure.bootstrap_at(SCRAM_LISTENER["port"]), "orders", "--group", "readers")
+    assert (read["consumed"], read["error"]) == (20, None)
+    console = ConsoleTools(operator, secure, "reader", users["reader"])
+    assert "Processed a total of 20 messages" in console.consume("orders", "readers-console", 20)
+    refused = console.consume("orders", "billing", 20)  # a group its ACL's prefix does not name
+    assert "GroupAuthorizationException" in refused, refused[-2000:]
+    # And a certificate the clients CA did not sign is refused, and so is a wrong password
+    stranger_ca = pki.new_ca("stranger", datetime.datetime.now(datetime.UTC), datetime.timedelta(days=1))
+    stranger = pki.issue(stranger_ca, "writer", (), datetime.datetime.now(datetime.UTC), datetime.timedelta(days=1))
+    forged = Kcat(client, secure, "forged", {**users["writer"], "tls.crt": stranger.cert, "tls.key": stranger.key})
+    assert "Failed to acquire metadata" in kcat_fails(client, "-b", forged.address, *forged.settings)
+    wrong = {**users["reader"], "sasl.jaas.config": users["reader"]["sasl.jaas.config"].replace(
+        users["reader"]["password"], "not-the-password")}
+    refused = ConsoleTools(operator, secure, "wrong", wrong).run(
+        f"timeout 60 kafka-broker-api-versions.sh --bootstrap-server {secure.bootstrap_at(SCRAM_LISTENER['port'])} "
+        f"--command-config {FILES}/wrong.properties 2>&1 | grep -v '^[[:space:]]*at '")
+    assert "Authentication failed during authentication due to invalid credentials" in refused, refused[-2000:]
+
+
+def operator_lag(kube: KubeCluster, group: str) -> float | None:
+    """krafty_consumergroup_lag of a group of secure's orders, partition 0, as the operator serves it."""
+    metrics = kube.kubectl("get", "--raw", f"/api/v1/namespaces/{OPERATOR_NAMESPACE}/services/{RELEASE}-metrics:8080"
+                           "/proxy/metrics")
+    wanted = {'cluster="secure"', f'group="{group}"', 'topic="orders"', 'partition="0"'}
+    prefix = "krafty_consumergroup_lag{"
+    for line in metrics.splitlines():
+        if line.startswith(prefix) and wanted <= set(line[len(prefix):].split("}")[0].split(",")):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def test_the_operator_still_reads_consumer_lag_with_authorization_on(
+        secure: KafkaClusterHandle, users: dict[str, dict[str, str]], client: ClientPod, operator: KubeCluster):
+    # Given group readers caught up on orders (the first test), When writer adds five records
+    Kcat(client, secure, "writer", users["writer"]).produce("orders", [f"more-{i}" for i in range(5)])
+    # Then the operator, a super user by its certificate, reports a lag of five, as kafka-consumer-groups.sh does
+    lag = wait_for(lambda: operator_lag(operator, "readers"), lambda value: value == 5, 90, "a lag of 5 for readers")
+    described = ConsoleTools(operator, secure, "admin", users["admin"]).run(
+        f"kafka-consumer-groups.sh --bootstrap-server {secure.bootstrap_at(MTLS_LISTENER['port'])} --command-config "
+        f"{FILES}/admin.properties --describe --group readers")
+    assert re.search(r"readers\s+orders\s+0\s+20\s+25\s+5\b", described), described[-2000:]
+    print(f"\noperator's krafty_consumergroup_lag for readers on secure: {lag:.0f}, as kafka-consumer-groups.sh says")
+
+
+def test_acls_allow_what_they_name_and_nothing_else(
+        secure: KafkaClusterHandle, users: dict[str, dict[str, str]], client: ClientPod):
+    writer = Kcat(client, secure, "writer", users["writer"])
+    # When writer produces to payments, which no ACL of its names, Then Kafka refuses: topic authorization
+    with pytest.raises(KubeError, match="Topic authorization failed"):
+        writer.produce("payments", ["not-allowed"])
+    # When reader, which may only read, produces (idempotent, as every producer by default), Then Kafka refuses
+    # it a producer id: it may write nowhere
+    scram = ["--ca", writer.cli_options[1], "--scram", f"reader:{users['reader']['password']}"]
+    address = secure.bootstrap_at(SCRAM_LISTENER["port"])
+    with pytest.raises(KubeError, match="CLUSTER_AUTHORIZATION_FAILED"):
+        client.cli(*scram, "produce-lines", address, "orders", stdin="a\nb\n")
+    # And reading needs the group ACL too: in a group its ACLs do not name, reader is refused
+    assert client.cli(*scram, "consume", address, "orders", "--group", "someone-else")["error"] == (
+        "GROUP_AUTHORIZATION_FAILED")
+
+
+def test_acls_changed_behind_the_operators_back_are_put_back_for_its_users_only(
+        secure: KafkaClusterHandle, users: dict[str, dict[str, str]], operator: KubeCluster):
+    admin = ConsoleTools(operator, secure, "admin", users["admin"])
+    # Given an ACL added with kafka-acls.sh for reader (managed) and one for outsider (no KafkaUser)
+    for principal in ("User:reader", "User:outsider"):
+        said = admin.acls("--add", "--allow-principal", principal, "--operation", "Write", "--topic", "payments")
+        assert "exit=0" in said, said[-2000:]
+    began = time.monotonic()
+    # Then reader's is removed within a pass, and outsider's stays
+    wait_for(lambda: admin.acls("--list", "--topic", "payments"), lambda listed: "User:reader" not in listed, 90,
+             "reader's extra ACL removed", interval=3)
+    print(f"\nreader's ACL added behind the operator's back was removed after {time.monotonic() - began:.1f} s")
+    assert "principal=User:outsider" in admin.acls("--list", "--topic", "payments")
+    events = operator.kubectl_json("get", "events", "-n", NAMESPACE, "--field-selector",
+                                   "involvedObject.kind=KafkaUser,involvedObject.name=reader")["items"]
+    assert any(e["reason"] == "DriftReverted" for e in events)
+    admin.acls("--remove", "--force", "--allow-principal", "User:outsider", "--operation", "Write", "--topic",
+               "payments")
+
+
+def blast(client: ClientPod, options: list[str], address: str, seconds: int) -> subprocess.Popen[str]:
+    argv = [str(client.kube.tools / "kubectl"), "--kubeconfig", str(client.kube.kubeconfig), "exec", "-n",
+            NAMESPACE, client.name, "--", "python3", "/app/traffic_cli.py", *options, "blast", address, "payments",
+            "--rate-mib", "2", "--warmup", "30", "--seconds", str(seconds)]
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_a_quota_holds_a_producer_back_while_an_unlimited_one_beside_it_runs_faster(
+        secure: KafkaClusterHandle, users: dict[str, dict[str, str]], client: ClientPod, operator: KubeCluster):
+    # Given writer (1 MiB/s) may write payments too, and admin (no quota) beside it
+    operator.apply([kafka_user("writer", "tls", allow("topic", "orders", "Write", "Describe"),
+                               allow("topic", "payments", "Write", "Describe"), quotas={"producerByteRate": QUOTA})])
+    wait_for(lambda: user_status(operator, "writer"), lambda s: s.get("acls") == 4, 90, "writer's four ACLs")
+    writer, admin = Kcat(client, secure, "writer", users["writer"]), Kcat(client, secure, "admin", users["admin"])
+    address = secure.bootstrap_at(MTLS_LISTENER["port"])
+    # When both offer 2 MiB/s at the same time, what each gets acknowledged counted for 30 s after 30 s. Kafka
+    # meters a quota over a window of samples it fills as the client starts, and lets bursts through until the
+    # window is full and settled: counted after 10 s, writer measured 1.10 MiB/s here, after 20 s 1.09, after 30 s
+    # 1.02 (offering twice the quota; four times: more bursts).
+    running = {name: blast(client, kcat_user.cli_options, address, 30)
+               for name, kcat_user in (("writer", writer), ("admin", admin))}
+    rates = {}
+    for name, proc in running.items():
+        out, err = proc.communicate(timeout=180)
+        assert proc.returncode == 0, err[-2000:]
+        rates[name] = json.loads(out.strip().splitlines()[-1])
+    report_table("Offering 2 MiB/s at once: a user with producerByteRate 1 MiB/s beside one without a quota "
+                 "(acknowledged in 30 s, after 30 s)",
+                 ["user", "quota", "acknowledged (MiB)", "seconds", "MiB/s"],
+                 [[name, "1 MiB/s" if name == "writer" else "none", round(r["bytes"] / 2**20, 1), r["seconds"],
+                   r["mib_per_s"]] for name, r in rates.items()])
+    # Then writer stays within 1.1 MiB/s, and admin runs faster
+    assert rates["writer"]["mib_per_s"] <= 1.1
+    assert rates["admin"]["mib_per_s"] > rates["writer"]["mib_per_s"]
+
+
+def test_a_password_changed_in_its_secret_replaces_the_old_one(
+        secure: KafkaClusterHandle, users: dict[str, dict[str, str]], client: ClientPod, operator: KubeCluster):
+    # Given rotor, whose password comes from the user's own Secret
+    operator.kubectl("delete", "secret", "rotor-password", "-n", NAMESPACE, "--ignore-not-found")
+    operator.kubectl("create", "secret", "generic", "rotor-password", "-n", NAMESPACE, "--from-literal",
+                     "password=first-password")
+    operator.apply([{**kafka_user("rotor", "scram-sha-512", allow("topic", "orders", "Describe")), "spec": {
+        "clusterRef": {"name": "secure"}, "authentication": {"type": "scram-sha-512", "password": {
+            "secretKeyRef": {"name": "rotor-password", "key": "password"}}},
+        "authorization": {"acls": [allow("topic", "orders", "Describe")]}}}])
+    wait_user_ready(operator, "rotor")
+    address = secure.bootstrap_at(SCRAM_LISTENER["port"])
+    ca = put(client.kube, [client.name], "ca.crt", users["reader"]["ca.crt"])
+
+    def can_describe(password: str) -> bool:
+        return client.cli("--ca", ca, "--scram", f"rotor:{password}", "partitions", address, "orders",
+                          timeout=60).get("partitions") == 1
+
+    assert can_describe("first-password")
+    # When the user's Secret gets a new password
+    operator.kubectl("patch", "secret", "rotor-password", "-n", NAMESPACE, "--type", "merge", "-p",
+                     json.dumps({"stringData": {"password": "second-password"}}))
+    began = time.monotonic()
+    # Then a client that reloads it gets in with the new one, and the old one is refused
+    wait_for(lambda: secret_data(operator, "rotor")["password"], lambda p: p == "second-password", 90,
+             "the new password in rotor's Secret")
+    wait_for(lambda: can_describe("second-password"), bool, 90, "the new password accepted", interval=3)
+    print(f"\nrotor's new password was accepted {time.monotonic() - began:.1f} s after its Secret changed")
+    with pytest.raises(KubeError):
+        can_describe("first-password")
+
+
+def test_a_deleted_user_loses_its_acls_quota_and_credential_within_seconds(
+        secure: KafkaClusterHandle, users: dict[str, dict[str, str]], client: ClientPod, operator: KubeCluster):
+    writer = Kcat(client, secure, "writer", users["writer"])
+    admin = ConsoleTools(operator, secure, "admin", users["admin"])
+    writer.produce("orders", ["before-deletion"])
+    # When the KafkaUsers writer and reader are deleted
+    began = time.monotonic()
+    operator.kubectl("delete", "kafkauser", "writer", "reader", "-n", NAMESPACE, "--wait=true", timeout=120)
+    gone = time.monotonic() - began
+    # Then their ACLs, writer's quota and reader's SCRAM credential are gone from Kafka, and their Secrets
+    assert "User:writer" not in admin.acls("--list", "--topic", "orders")
+    assert "User:reader" not in admin.acls("--list", "--topic", "orders")
+    quotas = admin.run(f"kafka-configs.sh --bootstrap-server {admin.address} --command-config {admin.config} "
+                       "--describe --entity-type users")
+    assert "writer" not in quotas, quotas[-2000:]
+    assert "reader" not in quotas, quotas[-2000:]
+    with pytest.raises(KubeError):
+        operator.kubectl("get", "secret", "writer", "-n", NAMESPACE)
+    # And writer's certificate (still valid: nothing revokes it) may no longer write
+    with pytest.raises(KubeError, match="Topic authorization failed"):
+        writer.produce("orders", ["after-deletion"])
+    print(f"\nKafkaUsers writer and reader deleted, with everything they held in Kafka, in {gone:.1f} s")
