@@ -167,24 +167,26 @@ def cluster_event(type: str | None, body: kopf.Body, namespace: str | None, name
         operator.scheduler.poke((job, namespace, name))
 
 
+def _look_at_cluster_of(memo: kopf.Memo, kind: str, job: str, type: str | None, body: kopf.Body,
+                        spec: Mapping[str, Any], namespace: str | None) -> None:
+    """Topics and KafkaUsers are reconciled per cluster, all together: a change to one looks at all of its
+    cluster's (a KafkaUser's deletion too: the user pass holds its finalizer)."""
+    operator = _operator(memo)
+    cluster = (spec.get("clusterRef") or {}).get("name")
+    if cluster and operator.changed(kind, body, type == "DELETED"):
+        operator.scheduler.poke((job, namespace, cluster))
+
+
 @kopf.on.event(naming.GROUP, naming.VERSION, naming.TOPIC_PLURAL)
 def topic_event(type: str | None, body: kopf.Body, spec: Mapping[str, Any], namespace: str | None,
                 memo: kopf.Memo, **_: Any) -> None:
-    """Topics are reconciled per cluster, all together, so a Topic's change looks at all of its cluster's."""
-    operator = _operator(memo)
-    cluster = (spec.get("clusterRef") or {}).get("name")
-    if cluster and operator.changed(naming.TOPIC_KIND, body, type == "DELETED"):
-        operator.scheduler.poke(("topics", namespace, cluster))
+    _look_at_cluster_of(memo, naming.TOPIC_KIND, "topics", type, body, spec, namespace)
 
 
 @kopf.on.event(naming.GROUP, naming.VERSION, naming.USER_PLURAL)
 def user_event(type: str | None, body: kopf.Body, spec: Mapping[str, Any], namespace: str | None,
                memo: kopf.Memo, **_: Any) -> None:
-    """Users are reconciled per cluster, all together, like Topics (their deletion too, with our finalizer)."""
-    operator = _operator(memo)
-    cluster = (spec.get("clusterRef") or {}).get("name")
-    if cluster and operator.changed(naming.USER_KIND, body, type == "DELETED"):
-        operator.scheduler.poke(("users", namespace, cluster))
+    _look_at_cluster_of(memo, naming.USER_KIND, "users", type, body, spec, namespace)
 
 
 @kopf.on.delete(naming.GROUP, naming.VERSION, naming.TOPIC_PLURAL)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from decimal import Decimal
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
 
@@ -14,6 +15,19 @@ class Spec(BaseModel):
     """camelCase on the wire, snake_case in Python, unknown fields refused, immutable."""
 
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
+
+
+S = TypeVar("S", bound=Spec)
+
+
+def spec_of(model: type[S], body: Mapping[str, Any] | None) -> S | None:
+    """A resource's spec as the model reads it; None for a resource that is gone or whose spec is invalid."""
+    if body is None:
+        return None
+    try:
+        return model.model_validate(body.get("spec") or {})
+    except ValidationError:
+        return None
 
 
 _QUANTITY = re.compile(r"^([+-]?(?:\d+(?:\.\d*)?|\.\d+))(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E|[eE][+-]?\d+)?$")

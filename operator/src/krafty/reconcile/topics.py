@@ -13,8 +13,6 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from pydantic import ValidationError
-
 from krafty import metrics, naming
 from krafty.clients import kraft
 from krafty.clients.connection import Connection
@@ -25,17 +23,18 @@ from krafty.decide import topics
 from krafty.decide.health import summarize
 from krafty.decide.status import DEGRADED, PROGRESSING, READY, Condition
 from krafty.model import DeletionPolicy, KafkaClusterSpec, TopicSpec
+from krafty.model.common import spec_of
 from krafty.reconcile import status as writer
 from krafty.reconcile.connection import Locate
 
 BUSY_INTERVAL = 5.0
 CHECK_INTERVAL = 30.0
 
+
 def _resource(body: dict[str, Any]) -> topics.TopicResource | None:
     meta = body["metadata"]
-    try:
-        spec = TopicSpec.model_validate(body.get("spec") or {})
-    except ValidationError:
+    spec = spec_of(TopicSpec, body)
+    if spec is None:
         return None
     status = body.get("status") or {}
     created = status.get("createdWith") or {}
@@ -45,16 +44,8 @@ def _resource(body: dict[str, Any]) -> topics.TopicResource | None:
         created_with=(created["partitions"], created["replicationFactor"]) if created else None)
 
 
-def _spec(cluster: dict[str, Any] | None) -> KafkaClusterSpec | None:
-    if cluster is None:
-        return None
-    try:
-        return KafkaClusterSpec.model_validate(cluster.get("spec") or {})
-    except ValidationError:
-        return None
-
-
-def _paused(cluster: dict[str, Any] | None) -> bool:
+def paused(cluster: dict[str, Any] | None) -> bool:
+    """Whether the KafkaCluster carries the pause annotation (its topics and users change nothing then)."""
     return ((cluster or {}).get("metadata", {}).get("annotations") or {}).get(naming.PAUSED_ANNOTATION) == "true"
 
 
@@ -65,7 +56,7 @@ class TopicReconciler:
         self.admin = admin
 
     def cluster_spec(self, namespace: str, cluster: str) -> KafkaClusterSpec | None:
-        return _spec(self.kube.get(naming.CLUSTER_KIND, cluster, namespace))
+        return spec_of(KafkaClusterSpec, self.kube.get(naming.CLUSTER_KIND, cluster, namespace))
 
     def bodies(self, namespace: str, cluster: str) -> list[dict[str, Any]]:
         return [b for b in self.kube.list(naming.TOPIC_KIND, namespace)
@@ -78,7 +69,7 @@ class TopicReconciler:
         if not bodies:
             return None
         cluster_body = self.kube.get(naming.CLUSTER_KIND, cluster, namespace)
-        spec = _spec(cluster_body)
+        spec = spec_of(KafkaClusterSpec, cluster_body)
         resources = [r for r in map(_resource, bodies) if r is not None]
         if spec is None:
             self._report(bodies, topics.plan(resources, {}, None, []), {})
@@ -92,7 +83,7 @@ class TopicReconciler:
             self._unreachable(bodies, str(error))
             return BUSY_INTERVAL
         plan = topics.plan(resources, actual, spec, sorted(brokers), moving=len(ongoing))
-        if _paused(cluster_body):
+        if paused(cluster_body):
             plan = topics.held(plan, f"KafkaCluster {cluster} is paused")
         self._execute(admin, plan, resources, spec.leader_balance.replication_throttle_bytes_per_second)
         changed = self._changed(plan)
@@ -227,7 +218,7 @@ class TopicReconciler:
         cluster = self.kube.get(naming.CLUSTER_KIND, resource.spec.cluster_ref.name, meta["namespace"])
         if cluster is not None and cluster["metadata"].get("deletionTimestamp"):
             return "the KafkaCluster is being deleted: its topics go with it (their data stays on kept volumes)"
-        spec = _spec(cluster)
+        spec = spec_of(KafkaClusterSpec, cluster)
         if spec is None:
             return "the KafkaCluster is gone: nothing to delete"
         try:

@@ -17,8 +17,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pydantic import ValidationError
-
 from krafty import naming, pki
 from krafty.clients.connection import Connection
 from krafty.clients.errors import KafkaUnavailable
@@ -28,11 +26,13 @@ from krafty.decide import certificates, users
 from krafty.decide.certificates import Subject
 from krafty.decide.status import READY, Condition
 from krafty.model import KafkaClusterSpec
+from krafty.model.common import spec_of
 from krafty.model.user import KafkaUserSpec, UserAuthenticationType
 from krafty.pki import KeyPair
 from krafty.reconcile import status as writer
 from krafty.reconcile.connection import Locate
 from krafty.reconcile.pki import ca_held
+from krafty.reconcile.topics import paused
 from krafty.render.secrets import annotations_of, decoded, owned_by, user_secret
 
 log = logging.getLogger(__name__)
@@ -50,15 +50,6 @@ class Credential:
     annotations: dict[str, str]
     password: str | None = field(default=None, repr=False)  # scram-sha-512: the password to put into Kafka
     issued: str = ""  # a certificate issued this pass: the Event's message
-
-
-def _spec(body: dict[str, Any] | None, model: type[KafkaClusterSpec] | type[KafkaUserSpec]) -> Any:
-    if body is None:
-        return None
-    try:
-        return model.model_validate(body.get("spec") or {})
-    except ValidationError:
-        return None
 
 
 def _deleting(body: dict[str, Any] | None) -> bool:
@@ -98,7 +89,7 @@ class UserReconciler:
         for body in live:
             self.kube.hold(naming.USER_KIND, body, naming.USER_FINALIZER)
         cluster_body = self.kube.get(naming.CLUSTER_KIND, cluster, namespace)
-        spec: KafkaClusterSpec | None = _spec(cluster_body, KafkaClusterSpec)
+        spec = spec_of(KafkaClusterSpec, cluster_body)
         if spec is None or _deleting(cluster_body):
             self._without_cluster(bodies, cluster, cluster_body)
             return CHECK_INTERVAL
@@ -115,7 +106,7 @@ class UserReconciler:
             self._report_all(live, "KafkaUnreachable", f"Kafka cannot be asked: {error}")
             return BUSY_INTERVAL
         plan = users.plan(resources, kafka, spec)
-        if ((cluster_body or {}).get("metadata", {}).get("annotations") or {}).get(naming.PAUSED_ANNOTATION) == "true":
+        if paused(cluster_body):
             plan = users.held(plan, f"KafkaCluster {cluster} is paused")
         self._act(admin, plan, {b["metadata"]["name"]: b for b in bodies}, credentials, cluster)
         after = self._kafka(admin, spec) if plan.acl_creates or plan.acl_deletes else kafka
@@ -153,7 +144,7 @@ class UserReconciler:
               ) -> tuple[users.UserResource | None, Credential | None, users.Verdict | None]:
         """The user as the planner sees it, the credential its Secret is to hold, or why it is refused."""
         meta = body["metadata"]
-        spec: KafkaUserSpec | None = _spec(body, KafkaUserSpec)
+        spec = spec_of(KafkaUserSpec, body)
         if spec is None:
             return None, None, users.Verdict(False, "InvalidSpec", "the spec cannot be parsed", manage=False)
         resource = users.UserResource(
