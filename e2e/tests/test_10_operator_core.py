@@ -197,10 +197,10 @@ def test_a_roll_waits_for_a_partition_that_would_lose_its_isr_and_resumes_when_f
 
 def test_a_node_that_does_not_come_back_stops_the_roll_until_the_spec_changes(small: KafkaClusterHandle):
     # Given a cluster with no topic (no partition could hold a roll) and a broker config that Kafka accepts in
-    # the spec but cannot start with (an authorizer class that does not exist)
+    # the spec but cannot start with (a topic policy class that does not exist)
     before = pod_uids(small)
     started = time.time()
-    small.patch_spec({"brokers": {"config": {"authorizer.class.name": "org.example.NoSuchAuthorizer"}}})
+    small.patch_spec({"brokers": {"config": {"create.topic.policy.class.name": "org.example.NoSuchPolicy"}}})
     # When the roll restarts the first node into it, Then the roll stops there, naming the node and why
     degraded = wait_for(lambda: small.condition("Degraded"), lambda c: c.get("reason") == "RollBlocked", 300,
                         "the roll blocked by the node that is not back")
@@ -212,7 +212,7 @@ def test_a_node_that_does_not_come_back_stops_the_roll_until_the_spec_changes(sm
     assert [pod for pod in before if now.get(pod) != before[pod]] == [restarted]
     assert small.condition("Available").get("status") == "True"  # two voters of three and no topics: serving
     # When the spec is fixed, Then that node is restarted into it and the cluster is whole again
-    small.patch_spec({"brokers": {"config": {"authorizer.class.name": None}}})
+    small.patch_spec({"brokers": {"config": {"create.topic.policy.class.name": None}}})
     small.wait_ready(600)
     after = pod_uids(small)
     # (and in all that time no other node restarted)
