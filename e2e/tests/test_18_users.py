@@ -81,10 +81,11 @@ def secure(operator: KubeCluster, cluster_timings: list[tuple[str, float]]) -> I
                               authorization={"enabled": True, "superUsers": ["admin"]}))
     cluster_timings.append(("KafkaCluster secure (1 combined node, authorization on): apply to Ready",
                             handle.wait_ready(600)))
-    operator.apply([topic_resource(name, "secure", partitions=1, replicas=1) for name in ("orders", "payments")])
-    for name in ("orders", "payments"):
+    operator.apply([topic_resource(name, "secure", partitions=1, replicas=1) for name in ("ledger", "invoices")])
+    for name in ("ledger", "invoices"):
         wait_topic_ready(operator, name)
     yield handle
+    operator.kubectl("delete", "topics", "ledger", "invoices", "-n", NAMESPACE, "--wait=true", timeout=120)
     operator.kubectl("delete", "kafkausers", "--all", "-n", NAMESPACE, "--wait=true", timeout=120)
     operator.kubectl("delete", "secret", "rotor-password", "-n", NAMESPACE, "--ignore-not-found")
     handle.delete()
@@ -92,13 +93,13 @@ def secure(operator: KubeCluster, cluster_timings: list[tuple[str, float]]) -> I
 
 @pytest.fixture(scope="module")
 def users(secure: KafkaClusterHandle, operator: KubeCluster) -> dict[str, dict[str, str]]:
-    """admin (a super user, certificate), writer (certificate: writes orders, 1 MiB/s) and reader (SCRAM: reads
-    orders in groups whose names start with readers), Ready; each one's Secret."""
+    """admin (a super user, certificate), writer (certificate: writes ledger, 1 MiB/s) and reader (SCRAM: reads
+    ledger in groups whose names start with readers), Ready; each one's Secret."""
     operator.apply([
         kafka_user("admin", "tls"),
-        kafka_user("writer", "tls", allow("topic", "orders", "Write", "Describe"),
+        kafka_user("writer", "tls", allow("topic", "ledger", "Write", "Describe"),
                    quotas={"producerByteRate": QUOTA}),
-        kafka_user("reader", "scram-sha-512", allow("topic", "orders", "Read", "Describe"),
+        kafka_user("reader", "scram-sha-512", allow("topic", "ledger", "Read", "Describe"),
                    {**allow("group", "readers", "Read"), "resource": {"type": "group", "name": "readers",
                                                                      "patternType": "prefix"}}),
     ])
@@ -172,15 +173,15 @@ def test_each_user_works_with_its_own_secret_and_strangers_are_refused(
     assert {"password", "sasl.jaas.config", "ca.crt"} <= users["reader"].keys()
     # Then writer produces with kcat and with Kafka's console producer, and reads nothing (no Read ACL)
     writer = Kcat(client, secure, "writer", users["writer"])
-    writer.produce("orders", [f"kcat-{i}" for i in range(10)])
-    ConsoleTools(operator, secure, "writer", users["writer"]).produce("orders", [f"console-{i}" for i in range(10)])
+    writer.produce("ledger", [f"kcat-{i}" for i in range(10)])
+    ConsoleTools(operator, secure, "writer", users["writer"]).produce("ledger", [f"console-{i}" for i in range(10)])
     # And reader reads all twenty with confluent-kafka and with Kafka's console consumer, in its group
     scram = ["--ca", writer.cli_options[1], "--scram", f"reader:{users['reader']['password']}"]
-    read = client.cli(*scram, "consume", secure.bootstrap_at(SCRAM_LISTENER["port"]), "orders", "--group", "readers")
+    read = client.cli(*scram, "consume", secure.bootstrap_at(SCRAM_LISTENER["port"]), "ledger", "--group", "readers")
     assert (read["consumed"], read["error"]) == (20, None)
     console = ConsoleTools(operator, secure, "reader", users["reader"])
-    assert "Processed a total of 20 messages" in console.consume("orders", "readers-console", 20)
-    refused = console.consume("orders", "billing", 20)  # a group its ACL's prefix does not name
+    assert "Processed a total of 20 messages" in console.consume("ledger", "readers-console", 20)
+    refused = console.consume("ledger", "billing", 20)  # a group its ACL's prefix does not name
     assert "GroupAuthorizationException" in refused, refused[-2000:]
     # And a certificate the clients CA did not sign is refused, and so is a wrong password
     stranger_ca = pki.new_ca("stranger", datetime.datetime.now(datetime.UTC), datetime.timedelta(days=1))
@@ -196,10 +197,10 @@ def test_each_user_works_with_its_own_secret_and_strangers_are_refused(
 
 
 def operator_lag(kube: KubeCluster, group: str) -> float | None:
-    """krafty_consumergroup_lag of a group of secure's orders, partition 0, as the operator serves it."""
+    """krafty_consumergroup_lag of a group of secure's ledger, partition 0, as the operator serves it."""
     metrics = kube.kubectl("get", "--raw", f"/api/v1/namespaces/{OPERATOR_NAMESPACE}/services/{RELEASE}-metrics:8080"
                            "/proxy/metrics")
-    wanted = {'cluster="secure"', f'group="{group}"', 'topic="orders"', 'partition="0"'}
+    wanted = {'cluster="secure"', f'group="{group}"', 'topic="ledger"', 'partition="0"'}
     prefix = "krafty_consumergroup_lag{"
     for line in metrics.splitlines():
         if line.startswith(prefix) and wanted <= set(line[len(prefix):].split("}")[0].split(",")):
@@ -209,31 +210,31 @@ def operator_lag(kube: KubeCluster, group: str) -> float | None:
 
 def test_the_operator_still_reads_consumer_lag_with_authorization_on(
         secure: KafkaClusterHandle, users: dict[str, dict[str, str]], client: ClientPod, operator: KubeCluster):
-    # Given group readers caught up on orders (the first test), When writer adds five records
-    Kcat(client, secure, "writer", users["writer"]).produce("orders", [f"more-{i}" for i in range(5)])
+    # Given group readers caught up on ledger (the first test), When writer adds five records
+    Kcat(client, secure, "writer", users["writer"]).produce("ledger", [f"more-{i}" for i in range(5)])
     # Then the operator, a super user by its certificate, reports a lag of five, as kafka-consumer-groups.sh does
     lag = wait_for(lambda: operator_lag(operator, "readers"), lambda value: value == 5, 90, "a lag of 5 for readers")
     described = ConsoleTools(operator, secure, "admin", users["admin"]).run(
         f"kafka-consumer-groups.sh --bootstrap-server {secure.bootstrap_at(MTLS_LISTENER['port'])} --command-config "
         f"{FILES}/admin.properties --describe --group readers")
-    assert re.search(r"readers\s+orders\s+0\s+20\s+25\s+5\b", described), described[-2000:]
+    assert re.search(r"readers\s+ledger\s+0\s+20\s+25\s+5\b", described), described[-2000:]
     print(f"\noperator's krafty_consumergroup_lag for readers on secure: {lag:.0f}, as kafka-consumer-groups.sh says")
 
 
 def test_acls_allow_what_they_name_and_nothing_else(
         secure: KafkaClusterHandle, users: dict[str, dict[str, str]], client: ClientPod):
     writer = Kcat(client, secure, "writer", users["writer"])
-    # When writer produces to payments, which no ACL of its names, Then Kafka refuses: topic authorization
+    # When writer produces to invoices, which no ACL of its names, Then Kafka refuses: topic authorization
     with pytest.raises(KubeError, match="Topic authorization failed"):
-        writer.produce("payments", ["not-allowed"])
+        writer.produce("invoices", ["not-allowed"])
     # When reader, which may only read, produces (idempotent, as every producer by default), Then Kafka refuses
     # it a producer id: it may write nowhere
     scram = ["--ca", writer.cli_options[1], "--scram", f"reader:{users['reader']['password']}"]
     address = secure.bootstrap_at(SCRAM_LISTENER["port"])
     with pytest.raises(KubeError, match="CLUSTER_AUTHORIZATION_FAILED"):
-        client.cli(*scram, "produce-lines", address, "orders", stdin="a\nb\n")
+        client.cli(*scram, "produce-lines", address, "ledger", stdin="a\nb\n")
     # And reading needs the group ACL too: in a group its ACLs do not name, reader is refused
-    assert client.cli(*scram, "consume", address, "orders", "--group", "someone-else")["error"] == (
+    assert client.cli(*scram, "consume", address, "ledger", "--group", "someone-else")["error"] == (
         "GROUP_AUTHORIZATION_FAILED")
 
 
@@ -242,33 +243,33 @@ def test_acls_changed_behind_the_operators_back_are_put_back_for_its_users_only(
     admin = ConsoleTools(operator, secure, "admin", users["admin"])
     # Given an ACL added with kafka-acls.sh for reader (managed) and one for outsider (no KafkaUser)
     for principal in ("User:reader", "User:outsider"):
-        said = admin.acls("--add", "--allow-principal", principal, "--operation", "Write", "--topic", "payments")
+        said = admin.acls("--add", "--allow-principal", principal, "--operation", "Write", "--topic", "invoices")
         assert "exit=0" in said, said[-2000:]
     began = time.monotonic()
     # Then reader's is removed within a pass, and outsider's stays
-    wait_for(lambda: admin.acls("--list", "--topic", "payments"), lambda listed: "User:reader" not in listed, 90,
+    wait_for(lambda: admin.acls("--list", "--topic", "invoices"), lambda listed: "User:reader" not in listed, 90,
              "reader's extra ACL removed", interval=3)
     print(f"\nreader's ACL added behind the operator's back was removed after {time.monotonic() - began:.1f} s")
-    assert "principal=User:outsider" in admin.acls("--list", "--topic", "payments")
+    assert "principal=User:outsider" in admin.acls("--list", "--topic", "invoices")
     events = operator.kubectl_json("get", "events", "-n", NAMESPACE, "--field-selector",
                                    "involvedObject.kind=KafkaUser,involvedObject.name=reader")["items"]
     assert any(e["reason"] == "DriftReverted" for e in events)
     admin.acls("--remove", "--force", "--allow-principal", "User:outsider", "--operation", "Write", "--topic",
-               "payments")
+               "invoices")
 
 
 def blast(client: ClientPod, options: list[str], address: str, seconds: int) -> subprocess.Popen[str]:
     argv = [str(client.kube.tools / "kubectl"), "--kubeconfig", str(client.kube.kubeconfig), "exec", "-n",
-            NAMESPACE, client.name, "--", "python3", "/app/traffic_cli.py", *options, "blast", address, "payments",
+            NAMESPACE, client.name, "--", "python3", "/app/traffic_cli.py", *options, "blast", address, "invoices",
             "--rate-mib", "2", "--warmup", "30", "--seconds", str(seconds)]
     return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def test_a_quota_holds_a_producer_back_while_an_unlimited_one_beside_it_runs_faster(
         secure: KafkaClusterHandle, users: dict[str, dict[str, str]], client: ClientPod, operator: KubeCluster):
-    # Given writer (1 MiB/s) may write payments too, and admin (no quota) beside it
-    operator.apply([kafka_user("writer", "tls", allow("topic", "orders", "Write", "Describe"),
-                               allow("topic", "payments", "Write", "Describe"), quotas={"producerByteRate": QUOTA})])
+    # Given writer (1 MiB/s) may write invoices too, and admin (no quota) beside it
+    operator.apply([kafka_user("writer", "tls", allow("topic", "ledger", "Write", "Describe"),
+                               allow("topic", "invoices", "Write", "Describe"), quotas={"producerByteRate": QUOTA})])
     wait_for(lambda: user_status(operator, "writer"), lambda s: s.get("acls") == 4, 90, "writer's four ACLs")
     writer, admin = Kcat(client, secure, "writer", users["writer"]), Kcat(client, secure, "admin", users["admin"])
     address = secure.bootstrap_at(MTLS_LISTENER["port"])
@@ -299,16 +300,16 @@ def test_a_password_changed_in_its_secret_replaces_the_old_one(
     operator.kubectl("delete", "secret", "rotor-password", "-n", NAMESPACE, "--ignore-not-found")
     operator.kubectl("create", "secret", "generic", "rotor-password", "-n", NAMESPACE, "--from-literal",
                      "password=first-password")
-    operator.apply([{**kafka_user("rotor", "scram-sha-512", allow("topic", "orders", "Describe")), "spec": {
+    operator.apply([{**kafka_user("rotor", "scram-sha-512", allow("topic", "ledger", "Describe")), "spec": {
         "clusterRef": {"name": "secure"}, "authentication": {"type": "scram-sha-512", "password": {
             "secretKeyRef": {"name": "rotor-password", "key": "password"}}},
-        "authorization": {"acls": [allow("topic", "orders", "Describe")]}}}])
+        "authorization": {"acls": [allow("topic", "ledger", "Describe")]}}}])
     wait_user_ready(operator, "rotor")
     address = secure.bootstrap_at(SCRAM_LISTENER["port"])
     ca = put(client.kube, [client.name], "ca.crt", users["reader"]["ca.crt"])
 
     def can_describe(password: str) -> bool:
-        return client.cli("--ca", ca, "--scram", f"rotor:{password}", "partitions", address, "orders",
+        return client.cli("--ca", ca, "--scram", f"rotor:{password}", "partitions", address, "ledger",
                           timeout=60).get("partitions") == 1
 
     assert can_describe("first-password")
@@ -329,14 +330,14 @@ def test_a_deleted_user_loses_its_acls_quota_and_credential_within_seconds(
         secure: KafkaClusterHandle, users: dict[str, dict[str, str]], client: ClientPod, operator: KubeCluster):
     writer = Kcat(client, secure, "writer", users["writer"])
     admin = ConsoleTools(operator, secure, "admin", users["admin"])
-    writer.produce("orders", ["before-deletion"])
+    writer.produce("ledger", ["before-deletion"])
     # When the KafkaUsers writer and reader are deleted
     began = time.monotonic()
     operator.kubectl("delete", "kafkauser", "writer", "reader", "-n", NAMESPACE, "--wait=true", timeout=120)
     gone = time.monotonic() - began
     # Then their ACLs, writer's quota and reader's SCRAM credential are gone from Kafka, and their Secrets
-    assert "User:writer" not in admin.acls("--list", "--topic", "orders")
-    assert "User:reader" not in admin.acls("--list", "--topic", "orders")
+    assert "User:writer" not in admin.acls("--list", "--topic", "ledger")
+    assert "User:reader" not in admin.acls("--list", "--topic", "ledger")
     quotas = admin.run(f"kafka-configs.sh --bootstrap-server {admin.address} --command-config {admin.config} "
                        "--describe --entity-type users")
     assert "writer" not in quotas, quotas[-2000:]
@@ -345,5 +346,5 @@ def test_a_deleted_user_loses_its_acls_quota_and_credential_within_seconds(
         operator.kubectl("get", "secret", "writer", "-n", NAMESPACE)
     # And writer's certificate (still valid: nothing revokes it) may no longer write
     with pytest.raises(KubeError, match="Topic authorization failed"):
-        writer.produce("orders", ["after-deletion"])
+        writer.produce("ledger", ["after-deletion"])
     print(f"\nKafkaUsers writer and reader deleted, with everything they held in Kafka, in {gone:.1f} s")
