@@ -50,6 +50,8 @@ class Credential:
     annotations: dict[str, str]
     password: str | None = field(default=None, repr=False)  # scram-sha-512: the password to put into Kafka
     issued: str = ""  # a certificate issued this pass: the Event's message
+    kept: tuple[dict[str, str], dict[str, str]] = field(default=({}, {}), repr=False)  # the Secret's data and
+    # annotations as last read or written this pass
 
 
 def _deleting(body: dict[str, Any] | None) -> bool:
@@ -160,7 +162,9 @@ class UserReconciler:
                 "this KafkaUser: nothing was changed (rename or remove that Secret)", manage=False)
         data = decoded(held)
         if spec.authentication.type is UserAuthenticationType.TLS:
-            return resource, self._certificate(meta["name"], data, cluster, clients_ca, trust), None
+            credential = self._certificate(meta["name"], data, cluster, clients_ca, trust)
+            credential.kept = (data, annotations_of(held))
+            return resource, credential, None
         password, missing = self._password(spec, meta["namespace"], data)
         applied = annotations_of(held).get(naming.APPLIED_PASSWORD_ANNOTATION, "")
         digest = users.password_digest(password) if password is not None else None
@@ -171,7 +175,7 @@ class UserReconciler:
             return resource, None, None
         credential = Credential({naming.PASSWORD_KEY: password, naming.SASL_JAAS_KEY: _jaas(meta["name"], password),
                                  naming.CA_CERT_KEY: trust}, _OPAQUE, {naming.APPLIED_PASSWORD_ANNOTATION: applied},
-                                password)
+                                password, kept=(data, annotations_of(held)))
         return resource, credential, None
 
     def _certificate(self, user: str, data: dict[str, str], cluster: KafkaClusterSpec, clients_ca: KeyPair,
@@ -231,10 +235,9 @@ class UserReconciler:
         if credential.issued:
             self._tell(body, "CertificateIssued", credential.issued)
             credential.issued = ""
-        desired = user_secret(body, cluster, credential.data, credential.annotations, credential.kind)
-        held = self.kube.get("Secret", desired["metadata"]["name"], desired["metadata"]["namespace"])
-        if (held or {}).get("data") != desired["data"] or annotations_of(held) != annotations_of(desired):
-            self.kube.apply(desired)
+        if credential.kept != (credential.data, credential.annotations):  # (the Secret as read this pass)
+            self.kube.apply(user_secret(body, cluster, credential.data, credential.annotations, credential.kind))
+            credential.kept = (dict(credential.data), dict(credential.annotations))
 
     @staticmethod
     def _refuse(plan: users.UserPlan, user: str, reason: str, message: str) -> None:
