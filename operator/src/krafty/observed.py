@@ -114,6 +114,7 @@ class ChangeKind(StrEnum):
 
     CONFIG = "config"  # a restart-only server.properties key
     CERTIFICATES = "certificates"  # the trusted CAs or the node certificates (see krafty.decide.certificates)
+    CLIENTS_CA = "clients-ca"  # the clients CA certificates brokers trust on listeners with authentication tls
     SECRETS = "secrets"  # a value of a Secret spec.brokers.configFromSecrets names
     IMAGE = "image"
     CONTAINER = "container"  # resources, environment (JVM options, heap)
@@ -132,6 +133,8 @@ class PendingChange:
             return f"{self.field}={self.after if self.after is not None else '(default)'}"
         if self.kind is ChangeKind.CERTIFICATES:
             return f"certificates (trusted CAs/generation) {self.before or '(none)'} -> {self.after}"
+        if self.kind is ChangeKind.CLIENTS_CA:
+            return f"trusted clients CA certificates {self.before or '(none)'} -> {self.after or '(none)'}"
         if self.kind is ChangeKind.SECRETS:
             return "a Secret named by configFromSecrets changed"
         if self.kind is ChangeKind.IMAGE:

@@ -105,6 +105,11 @@ def _authentication(config: Mapping[str, str], name: str, protocol: SecurityProt
     return ClientAuthentication.NONE
 
 
+def authorizes(pod: Pod) -> bool:
+    """Whether the node was started with Kafka's StandardAuthorizer (its static config)."""
+    return _static_config(pod["metadata"]).get("authorizer.class.name") == naming.STANDARD_AUTHORIZER
+
+
 def served_listeners(pod: Pod) -> frozenset[ServedListener]:
     """The client listeners a pod was started with (its static config: listeners, their protocols and
     authentication)."""
@@ -135,6 +140,7 @@ def pending_changes(pod: Pod, template: Mapping[str, Any]) -> tuple[PendingChang
     changes = [PendingChange(ChangeKind.CONFIG, key, old.get(key), value)
                for key, value in sorted({**config.set, **dict.fromkeys(config.unset)}.items())]
     for kind, key in ((ChangeKind.CERTIFICATES, naming.CERTIFICATES_ANNOTATION),
+                      (ChangeKind.CLIENTS_CA, naming.CLIENTS_CA_ANNOTATION),
                       (ChangeKind.SECRETS, naming.CONFIG_SECRETS_ANNOTATION)):
         running, wanted = ((pod["metadata"].get("annotations") or {}).get(key),
                            (template["metadata"].get("annotations") or {}).get(key))

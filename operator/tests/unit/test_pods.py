@@ -15,7 +15,7 @@ from krafty.decide import roll
 from krafty.model.cluster import ClientAuthentication, SecurityProtocol
 from krafty.naming import Pool
 from krafty.observed import ChangeKind, NodeState, PendingChange, PodPhase, ServedListener
-from krafty.pods import pending_changes, phase, served_listeners, trouble
+from krafty.pods import authorizes, pending_changes, phase, served_listeners, trouble
 from krafty.render.workloads import statefulset
 
 from ..conftest import CRDS, context, example
@@ -130,6 +130,23 @@ def test_certificate_and_secret_changes_are_typed_and_need_no_preflight():
         "c-broker-0: certificates (trusted CAs/generation) aaaa/1 -> bbbb,aaaa/1")
 
 
+def test_a_renewed_clients_ca_restarts_the_brokers_that_trust_it_as_a_certificate_change():
+    # Given a broker that trusts an older clients CA bundle than its template
+    running, template = pod(), pod()
+    running["metadata"]["annotations"][naming.CLIENTS_CA_ANNOTATION] = "6938e4c88dd56798"
+    template["metadata"]["annotations"][naming.CLIENTS_CA_ANNOTATION] = "6142e7aa6230c0db"
+    changes = pending_changes(running, template)
+    # Then it is a pending change, a certificate restart that needs no preflight
+    assert changes == (PendingChange(ChangeKind.CLIENTS_CA, naming.CLIENTS_CA_ANNOTATION, "6938e4c88dd56798",
+                                     "6142e7aa6230c0db"),)
+    node = NodeState(node_id=0, pool=Pool.BROKER, pod="c-broker-0", roles=("broker",), phase=PodPhase.READY,
+                     revision_current=False, registered=True, pending=changes)
+    assert not node.template_pending
+    assert roll.restart_reason(node) == (
+        roll.RestartReason.CERTIFICATES_CHANGED,
+        "c-broker-0: trusted clients CA certificates 6938e4c88dd56798 -> 6142e7aa6230c0db")
+
+
 def test_a_pod_serves_the_client_listeners_its_static_config_was_started_with():
     spec = example("kafkacluster-combined.yaml")["spec"] | {
         "listeners": [{"name": "tls", "port": 9094, "tls": True}, {"name": "plain", "port": 9092},
@@ -142,3 +159,13 @@ def test_a_pod_serves_the_client_listeners_its_static_config_was_started_with():
         ServedListener("MTLS", 9095, SecurityProtocol.SSL, ClientAuthentication.TLS),
         ServedListener("SCRAM", 9096, SecurityProtocol.SASL_PLAINTEXT, ClientAuthentication.SCRAM_SHA_512)}
     assert served_listeners(pod()) == frozenset()  # (a pod of an older operator: nothing known)
+
+
+@pytest.mark.parametrize(("authorization", "expected"), [(True, True), (False, False)])
+def test_a_pod_says_whether_it_was_started_with_the_authorizer(authorization, expected):
+    spec = example("kafkacluster-combined.yaml")["spec"] | {
+        "listeners": [{"name": "mtls", "port": 9095, "tls": True, "authentication": "tls"}],
+        "authorization": {"enabled": authorization}}
+    template = statefulset(context(spec), Pool.BROKER)["spec"]["template"]
+    assert authorizes({"metadata": template["metadata"]}) is expected
+    assert not authorizes(pod())  # (a pod of an older operator: nothing known)

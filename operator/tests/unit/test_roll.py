@@ -187,7 +187,7 @@ def test_broker_blockers_table(partition, blocked):
     ({1000: 0, 1001: 0, 1002: 0}, 1000, False),
     ({1000: 0, 1001: 0, 1002: 99_999}, 1000, True),   # only 1001 would remain caught up: no majority of 3
     ({1000: 0, 1001: -1, 1002: 0}, 1002, True),
-    ({1000: 0}, 1000, True),                          # a single voter can never stop safely
+    ({1000: 0}, 1000, False),                         # a lone voter: no other could ever keep the quorum
     ({i: 0 for i in range(1000, 1005)}, 1000, False),
     ({1000: 0, 1001: 0, 1002: 0, 1003: 9_999_999, 1004: 9_999_999}, 1000, True),
 ])

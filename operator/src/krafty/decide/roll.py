@@ -82,7 +82,7 @@ def restart_reason(node: NodeState) -> tuple[RestartReason, str]:
     details += [c.describe() for c in node.pending if c.kind is not ChangeKind.CONFIG]
     if config:
         reason = RestartReason.CONFIG_CHANGED
-    elif node.pending and all(c.kind is ChangeKind.CERTIFICATES for c in node.pending):
+    elif node.pending and all(c.kind in (ChangeKind.CERTIFICATES, ChangeKind.CLIENTS_CA) for c in node.pending):
         reason = RestartReason.CERTIFICATES_CHANGED
     else:
         reason = RestartReason.POD_TEMPLATE_CHANGED
@@ -119,11 +119,13 @@ def broker_blockers(broker: int, partitions: tuple[PartitionState, ...]) -> list
 
 
 def controller_blocker(node_id: int, quorum: QuorumState | None) -> str | None:
-    """Why stopping this voter could cost the quorum its majority, or None when it is safe."""
+    """Why stopping this voter could cost the quorum its majority, or None when it is safe. A lone voter
+    restarts: no other voter could ever keep the quorum while it is down (like a partition with a single
+    replica), and refusing would leave the cluster without any change, certificate renewals included."""
     if quorum is None:
         return "the metadata quorum cannot be described"
     voters = quorum.voter_ids()
-    if node_id not in voters:
+    if node_id not in voters or voters == {node_id}:
         return None
     others_caught_up = quorum.caught_up(MAX_VOTER_LAG) - {node_id}
     majority = len(voters) // 2 + 1
