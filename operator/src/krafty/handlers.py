@@ -63,7 +63,7 @@ class Operator:
         self.topic_admins = AdminPool(KafkaAdmin)
         self.topics = TopicReconciler(self.kube, locate, self.topic_admins.get)
         self.user_admins = AdminPool(UserAdmin)
-        self.users = UserReconciler(self.kube, locate, self.user_admins.get)
+        self.users = UserReconciler(self.kube, locate, self.user_admins.get, cluster_domain=settings.cluster_domain)
         self.lag = LagPass(self.lag_connection)
         self.scheduler = Scheduler(self.run)
         self._seen: dict[tuple[str, str, str], tuple[Any, ...]] = {}

@@ -22,6 +22,11 @@ RACK_CLUSTER_ROLE = "krafty-kafka-rack"
 PAUSED_ANNOTATION = f"{GROUP}/paused"
 # A new value asks for a new cluster CA (renewed through its three steps, see krafty.decide.certificates)
 RENEW_CA_ANNOTATION = f"{GROUP}/renew-cluster-ca"
+# A new value asks for a new clients CA: every user certificate is issued again by it, then the previous one
+# is no longer trusted (the old certificates stop working)
+RENEW_CLIENTS_CA_ANNOTATION = f"{GROUP}/renew-clients-ca"
+# On a KafkaUser: a new value asks for a new credential (a new key and certificate, or a new generated password)
+RENEW_CREDENTIAL_ANNOTATION = f"{GROUP}/renew-credential"
 CONFIRM_DELETION_ANNOTATION = f"{GROUP}/confirm-deletion"
 # On a Topic or KafkaUser: "force" takes over what Kafka already holds for it, and makes it match the spec
 ADOPT_ANNOTATION = f"{GROUP}/adopt"
@@ -41,8 +46,12 @@ CLIENTS_CA_ANNOTATION = f"{GROUP}/clients-ca"
 CONFIG_SECRETS_ANNOTATION = f"{GROUP}/config-secrets"
 # On the node certificates' Secret: bumped when certificates nodes already run with are issued again
 CERTIFICATE_GENERATION_ANNOTATION = f"{GROUP}/certificate-generation"
-# On the cluster CA's Secret: the value of RENEW_CA_ANNOTATION already acted on
+# On a CA's Secret: the value of its renewal annotation already acted on (on a user's Secret: of
+# RENEW_CREDENTIAL_ANNOTATION)
 RENEWED_FOR_ANNOTATION = f"{GROUP}/renewed-for"
+# On the clients CA's Secret: the short fingerprint of the clients CA every broker trusts, once they all do
+# (the user pass signs with it from then on)
+TRUSTED_BY_BROKERS_ANNOTATION = f"{GROUP}/trusted-by-brokers"
 ROLE_LABEL = f"{GROUP}/pool"
 # A preflight pod (a StatefulSet's new template tried before any node restarts into it): its pool and revision
 PREFLIGHT_LABEL = f"{GROUP}/preflight-of"
@@ -105,6 +114,7 @@ TLS_CERT_KEY = "tls.crt"
 TLS_KEY_KEY = "tls.key"
 PASSWORD_KEY = "password"  # a SCRAM user's password, in its Secret
 SASL_JAAS_KEY = "sasl.jaas.config"  # the same as the JAAS line Java clients take
+USERNAME_KEY = "username"  # a SCRAM user's name, in its Secret (what librdkafka clients take as sasl.username)
 # The operator's own client certificate, and the common name every node's certificate carries
 OPERATOR_COMMON_NAME = "krafty-operator"
 INITIAL_CONTROLLERS_KEY = "initial-controllers"

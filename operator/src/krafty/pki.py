@@ -104,6 +104,11 @@ def cross_sign(ca: KeyPair, by: KeyPair) -> str:
     return _cert_pem(cross)
 
 
+def issued_at(pem: str) -> datetime.datetime:
+    """When a certificate made by `issue` was issued (its start of validity is set a little before)."""
+    return _load_cert(pem).not_valid_before_utc + _BACKDATE
+
+
 def issue(ca: KeyPair, common_name: str, dns_names: Sequence[str], now: datetime.datetime,
           validity: datetime.timedelta, chain: Sequence[str] = ()) -> KeyPair:
     """An end-entity certificate for TLS servers and clients alike (nodes are both to each other),

@@ -111,6 +111,38 @@ def test_a_renewal_signs_with_the_previous_ca_until_every_pod_trusts_the_new_one
     assert certificates.signer(CaHeld(ca("new")), all_trust_current=False) == ca("new")
 
 
+def test_user_certificates_are_signed_by_the_new_clients_ca_only_once_every_broker_trusts_it():
+    renewing = CaHeld(ca("new"), ca("old"))
+    trusted = CaHeld(ca("new"), ca("old"), trusted_by_all=certificates.short_fingerprint(ca("new").cert))
+    assert certificates.clients_signer(renewing) == ca("old")
+    assert certificates.clients_signer(CaHeld(ca("new"), ca("old"), trusted_by_all="0123456789abcdef")) == ca("old")
+    assert certificates.clients_signer(trusted) == ca("new")
+    assert certificates.clients_signer(CaHeld(ca("new"))) == ca("new")
+
+
+HANDOVER = datetime.timedelta(minutes=5)
+
+
+@pytest.mark.parametrize(("trusted", "users", "now", "expected"), [
+    (False, ("new",), NOW + DAY, False),  # some broker does not trust the new CA yet
+    (True, ("new", "old"), NOW + DAY, False),  # a user certificate still signed by the previous CA
+    (True, ("new",), NOW + HANDOVER - datetime.timedelta(seconds=1), False),  # handed over too recently
+    (True, ("new",), NOW + HANDOVER, True),
+    (True, (), NOW, True),  # no user certificate at all
+])
+def test_the_previous_clients_ca_goes_once_every_user_certificate_is_new_and_handed_over(trusted, users, now,
+                                                                                        expected):
+    held = CaHeld(ca("new"), ca("old"),
+                  trusted_by_all=certificates.short_fingerprint(ca("new").cert) if trusted else "")
+    certs = [pki.issue(ca(signer), "writer", (), NOW, DAY).cert for signer in users]
+    assert certificates.clients_moved(held, certs, now, HANDOVER) is expected
+
+
+def test_an_unreadable_user_certificate_holds_the_previous_clients_ca():
+    held = CaHeld(ca("new"), ca("old"), trusted_by_all=certificates.short_fingerprint(ca("new").cert))
+    assert not certificates.clients_moved(held, ["not a certificate"], NOW + DAY, HANDOVER)
+
+
 def test_the_marker_says_which_generation_of_certificates_pods_run():
     markers = [certificates.running_marker([ca().cert], 2), certificates.running_marker([ca().cert], 3)]
     assert not certificates.all_run(markers, 3)

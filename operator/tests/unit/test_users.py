@@ -144,12 +144,29 @@ def test_a_scram_credential_is_set_when_new_changed_or_gone(password, in_kafka, 
 
 def test_a_paused_cluster_changes_nothing_and_a_refused_user_gets_none_of_its_changes():
     result = plan([user(), user("bob", quotas={"requestPercentage": 10})], kafka(), cluster())
-    paused = held(result, "KafkaCluster prod is paused")
+    paused = held(result, "Paused", "KafkaCluster prod is paused")
     assert not paused.changes_of("alice")
     assert paused.verdicts[("ns", "alice")].reason == "Paused"
     result.drop("bob")
     assert not result.changes_of("bob")
     assert result.changes_of("alice")
+
+
+def test_while_the_nodes_restart_into_the_authorizer_no_acl_is_made_and_none_is_taken_for_drift():
+    # Given alice settled, and Kafka answering from a node without the authorizer yet (it holds no ACLs)
+    alice = user(settled=True, quotas={"requestPercentage": 10})
+    restarting = plan([alice], kafka(), cluster(), authorizing=False)
+    # Then nothing changes, nothing is reported as drift, and alice waits without a warning
+    assert not restarting.changes_of("alice")
+    verdict = restarting.verdicts[("ns", "alice")]
+    assert (verdict.ready, verdict.reason, verdict.events) == (False, "AuthorizationPending", ())
+    # And once every node authorizes, the missing ACLs are drift put back
+    rolled = plan([alice], kafka(), cluster(), authorizing=True)
+    assert set(rolled.acl_creates) == ALICE
+    assert [e[0] for e in rolled.verdicts[("ns", "alice")].events] == ["DriftReverted"]
+    # And a cluster without authorization never waits for it
+    assert plan([alice], kafka(), cluster(authorization=False), authorizing=False).verdicts[
+        ("ns", "alice")].reason == "UserReady"
 
 
 @pytest.mark.parametrize(("rule", "message"), [

@@ -37,7 +37,7 @@ class IssueReason(StrEnum):
         return {
             IssueReason.NEW: f"{what}: issued",
             IssueReason.EXPIRING: f"{what}: renewed, it was about to expire",
-            IssueReason.REQUESTED: f"{what}: renewed, as the cluster's annotation asked",
+            IssueReason.REQUESTED: f"{what}: renewed, as an annotation asked",
             IssueReason.UNUSABLE: f"{what}: issued again, the one kept could not be used",
             IssueReason.NAMES_CHANGED: f"{what}: issued again, its DNS names changed",
             IssueReason.NEW_CA: f"{what}: issued again by the new CA, which every node trusts now",
@@ -54,6 +54,7 @@ class CaHeld:
     previous: KeyPair | None = None  # during a renewal: the CA before, which still signs until step 2
     renewed_for: str = ""  # the value of the renewal annotation already acted on
     cross: str | None = None  # the current CA cross-signed by the one before, while that one is valid
+    trusted_by_all: str = ""  # clients CA: the short fingerprint of the CA every broker trusts, once they do
 
 
 def chain(held: CaHeld, signer: KeyPair, now: datetime.datetime) -> tuple[str, ...]:
@@ -164,14 +165,32 @@ def certificate_reason(subject: Subject, held: KeyPair | None, ca: KeyPair, now:
     return None
 
 
-def _short(pem: str) -> str:
+def short_fingerprint(pem: str) -> str:
     return pki.facts(pem).fingerprint[:16]
+
+
+def clients_signer(held: CaHeld) -> KeyPair:
+    """The clients CA that signs user certificates now: the previous one until every broker trusts the new."""
+    return signer(held, held.current is not None and held.trusted_by_all == short_fingerprint(held.current.cert))
+
+
+def clients_moved(held: CaHeld, users: Iterable[str], now: datetime.datetime, handover: datetime.timedelta) -> bool:
+    """Whether step 3 of a clients CA renewal may come (the previous CA leaves the brokers' trust): every
+    broker trusts the current CA, every user certificate (`users`, PEM) is signed by it, and the newest of
+    them has been in its Secret for `handover`, for clients to read it."""
+    if held.current is None or held.trusted_by_all != short_fingerprint(held.current.cert):
+        return False
+    try:
+        return all(pki.signed_by(cert, held.current.cert) and now - pki.issued_at(cert) >= handover
+                   for cert in users)
+    except pki.PkiError:  # an unreadable one: the user pass issues it again first
+        return False
 
 
 def running_marker(trusted: Iterable[str], generation: int) -> str:
     """The pod template annotation that says what a pod runs with: the CAs it trusts (short fingerprints)
     and the generation of the node certificates. A change of either rolls the pods."""
-    return ",".join(_short(pem) for pem in trusted) + f"/{generation}"
+    return ",".join(short_fingerprint(pem) for pem in trusted) + f"/{generation}"
 
 
 def _parse(marker: str) -> tuple[frozenset[str], int | None]:
@@ -181,7 +200,7 @@ def _parse(marker: str) -> tuple[frozenset[str], int | None]:
 
 def all_trust(markers: Iterable[str], ca: KeyPair) -> bool:
     """Whether every pod (by its marker) trusts the CA."""
-    fingerprint = _short(ca.cert)
+    fingerprint = short_fingerprint(ca.cert)
     return all(fingerprint in _parse(marker)[0] for marker in markers)
 
 

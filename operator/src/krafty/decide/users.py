@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from krafty import naming
-from krafty.model.cluster import ClientAuthentication, KafkaClusterSpec
+from krafty.model.cluster import ClientAuthentication, KafkaClusterSpec, Listener
 from krafty.model.user import KafkaUserSpec, Quotas, UserAuthenticationType
 from krafty.observed import Acl
 
@@ -126,11 +126,17 @@ def quota_diff(desired: Mapping[str, float], actual: Mapping[str, float]) -> dic
     return changes
 
 
+def listener_for(spec: KafkaUserSpec, cluster: KafkaClusterSpec) -> Listener | None:
+    """The first of the cluster's listeners that authenticates this user (None: none does)."""
+    wanted = _LISTENER_FOR[spec.authentication.type]
+    return next((listener for listener in cluster.listeners if listener.authentication is wanted), None)
+
+
 def problems(resource: UserResource, cluster: KafkaClusterSpec) -> list[tuple[str, str]]:
     """Why the user cannot work on this cluster: (reason, message naming the field)."""
     out = []
     kind = resource.spec.authentication.type
-    if not any(listener.authentication is _LISTENER_FOR[kind] for listener in cluster.listeners):
+    if listener_for(resource.spec, cluster) is None:
         out.append(("AuthenticationUnavailable",
                     f"spec.authentication.type: {kind.value}, but KafkaCluster {resource.spec.cluster_ref.name} has "
                     f"no listener with authentication {_LISTENER_FOR[kind].value} to serve it; add one to "
@@ -197,8 +203,18 @@ def _plan_deleted(plan: UserPlan, resource: UserResource, kafka: KafkaUsers) -> 
         plan.quota_changes[resource.name] = dict.fromkeys(quotas)
 
 
-def plan(resources: Iterable[UserResource], kafka: KafkaUsers, cluster: KafkaClusterSpec) -> UserPlan:
-    """Every change for one cluster's users, and a verdict per live KafkaUser."""
+def plan(resources: Iterable[UserResource], kafka: KafkaUsers, cluster: KafkaClusterSpec,
+         authorizing: bool = True) -> UserPlan:
+    """Every change for one cluster's users, and a verdict per live KafkaUser. `authorizing`: every node runs
+    with the authorizer when the spec turns it on (False while they restart into it: a node without it holds
+    no ACLs and takes none, so nothing is changed, and no ACL it lacks is taken for drift)."""
+    result = _plan(resources, kafka, cluster)
+    if cluster.authorization.enabled and not authorizing:
+        return held(result, "AuthorizationPending", "the nodes are restarting to turn spec.authorization on")
+    return result
+
+
+def _plan(resources: Iterable[UserResource], kafka: KafkaUsers, cluster: KafkaClusterSpec) -> UserPlan:
     result = UserPlan()
     for resource in sorted(resources, key=lambda r: r.name):
         if resource.deleting:
@@ -212,8 +228,8 @@ def plan(resources: Iterable[UserResource], kafka: KafkaUsers, cluster: KafkaClu
     return result
 
 
-def held(plan: UserPlan, why: str) -> UserPlan:
+def held(plan: UserPlan, reason: str, why: str) -> UserPlan:
     """The same verdicts with every change to Kafka withheld (a paused cluster changes nothing)."""
-    verdicts = {key: replace(v, ready=False, reason="Paused", message=f"waiting: {why} ({v.message})", events=())
+    verdicts = {key: replace(v, ready=False, reason=reason, message=f"waiting: {why} ({v.message})", events=())
                 if v.manage and v.progressing else v for key, v in plan.verdicts.items()}
     return UserPlan(verdicts=verdicts)

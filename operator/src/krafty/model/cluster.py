@@ -146,12 +146,18 @@ class CertificateAuthority(Validity):
     secret_name: ObjectName | None = None
 
 
+class ClientsCertificateAuthority(CertificateAuthority):
+    # During a renewal of the clients CA: how long every user's new certificate is in its Secret before the
+    # previous clients CA is no longer trusted (clients read their new certificate meanwhile).
+    handover_seconds: int = Field(default=300, ge=0, le=2592000)
+
+
 class Tls(Spec):
     # Mutual TLS between the nodes (controller and replication listeners). None: on for a new cluster;
     # a running cluster keeps what it was created with.
     internal: bool | None = None
     cluster_ca: CertificateAuthority = Field(default_factory=CertificateAuthority)
-    clients_ca: CertificateAuthority = Field(default_factory=CertificateAuthority)
+    clients_ca: ClientsCertificateAuthority = Field(default_factory=ClientsCertificateAuthority)
     certificates: Validity = Field(default_factory=Validity)
 
 

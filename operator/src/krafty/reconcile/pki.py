@@ -22,7 +22,7 @@ from krafty.model.cluster import CertificateAuthority
 from krafty.model.context import ClusterContext
 from krafty.naming import Pool
 from krafty.pki import KeyPair
-from krafty.render.secrets import annotations_of, decoded, secret, tls_secret
+from krafty.render.secrets import annotations_of, decoded, owned_by, secret, tls_secret
 
 log = logging.getLogger(__name__)
 
@@ -40,11 +40,21 @@ class ClusterPki:
 
     @property
     def clients_digest(self) -> str:
-        """Changes when the clients CA bundle does (brokers trusting it restart to read it)."""
-        return hashlib.sha256(pki.bundle(self.clients_trusted).encode()).hexdigest()[:16]
+        return clients_digest(self.clients_trusted)
 
     def identity(self) -> TlsIdentity:
         return TlsIdentity(pki.bundle(self.trusted), self.operator.cert, self.operator.key)
+
+
+def clients_digest(trusted: tuple[str, ...]) -> str:
+    """Changes when the clients CA bundle does (brokers trusting it restart to read it)."""
+    return hashlib.sha256(pki.bundle(trusted).encode()).hexdigest()[:16]
+
+
+def _kafka_pods(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The nodes' pods (preflight pods aside)."""
+    return [p for p in pods if naming.ROLE_LABEL in (labels := p["metadata"].get("labels") or {})
+            and naming.PREFLIGHT_LABEL not in labels]
 
 
 def _days(days: int) -> datetime.timedelta:
@@ -61,7 +71,8 @@ def ca_held(body: Mapping[str, Any] | None) -> CaHeld:
     data = decoded(body)
     return CaHeld(_pair(data, naming.CA_CERT_KEY, naming.CA_KEY_KEY),
                   _pair(data, naming.PREVIOUS_CA_CERT_KEY, naming.PREVIOUS_CA_KEY_KEY),
-                  annotations_of(body).get(naming.RENEWED_FOR_ANNOTATION, ""), data.get(naming.CROSS_CA_CERT_KEY))
+                  annotations_of(body).get(naming.RENEWED_FOR_ANNOTATION, ""), data.get(naming.CROSS_CA_CERT_KEY),
+                  annotations_of(body).get(naming.TRUSTED_BY_BROKERS_ANNOTATION, ""))
 
 
 def _trusted(held: CaHeld) -> tuple[str, ...]:
@@ -81,6 +92,31 @@ def _node_subjects(ctx: ClusterContext, held: Mapping[str, str]) -> list[tuple[P
     return out
 
 
+@dataclass(frozen=True)
+class _CaRole:
+    """One of a cluster's two CAs, for the pass's Events."""
+
+    secret: str
+    title: str
+    both: str  # said when a renewal starts
+    released: str  # said when its previous CA is let go
+
+
+def _cluster_ca_role(cluster: str) -> _CaRole:
+    return _CaRole(naming.cluster_ca(cluster), "cluster CA",
+                   "; nodes trust both CAs until every certificate is signed by the new one",
+                   "every node runs with certificates of the new CA; the nodes no longer trust the previous CA "
+                   "(clients that still do keep working while it is valid: the nodes send the new CA cross-signed "
+                   "by it)")
+
+
+def _clients_ca_role(cluster: str) -> _CaRole:
+    return _CaRole(naming.clients_ca(cluster), "clients CA",
+                   "; brokers trust both CAs until every user certificate is signed by the new one",
+                   "every user certificate is signed by the new CA and was handed over; the brokers no longer trust "
+                   "the previous CA (certificates it signed stop working)")
+
+
 class PkiPass:
     def __init__(self, kube: Kube, ctx: ClusterContext, body: dict[str, Any], now: datetime.datetime) -> None:
         self.kube, self.ctx, self.body, self.now = kube, ctx, body, now
@@ -93,8 +129,7 @@ class PkiPass:
     def _markers(pods: list[dict[str, Any]]) -> list[str]:
         """What each Kafka pod runs with (preflight pods aside)."""
         return [((p["metadata"].get("annotations") or {}).get(naming.CERTIFICATES_ANNOTATION, ""))
-                for p in pods if naming.ROLE_LABEL in (p["metadata"].get("labels") or {})
-                and naming.PREFLIGHT_LABEL not in (p["metadata"].get("labels") or {})]
+                for p in _kafka_pods(pods)]
 
     def _provided(self, spec: CertificateAuthority) -> KeyPair | None:
         """The user's own CA from the Secret spec.tls names (None when the operator runs its own)."""
@@ -107,38 +142,47 @@ class PkiPass:
             raise CaUnusable(f"spec.tls names a CA that cannot be used: {problem}; nothing changes until it can")
         return pair
 
-    def _ca(self, name: str, title: str, before: CaHeld, spec: CertificateAuthority, requested: str,
-            all_moved: bool) -> CaHeld:
+    def _ca(self, role: _CaRole, before: CaHeld, spec: CertificateAuthority, requested: str, all_moved: bool,
+            trusted_now: bool = False) -> CaHeld:
         """The CA after this pass's step (made, renewed, taken from the user's Secret or its previous one let
-        go), written when changed."""
+        go), written when changed. `trusted_now`: every holder runs with the trust bundle `before` makes (the
+        clients CA's brokers; recorded for the user pass)."""
         provided = self._provided(spec)
         step = certificates.ca_step(before, spec, self.now, requested, all_moved, provided)
         held = before
         if step.renew is not None:
-            made = provided or pki.new_ca(f"{self.ctx.name} {title}", self.now, _days(spec.validity_days))
+            made = provided or pki.new_ca(f"{self.ctx.name} {role.title}", self.now, _days(spec.validity_days))
             # Renewed (not made anew): the CA before stays trusted, and vouches for the new one, for a while
             renewal = step.renew in (IssueReason.EXPIRING, IssueReason.REQUESTED, IssueReason.PROVIDED)
             previous = before.current if renewal and before.current is not None and certificates.usable_ca(
                 before.current) else None
-            renewed_for = requested if step.renew is IssueReason.REQUESTED else before.renewed_for
+            renewed_for = requested if step.renew in (IssueReason.REQUESTED, IssueReason.NEW) else before.renewed_for
             held = CaHeld(made, previous, renewed_for, pki.cross_sign(made, previous) if previous else None)
-            self._tell(f"Ca{step.renew.value}", step.renew.message(title) + (
-                "; nodes trust both CAs until every certificate is signed by the new one" if previous else ""))
+            self._tell(f"Ca{step.renew.value}", step.renew.message(role.title) + (role.both if previous else ""))
         elif step.release_previous:
             held = replace(before, previous=None)
-            self._tell("CaRenewed", f"{title}: every node runs with certificates of the new CA; the nodes no "
-                       "longer trust the previous CA (clients that still do keep working while it is valid: the "
-                       "nodes send the new CA cross-signed by it)")
+            self._tell("CaRenewed", f"{role.title}: {role.released}")
         if held.cross is not None and pki.facts(held.cross).not_after <= self.now:
             held = replace(held, cross=None)
-        if held != before and held.current is not None:
-            data = {naming.CA_CERT_KEY: held.current.cert, naming.CA_KEY_KEY: held.current.key}
-            if held.previous is not None:
-                data |= {naming.PREVIOUS_CA_CERT_KEY: held.previous.cert, naming.PREVIOUS_CA_KEY_KEY: held.previous.key}
-            if held.cross is not None:
-                data[naming.CROSS_CA_CERT_KEY] = held.cross
-            self.kube.apply(secret(self.ctx, name, data, {naming.RENEWED_FOR_ANNOTATION: held.renewed_for}))
+        trusted = trusted_now and held.current is not None and held.current == before.current
+        held = replace(held, trusted_by_all=certificates.short_fingerprint(held.current.cert) if trusted
+                       and held.current is not None else "")
+        if held != before:
+            self._write_ca(role.secret, held)
         return held
+
+    def _write_ca(self, name: str, held: CaHeld) -> None:
+        if held.current is None:
+            return
+        data = {naming.CA_CERT_KEY: held.current.cert, naming.CA_KEY_KEY: held.current.key}
+        if held.previous is not None:
+            data |= {naming.PREVIOUS_CA_CERT_KEY: held.previous.cert, naming.PREVIOUS_CA_KEY_KEY: held.previous.key}
+        if held.cross is not None:
+            data[naming.CROSS_CA_CERT_KEY] = held.cross
+        annotations = {naming.RENEWED_FOR_ANNOTATION: held.renewed_for}
+        if held.trusted_by_all:
+            annotations[naming.TRUSTED_BY_BROKERS_ANNOTATION] = held.trusted_by_all
+        self.kube.apply(secret(self.ctx, name, data, annotations))
 
     def _issue(self, subjects: Mapping[str, Subject], held: Mapping[str, KeyPair | None], signer: KeyPair,
                sent_with: tuple[str, ...], what: str) -> tuple[dict[str, KeyPair], bool]:
@@ -159,6 +203,33 @@ class PkiPass:
             self._tell(f"Certificate{reason.value}", reason.message(f"{what} {', '.join(keys)}"))
         return out, any(reason is not IssueReason.NEW for reason in reasons)
 
+    def _clients_ca(self, pods: list[dict[str, Any]]) -> CaHeld:
+        """The clients CA after this pass's step. Its renewal: the brokers trust both CAs (a roll); once they
+        do, the user pass issues every user certificate again with the new one; `handoverSeconds` after the
+        last of those, the previous CA leaves the brokers' trust (a roll), and what it signed stops working."""
+        ctx, spec = self.ctx, self.ctx.spec.tls.clients_ca
+        before = ca_held(self.kube.get("Secret", naming.clients_ca(ctx.name), ctx.namespace))
+        digest = clients_digest(_trusted(before))
+        trusted_now = all((p["metadata"].get("annotations") or {}).get(naming.CLIENTS_CA_ANNOTATION, digest) == digest
+                          for p in _kafka_pods(pods))  # (brokers without a tls listener do not trust it)
+        moved = before.previous is not None and certificates.clients_moved(
+            before, self._user_certificates(), self.now, datetime.timedelta(seconds=spec.handover_seconds))
+        requested = annotations_of(self.body).get(naming.RENEW_CLIENTS_CA_ANNOTATION, "")
+        return self._ca(_clients_ca_role(ctx.name), before, spec, requested, moved, trusted_now)
+
+    def _user_certificates(self) -> list[str]:
+        """The certificates in the Secrets of the cluster's KafkaUsers (each read by name: the operator may not
+        list Secrets)."""
+        out = []
+        for user in self.kube.list(naming.USER_KIND, self.ctx.namespace):
+            if ((user.get("spec") or {}).get("clusterRef") or {}).get("name") != self.ctx.name:
+                continue
+            held = self.kube.get("Secret", naming.user_secret(user["metadata"]["name"]), self.ctx.namespace)
+            data = decoded(held)
+            if owned_by(held, user) and naming.TLS_CERT_KEY in data:
+                out.append(data[naming.TLS_CERT_KEY])
+        return out
+
     def run(self, pods: list[dict[str, Any]]) -> ClusterPki:
         """`pods`: the cluster's pods, as listed this pass."""
         ctx, ns = self.ctx, self.ctx.namespace
@@ -176,10 +247,8 @@ class PkiPass:
             pair is not None and pki.signed_by(pair.cert, before.current.cert)
             for pair in [*held_nodes.values(), held_operator])
         requested = annotations_of(self.body).get(naming.RENEW_CA_ANNOTATION, "")
-        ca = self._ca(naming.cluster_ca(ctx.name), "cluster CA", before, ctx.spec.tls.cluster_ca, requested, moved)
-        clients = self._ca(naming.clients_ca(ctx.name), "clients CA",
-                           ca_held(self.kube.get("Secret", naming.clients_ca(ctx.name), ns)), ctx.spec.tls.clients_ca,
-                           "", True)
+        ca = self._ca(_cluster_ca_role(ctx.name), before, ctx.spec.tls.cluster_ca, requested, moved)
+        clients = self._clients_ca(pods)
         assert ca.current is not None
         signer = certificates.signer(ca, certificates.all_trust(markers, ca.current))
         sent_with = certificates.chain(ca, signer, self.now)

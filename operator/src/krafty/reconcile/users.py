@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from krafty import naming, pki
+from krafty import naming, pki, pods
 from krafty.clients.connection import Connection
 from krafty.clients.errors import KafkaUnavailable
 from krafty.clients.kafka_users import UserAdmin
@@ -33,6 +33,7 @@ from krafty.reconcile import status as writer
 from krafty.reconcile.connection import Locate
 from krafty.reconcile.pki import ca_held
 from krafty.reconcile.topics import paused
+from krafty.render.configmaps import client_settings
 from krafty.render.secrets import annotations_of, decoded, owned_by, user_secret
 
 log = logging.getLogger(__name__)
@@ -54,6 +55,23 @@ class Credential:
     # annotations as last read or written this pass
 
 
+@dataclass(frozen=True)
+class _Renewal:
+    """A user's renewal annotation, and the value of it its Secret says was acted on."""
+
+    requested: str
+    done: str
+
+    @property
+    def due(self) -> bool:
+        return bool(self.requested) and self.requested != self.done
+
+    @property
+    def annotations(self) -> dict[str, str]:
+        """What the user's Secret records of it."""
+        return {naming.RENEWED_FOR_ANNOTATION: self.requested} if self.requested else {}
+
+
 def _deleting(body: dict[str, Any] | None) -> bool:
     return bool((body or {}).get("metadata", {}).get("deletionTimestamp"))
 
@@ -72,8 +90,9 @@ def _jaas(user: str, password: str) -> str:
 
 class UserReconciler:
     def __init__(self, kube: Kube, locate: Locate, admin: Callable[[Connection], UserAdmin],
-                 clock: Callable[[], datetime.datetime] = writer.now) -> None:
+                 clock: Callable[[], datetime.datetime] = writer.now, cluster_domain: str = "cluster.local") -> None:
         self.kube = kube
+        self.cluster_domain = cluster_domain
         self.locate = locate
         self.admin = admin
         self.clock = clock
@@ -95,21 +114,21 @@ class UserReconciler:
         if spec is None or _deleting(cluster_body):
             self._without_cluster(bodies, cluster, cluster_body)
             return CHECK_INTERVAL
-        clients_ca = ca_held(self.kube.get("Secret", naming.clients_ca(cluster), namespace)).current
+        clients_ca = ca_held(self.kube.get("Secret", naming.clients_ca(cluster), namespace))
         trust = decoded(self.kube.get("Secret", naming.cluster_ca_cert(cluster), namespace)).get(naming.CA_CERT_KEY)
-        if clients_ca is None or trust is None:
+        if clients_ca.current is None or trust is None:
             self._report_all(live, "CredentialPending", f"the PKI of KafkaCluster {cluster} is not made yet")
             return BUSY_INTERVAL
-        resources, credentials, refused = self._users(bodies, spec, clients_ca, trust)
+        resources, credentials, refused = self._users(bodies, spec, certificates.clients_signer(clients_ca), trust)
         try:
             admin = self.admin(self.locate(namespace, cluster))
             kafka = self._kafka(admin, spec)
         except KafkaUnavailable as error:
             self._report_all(live, "KafkaUnreachable", f"Kafka cannot be asked: {error}")
             return BUSY_INTERVAL
-        plan = users.plan(resources, kafka, spec)
+        plan = users.plan(resources, kafka, spec, self._authorizing(namespace, cluster, spec))
         if paused(cluster_body):
-            plan = users.held(plan, f"KafkaCluster {cluster} is paused")
+            plan = users.held(plan, "Paused", f"KafkaCluster {cluster} is paused")
         self._act(admin, plan, {b["metadata"]["name"]: b for b in bodies}, credentials, cluster)
         after = self._kafka(admin, spec) if plan.acl_creates or plan.acl_deletes else kafka
         self._report(live, plan, refused, after)
@@ -117,6 +136,14 @@ class UserReconciler:
             self._release(next(b for b in bodies if _key(b) == key))
         busy = any(v.progressing for v in plan.verdicts.values()) or len(plan.released) < sum(map(_deleting, bodies))
         return BUSY_INTERVAL if busy else CHECK_INTERVAL
+
+    def _authorizing(self, namespace: str, cluster: str, spec: KafkaClusterSpec) -> bool:
+        """Whether every node runs with the authorizer the spec turns on (asked only then)."""
+        if not spec.authorization.enabled:
+            return True
+        nodes = [p for p in self.kube.list("Pod", namespace, naming.selector_labels(cluster))
+                 if naming.PREFLIGHT_LABEL not in (p["metadata"].get("labels") or {})]
+        return bool(nodes) and all(map(pods.authorizes, nodes))
 
     @staticmethod
     def _kafka(admin: UserAdmin, spec: KafkaClusterSpec) -> users.KafkaUsers:
@@ -161,11 +188,17 @@ class UserReconciler:
                 False, "SecretConflict", f"Secret {naming.user_secret(meta['name'])} exists and does not belong to "
                 "this KafkaUser: nothing was changed (rename or remove that Secret)", manage=False)
         data = decoded(held)
+        renewal = _Renewal((meta.get("annotations") or {}).get(naming.RENEW_CREDENTIAL_ANNOTATION, ""),
+                           annotations_of(held).get(naming.RENEWED_FOR_ANNOTATION, ""))
+        listener = users.listener_for(spec, cluster)
+        # (what reaches the listener this user authenticates on: its Secret alone configures a client)
+        common = {naming.CA_CERT_KEY: trust, **(client_settings(listener, naming.bootstrap_address(
+            spec.cluster_ref.name, meta["namespace"], self.cluster_domain, listener.port)) if listener else {})}
         if spec.authentication.type is UserAuthenticationType.TLS:
-            credential = self._certificate(meta["name"], data, cluster, clients_ca, trust)
+            credential = self._certificate(meta["name"], data, cluster, clients_ca, common, renewal)
             credential.kept = (data, annotations_of(held))
             return resource, credential, None
-        password, missing = self._password(spec, meta["namespace"], data)
+        password, missing = self._password(spec, meta["namespace"], data, renewal.due)
         applied = annotations_of(held).get(naming.APPLIED_PASSWORD_ANNOTATION, "")
         digest = users.password_digest(password) if password is not None else None
         # (a credential this user's own Secret says was applied is the operator's, status written or not)
@@ -174,29 +207,35 @@ class UserReconciler:
         if password is None:
             return resource, None, None
         credential = Credential({naming.PASSWORD_KEY: password, naming.SASL_JAAS_KEY: _jaas(meta["name"], password),
-                                 naming.CA_CERT_KEY: trust}, _OPAQUE, {naming.APPLIED_PASSWORD_ANNOTATION: applied},
-                                password, kept=(data, annotations_of(held)))
+                                 naming.USERNAME_KEY: meta["name"], **common}, _OPAQUE,
+                                {naming.APPLIED_PASSWORD_ANNOTATION: applied, **renewal.annotations}, password,
+                                kept=(data, annotations_of(held)))
         return resource, credential, None
 
     def _certificate(self, user: str, data: dict[str, str], cluster: KafkaClusterSpec, clients_ca: KeyPair,
-                     trust: str) -> Credential:
+                     common: dict[str, str], renewal: _Renewal) -> Credential:
+        """`common`: what the Secret holds beside the certificate and key (CA certificates, client settings)."""
         pair = (KeyPair(data[naming.TLS_CERT_KEY], data[naming.TLS_KEY_KEY])
                 if {naming.TLS_CERT_KEY, naming.TLS_KEY_KEY} <= data.keys() else None)
         now = self.clock()
         reason = certificates.certificate_reason(Subject(user, user, ()), pair, clients_ca, now,
                                                  cluster.tls.certificates)
+        if reason is None and renewal.due:
+            reason = certificates.IssueReason.REQUESTED
         issued = ""
         if reason is not None or pair is None:
             pair = pki.issue(clients_ca, user, (), now, datetime.timedelta(days=cluster.tls.certificates.validity_days))
             issued = (reason or certificates.IssueReason.NEW).message(f"the client certificate of User:{user}")
-        return Credential({naming.TLS_CERT_KEY: pair.cert, naming.TLS_KEY_KEY: pair.key, naming.CA_CERT_KEY: trust},
-                          _TLS_SECRET, {}, issued=issued)
+        return Credential({naming.TLS_CERT_KEY: pair.cert, naming.TLS_KEY_KEY: pair.key, **common}, _TLS_SECRET,
+                          dict(renewal.annotations), issued=issued)
 
-    def _password(self, spec: KafkaUserSpec, namespace: str, held: dict[str, str]) -> tuple[str | None, str]:
-        """The password to use, or None and why it cannot be read."""
+    def _password(self, spec: KafkaUserSpec, namespace: str, held: dict[str, str], renew: bool
+                  ) -> tuple[str | None, str]:
+        """The password to use, or None and why it cannot be read. `renew`: a new one is asked for (a password
+        from the user's own Secret changes there, not here)."""
         source = spec.authentication.password
         if source is None:  # generated once, then kept in the user's Secret
-            return held.get(naming.PASSWORD_KEY) or secrets.token_urlsafe(24), ""
+            return (None if renew else held.get(naming.PASSWORD_KEY)) or secrets.token_urlsafe(24), ""
         ref = source.secret_key_ref
         found = decoded(self.kube.get("Secret", ref.name, namespace)).get(ref.key)
         if not found:

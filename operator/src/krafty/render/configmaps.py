@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from krafty import naming
-from krafty.model.cluster import SCRAM_MECHANISM, ClientAuthentication
+from krafty.model.cluster import SCRAM_MECHANISM, ClientAuthentication, Listener
 from krafty.model.context import ClusterContext
 from krafty.render.kafka_config import node_properties, render_properties
 
@@ -27,13 +27,20 @@ def node_config_map(ctx: ClusterContext) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": data}
 
 
+def client_settings(listener: Listener, bootstrap: str) -> dict[str, str]:
+    """The Kafka client properties that reach one listener (its bootstrap address, protocol and SASL
+    mechanism): in the connection ConfigMap, and in each KafkaUser's Secret for the listener it uses."""
+    settings = {"bootstrap.servers": bootstrap, "security.protocol": listener.protocol.value}
+    if listener.authentication is ClientAuthentication.SCRAM_SHA_512:
+        settings["sasl.mechanism"] = SCRAM_MECHANISM
+    return settings
+
+
 def connection_config_map(ctx: ClusterContext) -> dict[str, Any]:
     """What a client needs to connect (Spark jobs mount it): the first published listener's bootstrap address,
     protocol and SASL mechanism and, for TLS, the Secret and key of the CA certificates to trust (PEM)."""
     first = ctx.published_listeners[0]
-    data = {"bootstrap.servers": ctx.bootstrap_servers(), "security.protocol": first.protocol.value}
-    if first.authentication is ClientAuthentication.SCRAM_SHA_512:
-        data["sasl.mechanism"] = SCRAM_MECHANISM
+    data = client_settings(first, ctx.bootstrap_servers())
     if first.tls:
         data |= {"ssl.truststore.type": "PEM", "ssl.truststore.secret": naming.cluster_ca_cert(ctx.name),
                  "ssl.truststore.secret.key": naming.CA_CERT_KEY}
