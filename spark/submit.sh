@@ -18,6 +18,8 @@
 #   IMAGE           default krafty-spark:$SPARK_VERSION
 #   KAFKA_CLUSTER   default prod
 #   JOB_NAME        default pageviews (Spark app name, query name, lag group spark-$JOB_NAME)
+#   KAFKA_USER      the KafkaUser the job runs as, when it exists (default: $JOB_NAME): its Secret is
+#                   mounted at /etc/krafty/kafka-user, and the job reaches the listener it names with it
 #   EXECUTORS       default 1
 #   CPU_REQUEST     CPU the driver and each executor pod request (default 250m; Spark's own
 #                   default would be a whole core per pod)
@@ -31,6 +33,7 @@ source "$here/spark.env"
 
 kafka_cluster="${KAFKA_CLUSTER:-prod}"
 job_name="${JOB_NAME:-pageviews}"
+kafka_user="${KAFKA_USER:-$job_name}"
 image="${IMAGE:-krafty-spark:$SPARK_VERSION}"
 api="${KUBE_API:-$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')}"
 namespace="${NAMESPACE:-$(kubectl config view --minify -o jsonpath='{..namespace}' 2>/dev/null || true)}"
@@ -52,9 +55,12 @@ for role in driver executor; do
   sed -e "s/name: prod-kafka-connection/name: $kafka_cluster-kafka-connection/" \
       -e "s/secretName: prod-cluster-ca-cert/secretName: $kafka_cluster-cluster-ca-cert/" \
       -e "s|spark.krafty.io/job: pageviews|spark.krafty.io/job: $job_name|" \
+      -e "s/secretName: pageviews\$/secretName: $kafka_user/" \
       "$here/k8s/$role-pod-template.yaml" > "$templates/$role.yaml"
 done
 
+# (spark.redaction.regex: the KafkaUser's password and key are options of the Kafka source, kept out of
+# logs and the UI)
 command=("$spark_submit"
   --master "k8s://$api" --deploy-mode cluster --name "$job_name"
   --conf "spark.kubernetes.namespace=$namespace"
@@ -71,6 +77,7 @@ command=("$spark_submit"
   --conf "spark.kubernetes.driver.request.cores=${CPU_REQUEST:-250m}"
   --conf "spark.kubernetes.executor.request.cores=${CPU_REQUEST:-250m}"
   --conf spark.sql.shuffle.partitions=4
+  --conf "spark.redaction.regex=(?i)secret|password|token|access[.]?key|jaas|keystore"
   --conf spark.kubernetes.submission.waitAppCompletion=false
   local:///opt/krafty/jobs/pageviews.py "${job_args[@]}")
 

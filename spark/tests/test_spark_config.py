@@ -85,6 +85,61 @@ def test_tls_without_a_ca_names_the_secret_to_mount(tmp_path):
         parse_args([*REQUIRED, "--ca-file", str(tmp_path / "missing.crt")], mounted=mounted)
 
 
+SCRAM_USER = {"bootstrap.servers": "secure-kafka-bootstrap.kafka.svc.cluster.local:9096",
+              "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512", "username": "spark-views",
+              "password": "s3cret", "ca.crt": "-----BEGIN CERTIFICATE-----",
+              "sasl.jaas.config": 'org.apache.kafka.common.security.scram.ScramLoginModule required '
+                                  'username="spark-views" password="s3cret";'}
+
+
+def test_the_job_runs_as_the_scram_kafkauser_whose_secret_is_mounted(tmp_path):
+    # Given the cluster's ConfigMap (its first listener: plaintext) and a SCRAM KafkaUser's Secret, mounted
+    connection = mount_configmap(tmp_path / "conn", {"bootstrap.servers": "b:9092", "security.protocol": "PLAINTEXT"})
+    user = mount_configmap(tmp_path / "user", SCRAM_USER)
+    options = parse_args([*REQUIRED, "--connection-dir", str(connection), "--user-dir", str(user)],
+                         default_ca=tmp_path / "absent.crt")
+    # Then Spark's Kafka client reaches the user's listener with its password, trusting the Secret's CA
+    assert options.kafka.spark_options() == {
+        "kafka.bootstrap.servers": SCRAM_USER["bootstrap.servers"], "kafka.security.protocol": "SASL_SSL",
+        "kafka.ssl.truststore.type": "PEM", "kafka.ssl.truststore.location": str(user / "ca.crt"),
+        "kafka.sasl.mechanism": "SCRAM-SHA-512", "kafka.sasl.jaas.config": SCRAM_USER["sasl.jaas.config"]}
+    # And so does the lag committer's librdkafka client
+    assert options.kafka.client_config() == {
+        "bootstrap.servers": SCRAM_USER["bootstrap.servers"], "security.protocol": "SASL_SSL",
+        "ssl.ca.location": str(user / "ca.crt"), "sasl.mechanisms": "SCRAM-SHA-512",
+        "sasl.username": "spark-views", "sasl.password": "s3cret"}
+    # And the password is never printed
+    assert "s3cret" not in repr(options)
+
+
+def test_the_job_runs_as_the_tls_kafkauser_whose_secret_is_mounted(tmp_path):
+    user = {"bootstrap.servers": "b:9095", "security.protocol": "SSL", "tls.crt": "CERT", "tls.key": "KEY",
+            "ca.crt": "CA"}
+    options = parse_args(REQUIRED, mounted={}, user=user, default_ca=tmp_path / "absent.crt")
+    spark = options.kafka.spark_options()
+    assert (spark["kafka.bootstrap.servers"], spark["kafka.ssl.keystore.type"]) == ("b:9095", "PEM")
+    assert (spark["kafka.ssl.keystore.certificate.chain"], spark["kafka.ssl.keystore.key"]) == ("CERT", "KEY")
+    client = options.kafka.client_config()
+    assert (client["ssl.certificate.pem"], client["ssl.key.pem"]) == ("CERT", "KEY")
+    assert "KEY" not in repr(options)
+
+
+@pytest.mark.parametrize(("user", "args", "problem"), [
+    ({**SCRAM_USER, "security.protocol": "SSL"}, [], "SCRAM, which security.protocol SSL cannot carry"),
+    (SCRAM_USER, ["--security-protocol", "PLAINTEXT"], "SCRAM, which security.protocol PLAINTEXT cannot carry"),
+    ({"bootstrap.servers": "b:9095", "security.protocol": "SASL_SSL", "tls.crt": "C", "tls.key": "K"}, [],
+     "a certificate, which security.protocol SASL_SSL cannot carry: use SSL"),
+    ({"bootstrap.servers": "b:9095", "security.protocol": "SSL", "tls.crt": "C"}, [], "only one of tls.crt"),
+    ({"bootstrap.servers": "b:9096", "security.protocol": "SASL_SSL", "password": "p"}, [],
+     "a password but no username"),
+])
+def test_a_mounted_user_secret_that_cannot_work_is_refused_saying_why(tmp_path, user, args, problem):
+    ca = tmp_path / "ca.crt"
+    ca.write_text("CA")
+    with pytest.raises(ConfigError, match=problem):
+        parse_args([*REQUIRED, *args], mounted={}, user=user, default_ca=ca)
+
+
 def test_no_bootstrap_address_anywhere_says_what_to_pass_or_mount(tmp_path):
     # Given a connection dir without bootstrap.servers, and no --bootstrap-servers
     (tmp_path / "security.protocol").write_text("PLAINTEXT")

@@ -13,7 +13,7 @@ import pyspark
 import pytest
 import yaml
 
-from krafty_spark.config import DEFAULT_CA_FILE, DEFAULT_CONNECTION_DIR, parse_args
+from krafty_spark.config import DEFAULT_CA_FILE, DEFAULT_CONNECTION_DIR, DEFAULT_USER_DIR, parse_args
 from krafty_spark.session import SPARK_DIR
 
 K8S = SPARK_DIR / "k8s"
@@ -63,6 +63,9 @@ def test_pod_templates_mount_the_connection_configmap_where_the_job_reads_it(rol
     assert mounts["kafka-ca"] == {"name": "kafka-ca", "mountPath": str(DEFAULT_CA_FILE.parent), "readOnly": True}
     assert volumes["kafka-ca"]["secret"] == {"secretName": "prod-cluster-ca-cert",
                                              "items": [{"key": "ca.crt", "path": DEFAULT_CA_FILE.name}]}
+    # And the Secret of the KafkaUser the job runs as, if it exists, where the job looks for it
+    assert mounts["kafka-user"] == {"name": "kafka-user", "mountPath": str(DEFAULT_USER_DIR), "readOnly": True}
+    assert volumes["kafka-user"]["secret"] == {"secretName": "pageviews", "optional": True}
     claim = documents("pvc.yaml")[0]["metadata"]["name"]
     assert volumes["data"]["persistentVolumeClaim"]["claimName"] == claim
     assert mounts["data"]["mountPath"] == "/data"
@@ -98,7 +101,9 @@ def test_spark_application_runs_the_image_job_with_valid_options():
     for role in ("driver", "executor"):
         mounts = {m["name"]: m["mountPath"] for m in spec[role]["volumeMounts"]}
         assert mounts == {"kafka-connection": str(DEFAULT_CONNECTION_DIR), "kafka-ca": str(DEFAULT_CA_FILE.parent),
-                          "data": "/data"}
+                          "kafka-user": str(DEFAULT_USER_DIR), "data": "/data"}
+    # And it runs as the KafkaUser named after it, when there is one
+    assert volumes["kafka-user"]["secret"] == {"secretName": app["metadata"]["name"], "optional": True}
 
 
 def dry_submit(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -129,6 +134,8 @@ def test_submit_script_renders_templates_for_the_cluster_and_submits_in_cluster_
         assert volumes["kafka-connection"]["configMap"]["name"] == "small-kafka-connection"
         assert volumes["kafka-ca"]["secret"]["secretName"] == "small-cluster-ca-cert"
         assert pod["metadata"]["labels"]["spark.krafty.io/job"] == "clicks"
+        assert volumes["kafka-user"]["secret"]["secretName"] == "clicks"  # (KAFKA_USER unset: the job's name)
+    assert conf["spark.redaction.regex"].endswith("|jaas|keystore")
     affinity = yaml.safe_load((templates / "executor.yaml").read_text())["spec"]["affinity"]
     assert affinity["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]["labelSelector"][
         "matchLabels"]["spark.krafty.io/job"] == "clicks"
@@ -143,6 +150,12 @@ def test_submit_script_passes_given_job_options_and_needs_an_https_api_server(tm
                         KUBE_API="https://api:6443", NAMESPACE="apps")
     command = shlex.split(result.stdout.splitlines()[-1])
     assert command[-6:] == ["--input-topics", "x", "--output-topic", "y", "--checkpoint", "/data/c"]
+    # And KAFKA_USER names the KafkaUser whose Secret both pods mount
+    named = dry_submit(tmp_path, KUBE_API="https://api:6443", NAMESPACE="apps", KAFKA_USER="spark-views")
+    templates = Path(re.search(r"# pod templates: (\S+)", named.stdout).group(1))
+    for role in ("driver", "executor"):
+        volumes = {v["name"]: v for v in yaml.safe_load((templates / f"{role}.yaml").read_text())["spec"]["volumes"]}
+        assert volumes["kafka-user"]["secret"] == {"secretName": "spark-views", "optional": True}
     refused = dry_submit(tmp_path, KUBE_API="http://api:8080", NAMESPACE="apps")
     assert refused.returncode == 2
     assert "no API server URL" in refused.stderr

@@ -5,8 +5,10 @@ with the keys `bootstrap.servers` and `security.protocol` and, when its first
 listener speaks TLS, `ssl.truststore.secret`: the Secret (`C-cluster-ca-cert`)
 whose `ca.crt` the client trusts, mounted at /etc/krafty/kafka-ca. Mounted as a
 directory the ConfigMap holds one file per key; `read_connection_dir` reads it
-and command-line options override what it says. Nothing here runs Spark or a
-Kafka client.
+and command-line options override what it says. The Secret of the KafkaUser
+the job runs as, when mounted (`--user-dir`), names the listener to reach and
+holds the credential to reach it with. Nothing here runs Spark or a Kafka
+client.
 """
 
 from __future__ import annotations
@@ -14,12 +16,16 @@ from __future__ import annotations
 import argparse
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 DEFAULT_CONNECTION_DIR = Path("/etc/krafty/kafka-connection")
 DEFAULT_CA_FILE = Path("/etc/krafty/kafka-ca/ca.crt")
+DEFAULT_USER_DIR = Path("/etc/krafty/kafka-user")
 CONNECTION_KEYS = ("bootstrap.servers", "security.protocol", "ssl.truststore.secret")
+# What a KafkaUser's Secret holds (the operator writes it): the listener it reaches, and its credential
+USER_KEYS = ("bootstrap.servers", "security.protocol", "sasl.mechanism", "username", "password", "sasl.jaas.config",
+             "tls.crt", "tls.key", "ca.crt")
 TLS_PROTOCOLS = ("SSL", "SASL_SSL")
 AVAILABLE_NOW = "available-now"
 OUTPUT_FORMATS = ("parquet", "json")
@@ -64,24 +70,59 @@ class Duration:
 
 
 @dataclass(frozen=True)
+class ScramCredential:
+    """A SCRAM-SHA-512 KafkaUser: its name and password (never printed)."""
+
+    username: str
+    password: str = field(repr=False)
+    jaas: str = field(repr=False)  # the JAAS line Java clients take
+
+    def java(self) -> dict[str, str]:
+        return {"sasl.mechanism": "SCRAM-SHA-512", "sasl.jaas.config": self.jaas}
+
+    def librdkafka(self) -> dict[str, str]:
+        return {"sasl.mechanisms": "SCRAM-SHA-512", "sasl.username": self.username, "sasl.password": self.password}
+
+
+@dataclass(frozen=True)
+class CertificateCredential:
+    """A TLS KafkaUser: its client certificate and key, PEM (never printed)."""
+
+    certificate: str = field(repr=False)
+    key: str = field(repr=False)
+
+    def java(self) -> dict[str, str]:
+        # (inline PEM: executors need no file of it)
+        return {"ssl.keystore.type": "PEM", "ssl.keystore.certificate.chain": self.certificate,
+                "ssl.keystore.key": self.key}
+
+    def librdkafka(self) -> dict[str, str]:
+        return {"ssl.certificate.pem": self.certificate, "ssl.key.pem": self.key}
+
+
+@dataclass(frozen=True)
 class KafkaConnection:
     bootstrap_servers: str
     security_protocol: str = "PLAINTEXT"
     ca_file: str | None = None  # PEM certificates to trust, for TLS
+    credential: ScramCredential | CertificateCredential | None = None  # the KafkaUser the job runs as
 
     def spark_options(self) -> dict[str, str]:
         """Options for Spark's Kafka source and sink (Kafka client properties prefixed with `kafka.`)."""
-        options = {"kafka.bootstrap.servers": self.bootstrap_servers,
-                   "kafka.security.protocol": self.security_protocol}
+        options = {"bootstrap.servers": self.bootstrap_servers, "security.protocol": self.security_protocol}
         if self.ca_file:
-            options |= {"kafka.ssl.truststore.type": "PEM", "kafka.ssl.truststore.location": self.ca_file}
-        return options
+            options |= {"ssl.truststore.type": "PEM", "ssl.truststore.location": self.ca_file}
+        if self.credential is not None:
+            options |= self.credential.java()
+        return {f"kafka.{key}": value for key, value in options.items()}
 
     def client_config(self) -> dict[str, str]:
         """Properties for a librdkafka (confluent-kafka) client."""
         config = {"bootstrap.servers": self.bootstrap_servers, "security.protocol": self.security_protocol}
         if self.ca_file:
             config["ssl.ca.location"] = self.ca_file
+        if self.credential is not None:
+            config |= self.credential.librdkafka()
         return config
 
 
@@ -111,23 +152,37 @@ class JobOptions:
         return "files" if self.output_path else "kafka"
 
 
-def read_connection_dir(directory: Path) -> dict[str, str]:
-    """The known keys of a mounted connection ConfigMap; {} when the directory does not exist.
+def read_connection_dir(directory: Path, keys: Sequence[str] = CONNECTION_KEYS) -> dict[str, str]:
+    """The known keys of a mounted ConfigMap or Secret; {} when the directory does not exist.
 
-    Kubernetes mounts a ConfigMap as one file per key plus hidden `..data`
-    links; only the documented keys are read, whitespace around values is
-    dropped.
+    Kubernetes mounts one file per key plus hidden `..data` links; only the
+    documented keys are read, whitespace around values is dropped.
     """
     if not directory.is_dir():
         return {}
     found = {}
-    for key in CONNECTION_KEYS:
+    for key in keys:
         path = directory / key
         if path.is_file():
             value = path.read_text().strip()
             if value:
                 found[key] = value
     return found
+
+
+def user_credential(user: Mapping[str, str], directory: Path) -> ScramCredential | CertificateCredential | None:
+    """The credential in a mounted KafkaUser Secret (`user`: its keys), None when none is mounted."""
+    if "password" in user:
+        if "username" not in user or "sasl.jaas.config" not in user:
+            raise ConfigError(f"{directory} holds a password but no username or sasl.jaas.config: mount the whole "
+                              "Secret of a KafkaUser with authentication scram-sha-512")
+        return ScramCredential(user["username"], user["password"], user["sasl.jaas.config"])
+    if "tls.crt" in user or "tls.key" in user:
+        if not {"tls.crt", "tls.key"} <= user.keys():
+            raise ConfigError(f"{directory} holds only one of tls.crt and tls.key: mount the whole Secret of a "
+                              "KafkaUser with authentication tls")
+        return CertificateCredential(user["tls.crt"], user["tls.key"])
+    return None
 
 
 def resolve_connection(mounted: Mapping[str, str], bootstrap_servers: str | None,
@@ -170,6 +225,9 @@ def _parser() -> argparse.ArgumentParser:
     kafka.add_argument("--security-protocol", choices=["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"])
     kafka.add_argument("--ca-file", type=Path,
                        help=f"PEM certificates to trust over TLS (default: {DEFAULT_CA_FILE}, when mounted)")
+    kafka.add_argument("--user-dir", type=Path, default=DEFAULT_USER_DIR,
+                       help="the Secret of the KafkaUser the job runs as, mounted as a directory (when it is there, "
+                            "its listener's address and protocol replace the ConfigMap's)")
     io = p.add_argument_group("input and output")
     io.add_argument("--input-topics", required=True, help="comma-separated topics of page-view events (JSON)")
     io.add_argument("--starting-offsets", choices=["earliest", "latest"], default="earliest",
@@ -189,17 +247,38 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+_NEEDS = {ScramCredential: ("SASL_SSL", "SASL_PLAINTEXT"), CertificateCredential: ("SSL",)}
+
+
+def _connection(args: argparse.Namespace, mounted: Mapping[str, str], user: Mapping[str, str],
+                default_ca: Path) -> KafkaConnection:
+    """The connection: the command line first, then the KafkaUser's Secret, then the cluster's ConfigMap."""
+    if args.ca_file is not None and not args.ca_file.is_file():
+        raise ConfigError(f"--ca-file {args.ca_file} is not a file")
+    user_ca = args.user_dir / "ca.crt" if "ca.crt" in user else None
+    ca_file = args.ca_file or (default_ca if default_ca.is_file() else user_ca)
+    listener = {key: user[key] for key in ("bootstrap.servers", "security.protocol") if key in user}
+    connection = resolve_connection({**mounted, **listener}, args.bootstrap_servers, args.security_protocol,
+                                    args.connection_dir, ca_file)
+    credential = user_credential(user, args.user_dir)
+    if credential is not None and connection.security_protocol not in _NEEDS[type(credential)]:
+        raise ConfigError(f"the KafkaUser in {args.user_dir} authenticates with "
+                          f"{'SCRAM' if isinstance(credential, ScramCredential) else 'a certificate'}, which "
+                          f"security.protocol {connection.security_protocol} cannot carry: use "
+                          f"{' or '.join(_NEEDS[type(credential)])}")
+    return replace(connection, credential=credential)
+
+
 def parse_args(argv: Sequence[str], mounted: Mapping[str, str] | None = None,
-               default_ca: Path = DEFAULT_CA_FILE) -> JobOptions:
-    """Parses the command line; `mounted` (for tests) replaces reading --connection-dir."""
+               default_ca: Path = DEFAULT_CA_FILE, user: Mapping[str, str] | None = None) -> JobOptions:
+    """Parses the command line; `mounted` and `user` (for tests) replace reading --connection-dir and
+    --user-dir."""
     args = _parser().parse_args(list(argv))
     if mounted is None:
         mounted = read_connection_dir(args.connection_dir)
-    if args.ca_file is not None and not args.ca_file.is_file():
-        raise ConfigError(f"--ca-file {args.ca_file} is not a file")
-    ca_file = args.ca_file or (default_ca if default_ca.is_file() else None)
-    connection = resolve_connection(mounted, args.bootstrap_servers, args.security_protocol, args.connection_dir,
-                                    ca_file)
+    if user is None:
+        user = read_connection_dir(args.user_dir, USER_KEYS)
+    connection = _connection(args, mounted, user, default_ca)
     topics = tuple(t.strip() for t in args.input_topics.split(",") if t.strip())
     if not topics:
         raise ConfigError("--input-topics names no topic")
