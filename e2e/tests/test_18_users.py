@@ -2,13 +2,15 @@
 certificate (mtls) and one that wants SCRAM-SHA-512 (scram), and no other. Users get their credentials from the
 Secrets the operator writes: kcat and confluent-kafka in the client pod, Kafka's console tools and kafka-acls.sh in
 the broker pod (admin, a super user, changes ACLs behind the operator's back). ACLs allow what they name and nothing
-else, a quota holds a producer back while an unlimited one beside it runs faster, a SCRAM password changed in its
-Secret replaces the old one in Kafka, and a deleted user loses its access."""
+else, the Spark job runs as its own user with least privilege, a quota holds a producer back while an unlimited one
+beside it runs faster, renewed credentials replace the old ones (a renewed clients CA ends every old certificate
+while a client that reloads its Secret keeps working), and a deleted user loses its access."""
 
 from __future__ import annotations
 
 import base64
 import datetime
+import hashlib
 import json
 import re
 import subprocess
@@ -17,6 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from page_views import events
 from reaching import MTLS_LISTENER, SCRAM_LISTENER, kcat, kcat_fails
 
 from krafty import pki
@@ -28,6 +31,8 @@ from krafty_testkit.k8s_kafka import (
     ClientPod,
     KafkaClusterHandle,
     cluster_spec,
+    driver_phase,
+    submit_spark,
     topic_resource,
     wait_topic_ready,
 )
@@ -37,6 +42,7 @@ from krafty_testkit.waiting import wait_for
 
 FILES = "/tmp/users"
 QUOTA = 1048576  # bytes per second: writer's producerByteRate
+HANDOVER = 20  # seconds: secure's spec.tls.clientsCa.handoverSeconds
 
 
 def kafka_user(name: str, auth: str, *acls: dict[str, Any], **spec: Any) -> dict[str, Any]:
@@ -78,14 +84,16 @@ def secure(operator: KubeCluster, cluster_timings: list[tuple[str, float]]) -> I
     handle = KafkaClusterHandle(operator, "secure")
     handle.apply(cluster_spec("combined", brokers=1, controllers=1, listeners=[MTLS_LISTENER, SCRAM_LISTENER],
                               topicDefaults={"replicationFactor": 1, "minInsyncReplicas": 1},
-                              authorization={"enabled": True, "superUsers": ["admin"]}))
+                              authorization={"enabled": True, "superUsers": ["admin"]},
+                              tls={"clientsCa": {"handoverSeconds": HANDOVER}}))
     cluster_timings.append(("KafkaCluster secure (1 combined node, authorization on): apply to Ready",
                             handle.wait_ready(600)))
     operator.apply([topic_resource(name, "secure", partitions=1, replicas=1) for name in ("ledger", "invoices")])
     for name in ("ledger", "invoices"):
         wait_topic_ready(operator, name)
     yield handle
-    operator.kubectl("delete", "topics", "ledger", "invoices", "-n", NAMESPACE, "--wait=true", timeout=120)
+    operator.kubectl("delete", "topics", "ledger", "invoices", "clicks", "click-counts", "-n", NAMESPACE,
+                     "--ignore-not-found", "--wait=true", timeout=120)
     operator.kubectl("delete", "kafkausers", "--all", "-n", NAMESPACE, "--wait=true", timeout=120)
     operator.kubectl("delete", "secret", "rotor-password", "-n", NAMESPACE, "--ignore-not-found")
     handle.delete()
@@ -196,16 +204,16 @@ def test_each_user_works_with_its_own_secret_and_strangers_are_refused(
     assert "Authentication failed during authentication due to invalid credentials" in refused, refused[-2000:]
 
 
-def operator_lag(kube: KubeCluster, group: str) -> float | None:
-    """krafty_consumergroup_lag of a group of secure's ledger, partition 0, as the operator serves it."""
+def operator_lag(kube: KubeCluster, group: str, topic: str = "ledger") -> float | None:
+    """krafty_consumergroup_lag of a group on one of secure's topics, summed over its partitions, as the
+    operator serves it (None: the operator reports no lag of that group there)."""
     metrics = kube.kubectl("get", "--raw", f"/api/v1/namespaces/{OPERATOR_NAMESPACE}/services/{RELEASE}-metrics:8080"
                            "/proxy/metrics")
-    wanted = {'cluster="secure"', f'group="{group}"', 'topic="ledger"', 'partition="0"'}
+    wanted = {'cluster="secure"', f'group="{group}"', f'topic="{topic}"'}
     prefix = "krafty_consumergroup_lag{"
-    for line in metrics.splitlines():
-        if line.startswith(prefix) and wanted <= set(line[len(prefix):].split("}")[0].split(",")):
-            return float(line.rsplit(" ", 1)[1])
-    return None
+    values = [float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
+              if line.startswith(prefix) and wanted <= set(line[len(prefix):].split("}")[0].split(","))]
+    return sum(values) if values else None
 
 
 def test_the_operator_still_reads_consumer_lag_with_authorization_on(
@@ -219,6 +227,62 @@ def test_the_operator_still_reads_consumer_lag_with_authorization_on(
         f"{FILES}/admin.properties --describe --group readers")
     assert re.search(r"readers\s+ledger\s+0\s+20\s+25\s+5\b", described), described[-2000:]
     print(f"\noperator's krafty_consumergroup_lag for readers on secure: {lag:.0f}, as kafka-consumer-groups.sh says")
+
+
+SPARK_JOB = "pageviews-secure"  # the Spark job, and the KafkaUser it runs as (submit.sh mounts the one of its name)
+
+
+def test_spark_runs_as_its_own_kafkauser_allowed_its_topics_and_lag_group_only(
+        secure: KafkaClusterHandle, users: dict[str, dict[str, str]], client: ClientPod, spark_ready: KubeCluster):
+    operator = spark_ready
+    # Given topics clicks and click-counts, and the job's KafkaUser: SCRAM, may read clicks, write click-counts and
+    # commit its lag group, nothing else
+    operator.apply([topic_resource("clicks", "secure", partitions=3, replicas=1),
+                    topic_resource("click-counts", "secure", partitions=3, replicas=1,
+                                   config={"cleanup.policy": "compact"})])
+    for name in ("clicks", "click-counts"):
+        wait_topic_ready(operator, name)
+    operator.apply([kafka_user(SPARK_JOB, "scram-sha-512", allow("topic", "clicks", "Read", "Describe"),
+                               allow("topic", "click-counts", "Write", "Describe"),
+                               allow("group", f"spark-{SPARK_JOB}", "Read"))])
+    wait_user_ready(operator, SPARK_JOB)
+    # Then its Secret alone says how to connect: the SCRAM listener's address and protocol, and the credential
+    job_secret = secret_data(operator, SPARK_JOB)
+    address = secure.bootstrap_at(SCRAM_LISTENER["port"])
+    assert (job_secret["bootstrap.servers"], job_secret["security.protocol"], job_secret["sasl.mechanism"],
+            job_secret["username"]) == (address, "SASL_SSL", "SCRAM-SHA-512", SPARK_JOB)
+    # When admin writes the page views and the job runs (spark-submit, cluster mode) with that Secret mounted
+    admin = Kcat(client, secure, "admin", users["admin"])
+    lines, expected = events()
+    admin.produce("clicks", lines)
+    submit_spark(operator, NAMESPACE, "secure", SPARK_JOB, "--job-name", SPARK_JOB, "--input-topics", "clicks",
+                 "--output-topic", "click-counts", "--checkpoint", f"/data/{SPARK_JOB}/{int(time.time())}/checkpoint",
+                 "--trigger", "available-now", "--window", "1m", "--watermark", "2m")
+    phase = wait_for(lambda: driver_phase(operator, NAMESPACE, SPARK_JOB), lambda p: p in ("Succeeded", "Failed"),
+                     900, "the Spark driver to finish", interval=5)
+    assert phase == "Succeeded", operator.kubectl("logs", "-n", NAMESPACE, "-l", "spark-role=driver", "--tail=80")
+    # Then its counts are right
+    values = client.cli(*admin.cli_options, "last-values", secure.bootstrap_at(MTLS_LISTENER["port"]),
+                        "click-counts")["values"]
+    got = {(v["page"], v["window_start"]): v["views"] for v in map(json.loads, values.values())}
+    assert got == dict(expected)
+    # And its lag group works with authorization on: five more page views are a lag of five, as the operator says
+    admin.produce("clicks", lines[:5])
+    lag = wait_for(lambda: operator_lag(operator, f"spark-{SPARK_JOB}", "clicks"), lambda v: v == 5, 90,
+                   "a lag of 5 for the Spark job's group")
+    print(f"\nthe Spark job's lag group on secure, as the operator reports it: {lag:.0f}")
+    # And its user may read nothing else
+    ca = put(client.kube, [client.name], "ca.crt", job_secret["ca.crt"])
+    denied = client.cli("--ca", ca, "--scram", f"{SPARK_JOB}:{job_secret['password']}", "consume", address, "ledger",
+                        "--group", f"spark-{SPARK_JOB}")
+    assert denied["error"] == "TOPIC_AUTHORIZATION_FAILED"
+    # And the driver's log never shows its password
+    drivers = operator.kubectl_json("get", "pods", "-n", NAMESPACE, "-l", "spark-role=driver")["items"]
+    driver = max((p for p in drivers if p["metadata"]["name"].startswith(f"{SPARK_JOB}-")),
+                 key=lambda p: p["metadata"]["creationTimestamp"])
+    log = operator.kubectl("logs", "-n", NAMESPACE, driver["metadata"]["name"])
+    assert "SCRAM-SHA-512" in log  # (its Kafka clients did log their settings)
+    assert job_secret["password"] not in log
 
 
 def test_acls_allow_what_they_name_and_nothing_else(
@@ -324,6 +388,113 @@ def test_a_password_changed_in_its_secret_replaces_the_old_one(
     print(f"\nrotor's new password was accepted {time.monotonic() - began:.1f} s after its Secret changed")
     with pytest.raises(KubeError):
         can_describe("first-password")
+
+
+def renewed(kube: KubeCluster, kind: str, name: str, annotation: str) -> None:
+    kube.kubectl("annotate", "--overwrite", kind, name, "-n", NAMESPACE, f"kafka.krafty.io/{annotation}={time.time()}")
+
+
+def can_write(user: Kcat) -> bool:
+    try:
+        user.produce("ledger", ["probe"])
+    except KubeError:
+        return False
+    return True
+
+
+def test_a_renewed_credential_replaces_the_old_one_at_once(
+        secure: KafkaClusterHandle, users: dict[str, dict[str, str]], client: ClientPod, operator: KubeCluster):
+    # When reader (a generated password) and writer (a certificate) are asked for new credentials
+    renewed(operator, "kafkauser", "reader", "renew-credential")
+    renewed(operator, "kafkauser", "writer", "renew-credential")
+    began = time.monotonic()
+    # Then each Secret holds a new one: a new password, a new key and certificate
+    reader = wait_for(lambda: secret_data(operator, "reader"), lambda d: d["password"] != users["reader"]["password"],
+                      90, "a new password in reader's Secret")
+    writer = wait_for(lambda: secret_data(operator, "writer"), lambda d: d["tls.key"] != users["writer"]["tls.key"],
+                      90, "a new key in writer's Secret")
+    assert pki.facts(writer["tls.crt"]).common_name == "writer"
+    # And the new password gets in while the old one is refused; the new certificate writes
+    ca = put(client.kube, [client.name], "ca.crt", reader["ca.crt"])
+    address = secure.bootstrap_at(SCRAM_LISTENER["port"])
+
+    def reads_with(password: str) -> bool:
+        try:
+            got = client.cli("--ca", ca, "--scram", f"reader:{password}", "consume", address, "ledger", "--group",
+                             "readers-renewed", timeout=60)
+        except KubeError:
+            return False
+        return got["error"] is None
+
+    wait_for(lambda: reads_with(reader["password"]), bool, 90, "reader's new password accepted", interval=3)
+    print(f"\nreader's renewed password was accepted {time.monotonic() - began:.1f} s after the annotation")
+    assert not reads_with(users["reader"]["password"])
+    assert can_write(Kcat(client, secure, "writer-renewed", writer))
+    users.update(reader=reader, writer=writer)
+    events = operator.kubectl_json("get", "events", "-n", NAMESPACE, "--field-selector",
+                                   "involvedObject.kind=KafkaUser,involvedObject.name=writer")["items"]
+    assert any("renewed, as an annotation asked" in e["message"] for e in events)
+
+
+def delivered(client: ClientPod, user: Kcat) -> bool:
+    """One record acknowledged, written with confluent-kafka as `user`: it waits up to a minute for the broker
+    (secure's one node restarts twice during a clients CA renewal; kcat gives up at once when it is down)."""
+    try:
+        return client.cli(*user.cli_options, "produce-lines", user.address, "ledger", stdin="probe\n")["acked"] == 1
+    except KubeError:
+        return False
+
+
+def brokers_trust_only(operator: KubeCluster, secure: KafkaClusterHandle, bundle: str) -> bool:
+    """Whether secure's node runs, Ready, with `bundle` as its clients CA trust."""
+    pod = operator.kubectl_json("get", "pod", f"{secure.name}-broker-0", "-n", NAMESPACE)
+    ready = any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"].get("conditions") or [])
+    digest = hashlib.sha256(bundle.encode()).hexdigest()[:16]
+    return ready and pod["metadata"]["annotations"].get("kafka.krafty.io/clients-ca") == digest
+
+
+def test_a_renewed_clients_ca_keeps_a_reloading_client_working_and_old_certificates_stop_working(
+        secure: KafkaClusterHandle, users: dict[str, dict[str, str]], client: ClientPod, operator: KubeCluster):
+    bundle = f"{secure.name}-clients-ca-cert"
+    before = secret_data(operator, bundle)["ca.crt"]
+    old = secret_data(operator, "writer")
+    # When the cluster is asked for a new clients CA
+    renewed(operator, "kafkacluster", secure.name, "renew-clients-ca")
+    began = time.monotonic()
+    # Then a client that reads writer's Secret before each write keeps writing, through both rolls of the node, while
+    # the brokers trust both CAs, writer gets a certificate of the new one, and the previous CA is let go
+    seen: dict[str, float] = {}
+    writes, failures = 0, []
+    deadline = began + 600
+    while time.monotonic() < deadline:
+        current = secret_data(operator, "writer")
+        trusted = secret_data(operator, bundle)["ca.crt"]
+        if trusted.count("BEGIN CERTIFICATE") == 2:
+            seen.setdefault("brokers told to trust both CAs", time.monotonic() - began)
+        if current["tls.crt"] != old["tls.crt"]:
+            seen.setdefault("writer's certificate issued by the new CA", time.monotonic() - began)
+        if trusted != before and trusted.count("BEGIN CERTIFICATE") == 1:
+            seen.setdefault("the previous CA let go", time.monotonic() - began)
+            if brokers_trust_only(operator, secure, trusted):
+                seen.setdefault("the node runs trusting only the new CA", time.monotonic() - began)
+                break
+        writes += 1
+        if not delivered(client, Kcat(client, secure, "writer-reloading", current)):
+            failures.append(time.monotonic() - began)
+        time.sleep(2)
+    users.update({name: secret_data(operator, name) for name in ("admin", "writer")})
+    report_table("Clients CA renewed (handoverSeconds 20), a client reloading writer's Secret before each write",
+                 ["step", "seconds after the annotation"], [[step, round(at, 1)] for step, at in seen.items()])
+    assert len(seen) == 4, seen
+    # And it never failed to write; the certificate from before is refused now, the new one writes
+    assert writes > 0
+    assert failures == [], failures
+    assert "Failed to acquire metadata" in kcat_fails(client, "-b", secure.bootstrap_at(MTLS_LISTENER["port"]),
+                                                      *Kcat(client, secure, "writer-old", old).settings)
+    new = secret_data(operator, "writer")
+    assert pki.signed_by(new["tls.crt"], secret_data(operator, bundle)["ca.crt"])
+    assert can_write(Kcat(client, secure, "writer-new", new))
+    print(f"\n{writes} writes by the reloading client during the renewal, {len(failures)} failed")
 
 
 def test_a_deleted_user_loses_its_acls_quota_and_credential_within_seconds(
