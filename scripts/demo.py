@@ -2,10 +2,11 @@
 
 Brings up a Kubernetes cluster (the local one here, kind where Docker answers, or the current kube
 context with KRAFTY_E2E_CLUSTER=existing), installs the operator with Helm, creates a KafkaCluster with
-dedicated controllers and its Topics, produces page-view events over TLS, runs the Spark job on the
-cluster (it connects over TLS, trusting the cluster CA), prints its results, the operator's metrics and
-the Spark job's consumer lag, and says how to tear down. Every step is idempotent: running it again
-reuses what exists. Any failure stops it with a message and a non-zero exit.
+dedicated controllers, authorization on and a SCRAM listener over TLS, its Topics and three KafkaUsers (a
+producer, the Spark job, an admin), produces page-view events as the producer, runs the Spark job on the
+cluster as its own user (it may read page-views, write page-view-counts and commit its lag group, nothing
+else), prints its results, the operator's metrics and the Spark job's consumer lag, and says how to tear down.
+Every step is idempotent: running it again reuses what exists. Any failure stops it with a message and a non-zero exit.
 
   python scripts/demo.py          run the demo
   python scripts/demo.py down     remove what the demo created (the Kubernetes cluster stays)
@@ -13,6 +14,7 @@ reuses what exists. Any failure stops it with a message and a non-zero exit.
 
 from __future__ import annotations
 
+import base64
 import json
 import sys
 import time
@@ -22,6 +24,7 @@ from typing import Any, TypeVar
 
 import yaml
 
+from krafty.render.kafka_config import render_properties
 from krafty_testkit import k8s_kafka as k
 from krafty_testkit.kube import KubeCluster, KubeError, detect
 from krafty_testkit.waiting import WaitTimeout, wait_for
@@ -30,7 +33,9 @@ NAMESPACE = "kafka-demo"
 OPERATOR_NAMESPACE = "krafty-demo"
 RELEASE = "krafty-demo"
 CLUSTER = "demo"
-JOB = "pageviews-demo"
+JOB = "pageviews-demo"  # the Spark job, and the KafkaUser it runs as
+PRODUCER = "page-view-producer"
+ADMIN = "demo-admin"
 PAGES = ["/", "/products", "/cart", "/checkout", "/search", "/help"]
 T = TypeVar("T")
 STARTED = time.monotonic()
@@ -45,15 +50,42 @@ def step(title: str, action: Callable[[], T]) -> T:
 
 
 def cluster_spec() -> dict[str, Any]:
-    """The dedicated-controllers example, sized for a small machine. Applications are sent to its TLS
-    listener, put first (the connection ConfigMap names it and the CA Secret); the plaintext one stays for
-    Kafka's tools inside the pods."""
+    """The dedicated-controllers example, sized for a small machine, with one listener: SCRAM-SHA-512 over TLS,
+    and authorization on (what no ACL allows is denied; the admin user may do anything)."""
     spec = yaml.safe_load(k.repo_path("crds", "examples", "kafkacluster-dedicated.yaml").read_text())["spec"]
     for pool in ("brokers", "controllers"):
         spec[pool].update(k.SMALL_NODE)
     spec["brokers"].pop("template", None)
-    spec["listeners"] = [{"name": "tls", "port": 9094, "tls": True}, {"name": "plain", "port": 9092}]
+    spec["listeners"] = [{"name": "scram", "port": 9094, "tls": True, "authentication": "scram-sha-512"}]
+    spec["authorization"] = {"enabled": True, "superUsers": [ADMIN]}
     return dict(spec)
+
+
+def kafka_user(name: str, *acls: tuple[str, str, list[str]]) -> dict[str, Any]:
+    """A SCRAM KafkaUser allowed `acls`: (resource type, name, operations) each."""
+    return {"apiVersion": "kafka.krafty.io/v1alpha1", "kind": "KafkaUser",
+            "metadata": {"name": name, "namespace": NAMESPACE},
+            "spec": {"clusterRef": {"name": CLUSTER}, "authentication": {"type": "scram-sha-512"},
+                     "authorization": {"acls": [{"resource": {"type": kind, "name": resource}, "operations": ops}
+                                                for kind, resource, ops in acls]}}}
+
+
+def users(kube: KubeCluster) -> None:
+    """Each application its own principal, allowed what it does and nothing more."""
+    kube.apply([kafka_user(PRODUCER, ("topic", "page-views", ["Write", "Describe"])),
+                kafka_user(JOB, ("topic", "page-views", ["Read", "Describe"]),
+                           ("topic", "page-view-counts", ["Write", "Describe"]), ("group", f"spark-{JOB}", ["Read"])),
+                kafka_user(ADMIN)])
+    for name in (PRODUCER, JOB, ADMIN):
+        wait_for(lambda n=name: kube.kubectl_json("get", "kafkauser", n, "-n", NAMESPACE).get("status") or {},
+                 lambda s: any(c["type"] == "Ready" and c["status"] == "True" for c in s.get("conditions", [])),
+                 180, f"KafkaUser {name} Ready")
+    print(kube.kubectl("get", "kafkausers", "-n", NAMESPACE))
+
+
+def secret(kube: KubeCluster, name: str) -> dict[str, str]:
+    data = kube.kubectl_json("get", "secret", name, "-n", NAMESPACE)["data"]
+    return {key: base64.b64decode(value).decode() for key, value in data.items()}
 
 
 def events(count: int = 3000) -> list[str]:
@@ -87,21 +119,23 @@ def topics(kube: KubeCluster) -> None:
     print(kube.kubectl("get", "topics", "-n", NAMESPACE))
 
 
-def tls(client: k.ClientPod, handle: k.KafkaClusterHandle) -> tuple[str, ...]:
-    """What the client pod passes to connect as the connection ConfigMap says: over TLS, trusting the CA."""
-    connection = handle.connection()
-    if connection["security.protocol"] != "SSL":
-        raise RuntimeError(f"the connection ConfigMap says {connection['security.protocol']}, not SSL")
-    return ("--ca", client.trust_cluster_ca(handle))
+def as_user(client: k.ClientPod, handle: k.KafkaClusterHandle, name: str) -> tuple[tuple[str, ...], str]:
+    """What the client pod passes to connect as one KafkaUser, from its Secret (SCRAM over TLS, trusting the
+    cluster CA), and the address the Secret names."""
+    credential = secret(client.kube, name)
+    if credential["security.protocol"] != "SASL_SSL":
+        raise RuntimeError(f"KafkaUser {name}'s Secret says {credential['security.protocol']}, not SASL_SSL")
+    return (("--ca", client.trust_cluster_ca(handle), "--scram", f"{name}:{credential['password']}"),
+            credential["bootstrap.servers"])
 
 
 def produce(client: k.ClientPod, handle: k.KafkaClusterHandle) -> None:
     lines = events()
-    address = handle.connection()["bootstrap.servers"]
-    result = client.cli(*tls(client, handle), "produce-lines", address, "page-views", stdin="\n".join(lines))
+    options, address = as_user(client, handle, PRODUCER)
+    result = client.cli(*options, "produce-lines", address, "page-views", stdin="\n".join(lines))
     if result["acked"] != len(lines):
         raise RuntimeError(f"only {result['acked']} of {len(lines)} events were acknowledged")
-    print(f"  {len(lines)} page-view events written with acks=all over TLS to {address}")
+    print(f"  {len(lines)} page-view events written with acks=all as User:{PRODUCER} (SCRAM over TLS) to {address}")
 
 
 def handle_id(kube: KubeCluster) -> str:
@@ -123,8 +157,8 @@ def spark(kube: KubeCluster) -> None:
 
 
 def results(client: k.ClientPod, handle: k.KafkaClusterHandle) -> None:
-    address = handle.connection()["bootstrap.servers"]
-    values = client.cli(*tls(client, handle), "last-values", address, "page-view-counts")["values"]
+    options, address = as_user(client, handle, ADMIN)
+    values = client.cli(*options, "last-values", address, "page-view-counts")["values"]
     counts = [json.loads(v) for v in values.values()]
     counts.sort(key=lambda c: (c["window_start"], -c["views"]))
     print(f"  {'window start (UTC)':<26} {'page':<12} views")
@@ -140,7 +174,7 @@ def metrics(kube: KubeCluster, handle: k.KafkaClusterHandle) -> None:
     shown = [line for line in text.splitlines() if line.startswith(("krafty_cluster_", "krafty_consumergroup_lag_sum"))
              and f'cluster="{CLUSTER}"' in line]
     print("\n".join(f"  {line}" for line in shown[:20]))
-    lag = handle.kafka_tool("kafka-consumer-groups.sh", "--describe", "--group", f"spark-{JOB}")
+    lag = admin_tool(kube, handle, "kafka-consumer-groups.sh", "--describe", "--group", f"spark-{JOB}")
     print("  The Spark job's progress as consumer-group lag (kafka-consumer-groups.sh --describe):")
     print("\n".join(f"    {line}" for line in lag.strip().splitlines()))
     print(f"\n  Operator metrics: service {OPERATOR_NAMESPACE}/{service}, port 8080, /metrics")
@@ -149,9 +183,21 @@ def metrics(kube: KubeCluster, handle: k.KafkaClusterHandle) -> None:
           "dashboards/krafty.json")
 
 
+def admin_tool(kube: KubeCluster, handle: k.KafkaClusterHandle, tool: str, *args: str) -> str:
+    """One of Kafka's tools in broker 0, as the admin user (its properties written from its Secret)."""
+    credential = secret(kube, ADMIN)
+    config = render_properties({"security.protocol": "SASL_SSL", "sasl.mechanism": credential["sasl.mechanism"],
+                                "sasl.jaas.config": credential["sasl.jaas.config"], "ssl.truststore.type": "PEM",
+                                "ssl.truststore.certificates": credential["ca.crt"]})
+    pod = ["-n", NAMESPACE, f"{handle.name}-broker-0", "-c", "kafka"]
+    kube.kubectl("exec", "-i", *pod, "--", "sh", "-c", "cat > /tmp/demo-admin.properties", stdin=config)
+    return kube.kubectl("exec", *pod, "--", tool, "--bootstrap-server", credential["bootstrap.servers"],
+                        "--command-config", "/tmp/demo-admin.properties", *args, timeout=120)
+
+
 def down(kube: KubeCluster) -> None:
-    kube.kubectl("delete", "topics,kafkaclusters", "--all", "-n", NAMESPACE, "--ignore-not-found", "--wait=true",
-                 timeout=600)
+    kube.kubectl("delete", "kafkausers,topics,kafkaclusters", "--all", "-n", NAMESPACE, "--ignore-not-found",
+                 "--wait=true", timeout=600)
     kube.run_helm("uninstall", RELEASE, "--namespace", OPERATOR_NAMESPACE, "--ignore-not-found", "--wait")
     kube.kubectl("delete", "namespace", NAMESPACE, OPERATOR_NAMESPACE, "--ignore-not-found", "--wait=true",
                  timeout=600)
@@ -167,10 +213,13 @@ def main(argv: list[str]) -> int:
     step(f"installing the operator with Helm (release {RELEASE}, watching {NAMESPACE})", lambda: install(kube))
     handle = step(f"creating KafkaCluster {CLUSTER}: 3 dedicated controllers + 3 brokers", lambda: kafka(kube))
     step("creating Topics page-views and page-view-counts", lambda: topics(kube))
+    step(f"creating KafkaUsers {PRODUCER}, {JOB} (the Spark job) and {ADMIN}, each with its ACLs",
+         lambda: users(kube))
     client = k.ClientPod(kube, namespace=NAMESPACE)
     step("starting a client pod", client.create)
     step("producing page-view events", lambda: produce(client, handle))
-    step("running the Spark job on the cluster (spark-submit, k8s:// master, cluster mode; Kafka over TLS)",
+    step(f"running the Spark job on the cluster as User:{JOB} (spark-submit, k8s:// master, cluster mode; SCRAM "
+         "over TLS)",
          lambda: spark(kube))
     step("page views per page and minute, as Spark counted them", lambda: results(client, handle))
     step("metrics", lambda: metrics(kube, handle))
