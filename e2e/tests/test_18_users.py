@@ -191,6 +191,21 @@ def test_each_user_works_with_its_own_secret_and_strangers_are_refused(
     assert "Processed a total of 20 messages" in console.consume("ledger", "readers-console", 20)
     refused = console.consume("ledger", "billing", 20)  # a group its ACL's prefix does not name
     assert "GroupAuthorizationException" in refused, refused[-2000:]
+    # And a SCRAM user writes and reads with kcat, and so does a certificate user (admin)
+    operator.apply([kafka_user("scribe", "scram-sha-512", allow("topic", "invoices", "Write", "Read", "Describe"))])
+    wait_user_ready(operator, "scribe")
+    scribe = secret_data(operator, "scribe")
+    sasl = ["-b", scribe["bootstrap.servers"], "-X", "security.protocol=sasl_ssl",
+            "-X", "sasl.mechanisms=SCRAM-SHA-512", "-X", f"sasl.username={scribe['username']}",
+            "-X", f"sasl.password={scribe['password']}",
+            "-X", f"ssl.ca.location={writer.cli_options[1]}", "-t", "invoices"]
+    kcat(client, "-P", *sasl, stdin="\n".join(f"scribe-{i}" for i in range(5)) + "\n")
+    assert kcat(client, "-C", *sasl, "-o", "beginning", "-e", "-q").split() == [f"scribe-{i}" for i in range(5)]
+    assert Kcat(client, secure, "admin", users["admin"]).read("ledger")[:10] == [f"kcat-{i}" for i in range(10)]
+    # And with Kafka's console tools: the SCRAM user writes, the certificate user reads
+    ConsoleTools(operator, secure, "scribe", scribe).produce("invoices", ["console-scribe"])
+    assert "Processed a total of 20 messages" in ConsoleTools(operator, secure, "admin", users["admin"]).consume(
+        "ledger", "admin-console", 20)
     # And a certificate the clients CA did not sign is refused, and so is a wrong password
     stranger_ca = pki.new_ca("stranger", datetime.datetime.now(datetime.UTC), datetime.timedelta(days=1))
     stranger = pki.issue(stranger_ca, "writer", (), datetime.datetime.now(datetime.UTC), datetime.timedelta(days=1))
