@@ -224,7 +224,7 @@ def main(argv: list[str]) -> int:
     step("page views per page and minute, as Spark counted them", lambda: results(client, handle))
     step("metrics", lambda: metrics(kube, handle))
     print("\nTear down: `make demo-down` (the demo), then `e2e/localkube/localkube down` (the local cluster).")
-    print(f"Explore: export KUBECONFIG={kube.kubeconfig}; kubectl get kafkaclusters,topics -n {NAMESPACE}")
+    print(f"Explore: export KUBECONFIG={kube.kubeconfig}; kubectl get kafkaclusters,topics,kafkausers -n {NAMESPACE}")
     return 0
 
 
