@@ -9,6 +9,11 @@ From step 2 on, each certificate is sent with the new CA cross-signed by the pre
 that still trust only the previous CA keep verifying the nodes while it is valid. A CA the user brings in a
 Secret is moved to the same way when the Secret changes. Pods say what they run with in one annotation (see
 `running_marker`), so each step is read, never remembered.
+
+The clients CA (it signs the users' certificates, which brokers check) is renewed in the same three steps,
+with users in the place of nodes: the brokers trust both CAs; once they all do, every user certificate is
+issued again by the new one (`clients_signer`); and once those have been in the users' Secrets for the
+handover time, the previous CA leaves the brokers' trust (`clients_moved`), and what it signed stops working.
 """
 
 from __future__ import annotations
