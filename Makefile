@@ -23,7 +23,7 @@ integration:  ## real Kafka processes, a real API server, PySpark against real b
 	@$(ENV) $(PYTEST) -q testkit/tests operator/tests/integration spark/tests
 
 e2e:  ## end-to-end on real pods, every capability (local cluster here, kind with Docker, KRAFTY_E2E_CLUSTER=existing)
-	@$(ENV) KRAFTY_E2E_BUDGET_MINUTES=$${KRAFTY_E2E_BUDGET_MINUTES:-60} \
+	@$(ENV) KRAFTY_E2E_BUDGET_MINUTES=$${KRAFTY_E2E_BUDGET_MINUTES:-70} \
 		$(PYTEST) -q -m "not full" --durations=12 e2e/tests
 
 e2e-full:  ## every end-to-end test, the slow variants too

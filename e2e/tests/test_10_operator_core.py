@@ -256,6 +256,7 @@ def test_a_template_that_cannot_start_restarts_no_node(small: KafkaClusterHandle
     assert pod_uids(small) == before
 
 
+@pytest.mark.full  # a roll of three nodes: CI keeps the preflight that fails and restarts nothing
 def test_a_template_that_starts_passes_its_preflight_and_rolls(small: KafkaClusterHandle):
     before = pod_uids(small)
     started = time.time()

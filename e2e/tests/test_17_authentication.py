@@ -1,7 +1,7 @@
 """Listeners that authenticate clients, on real pods. prod has, beside its plaintext listener, mtls (TLS, a client
 certificate of the clients CA required) and scram (TLS, SASL SCRAM-SHA-512). In the client pod, kcat holds a
 certificate issued from prod's clients CA (as a KafkaUser's will be) and confluent-kafka a SCRAM credential made
-with Kafka's own kafka-configs.sh (kcat's librdkafka, 2.0.2, predates the SCRAM fix Kafka 4 needs); each is
+with Kafka's own kafka-configs.sh (test_18 has kcat do SCRAM too, on the client image's current librdkafka); each is
 served, and a client without a certificate, with one of another CA (the operator's own, of the cluster CA), with
 a wrong password (Kafka's own client) or without SASL is turned away."""
 

@@ -42,7 +42,7 @@ from krafty_testkit.waiting import wait_for
 
 FILES = "/tmp/users"
 QUOTA = 1048576  # bytes per second: writer's producerByteRate
-HANDOVER = 20  # seconds: secure's spec.tls.clientsCa.handoverSeconds
+HANDOVER = 5  # seconds: secure's spec.tls.clientsCa.handoverSeconds
 
 
 def kafka_user(name: str, auth: str, *acls: dict[str, Any], **spec: Any) -> dict[str, Any]:
@@ -498,8 +498,8 @@ def test_a_renewed_clients_ca_keeps_a_reloading_client_working_and_old_certifica
             failures.append(time.monotonic() - began)
         time.sleep(2)
     users.update({name: secret_data(operator, name) for name in ("admin", "writer")})
-    report_table("Clients CA renewed (handoverSeconds 20), a client reloading writer's Secret before each write",
-                 ["step", "seconds after the annotation"], [[step, round(at, 1)] for step, at in seen.items()])
+    report_table(f"Clients CA renewed (handoverSeconds {HANDOVER}), a client reloading writer's Secret before each "
+                 "write", ["step", "seconds after the annotation"], [[step, round(at, 1)] for step, at in seen.items()])
     assert len(seen) == 4, seen
     # And it never failed to write; the certificate from before is refused now, the new one writes
     assert writes > 0

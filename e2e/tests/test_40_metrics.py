@@ -170,6 +170,7 @@ def compare_lag(prometheus: Prometheus, prod: KafkaClusterHandle, group: str, to
     rows += [[when, partition, truth[partition], seen[partition], f"{waited:.1f}"] for partition in sorted(truth)]
 
 
+@pytest.mark.full  # about two minutes: CI checks the operator's lag against kafka-consumer-groups.sh in test_18
 def test_lag_per_partition_matches_kafkas_own_tool_after_scaling_and_after_a_roll(
         prometheus: Prometheus, prod: KafkaClusterHandle, client: ClientPod, operator: KubeCluster):
     # Given a group with a known lag on each partition (this file runs after the roll and scaling tests)
