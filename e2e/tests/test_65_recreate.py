@@ -3,8 +3,6 @@ data and its id together; with its volumes deleted (the id's ConfigMap left behi
 
 from __future__ import annotations
 
-import pytest
-
 from krafty_testkit.k8s_kafka import (
     NAMESPACE,
     ClientPod,
@@ -27,7 +25,6 @@ def gone(handle: KafkaClusterHandle, kube: KubeCluster) -> None:
              lambda out: not out.strip(), 300, f"the pods of {NAME} gone")
 
 
-@pytest.mark.full  # about three minutes: two clusters made and deleted
 def test_a_cluster_created_again_finds_its_data_or_starts_clean(small: KafkaClusterHandle, client: ClientPod,
                                                                 operator: KubeCluster):
     small.delete()  # its CPU goes to this cluster (the Helm test after this one deletes it too)
