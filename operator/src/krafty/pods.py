@@ -105,6 +105,12 @@ def _authentication(config: Mapping[str, str], name: str, protocol: SecurityProt
     return ClientAuthentication.NONE
 
 
+def node_pods(pods: Sequence[Pod]) -> list[Pod]:
+    """The nodes' pods among a cluster's pods (preflight pods aside)."""
+    return [p for p in pods if naming.ROLE_LABEL in (labels := p["metadata"].get("labels") or {})
+            and naming.PREFLIGHT_LABEL not in labels]
+
+
 def authorizes(pod: Pod) -> bool:
     """Whether the node was started with Kafka's StandardAuthorizer (its static config)."""
     return _static_config(pod["metadata"]).get("authorizer.class.name") == naming.STANDARD_AUTHORIZER

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from krafty import naming, pki
+from krafty import pods as pods_of
 from krafty.clients.connection import TlsIdentity
 from krafty.clients.kube import Kube
 from krafty.decide import certificates
@@ -49,12 +50,6 @@ class ClusterPki:
 def clients_digest(trusted: tuple[str, ...]) -> str:
     """Changes when the clients CA bundle does (brokers trusting it restart to read it)."""
     return hashlib.sha256(pki.bundle(trusted).encode()).hexdigest()[:16]
-
-
-def _kafka_pods(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The nodes' pods (preflight pods aside)."""
-    return [p for p in pods if naming.ROLE_LABEL in (labels := p["metadata"].get("labels") or {})
-            and naming.PREFLIGHT_LABEL not in labels]
 
 
 def _days(days: int) -> datetime.timedelta:
@@ -129,7 +124,7 @@ class PkiPass:
     def _markers(pods: list[dict[str, Any]]) -> list[str]:
         """What each Kafka pod runs with (preflight pods aside)."""
         return [((p["metadata"].get("annotations") or {}).get(naming.CERTIFICATES_ANNOTATION, ""))
-                for p in _kafka_pods(pods)]
+                for p in pods_of.node_pods(pods)]
 
     def _provided(self, spec: CertificateAuthority) -> KeyPair | None:
         """The user's own CA from the Secret spec.tls names (None when the operator runs its own)."""
@@ -211,7 +206,7 @@ class PkiPass:
         before = ca_held(self.kube.get("Secret", naming.clients_ca(ctx.name), ctx.namespace))
         digest = clients_digest(_trusted(before))
         trusted_now = all((p["metadata"].get("annotations") or {}).get(naming.CLIENTS_CA_ANNOTATION, digest) == digest
-                          for p in _kafka_pods(pods))  # (brokers without a tls listener do not trust it)
+                          for p in pods_of.node_pods(pods))  # (brokers without a tls listener do not trust it)
         moved = before.previous is not None and certificates.clients_moved(
             before, self._user_certificates(), self.now, datetime.timedelta(seconds=spec.handover_seconds))
         requested = annotations_of(self.body).get(naming.RENEW_CLIENTS_CA_ANNOTATION, "")

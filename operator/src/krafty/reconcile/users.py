@@ -141,8 +141,7 @@ class UserReconciler:
         """Whether every node runs with the authorizer the spec turns on (asked only then)."""
         if not spec.authorization.enabled:
             return True
-        nodes = [p for p in self.kube.list("Pod", namespace, naming.selector_labels(cluster))
-                 if naming.PREFLIGHT_LABEL not in (p["metadata"].get("labels") or {})]
+        nodes = pods.node_pods(self.kube.list("Pod", namespace, naming.selector_labels(cluster)))
         return bool(nodes) and all(map(pods.authorizes, nodes))
 
     @staticmethod
