@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -22,6 +23,8 @@ from krafty.clients import kube as kube_client
 from krafty.clients.connection import Connection
 from krafty.clients.kafka_admin import AdminPool, KafkaAdmin
 from krafty.clients.kafka_users import UserAdmin
+from krafty.decide.leadership import Role
+from krafty.leadership import Elector, LeaseSettings
 from krafty.model.context import OperatorPeer
 from krafty.reconcile import connection
 from krafty.reconcile.cluster import ClusterReconciler, Endpoints, Settings
@@ -40,6 +43,25 @@ def _operator_peer() -> OperatorPeer | None:
     namespace = os.environ.get("KRAFTY_OPERATOR_NAMESPACE")
     selector = os.environ.get("KRAFTY_OPERATOR_POD_SELECTOR")
     return OperatorPeer.parse(namespace, selector) if namespace and selector else None
+
+
+def _lease_settings() -> LeaseSettings | None:
+    """The chart names the Lease and the pod; without them (one process run by hand) there is no election."""
+    name = os.environ.get("KRAFTY_LEADER_LEASE")
+    namespace = os.environ.get("KRAFTY_OPERATOR_NAMESPACE")
+    identity = os.environ.get("KRAFTY_POD_NAME")
+    if not (name and namespace and identity):
+        return None
+    duration = int(os.environ.get("KRAFTY_LEASE_DURATION_SECONDS", "15"))
+    return LeaseSettings(namespace, name, identity, duration_seconds=duration, renew_deadline=duration * 2 / 3,
+                         retry_period=max(1.0, duration / 7.5))
+
+
+def _stop_acting() -> None:
+    """Leadership lost: end the process before another pass writes (Kubernetes starts it again, as a standby)."""
+    logging.shutdown()
+    sys.stdout.flush()
+    os._exit(1)
 
 
 class Operator:
@@ -65,8 +87,25 @@ class Operator:
         self.user_admins = AdminPool(UserAdmin)
         self.users = UserReconciler(self.kube, locate, self.user_admins.get, cluster_domain=settings.cluster_domain)
         self.lag = LagPass(self.lag_connection)
-        self.scheduler = Scheduler(self.run)
+        lease = _lease_settings()
+        self.scheduler = Scheduler(self.run, leading=lease is None)
+        self.elector = None if lease is None else Elector(self.kube, lease, self.scheduler.lead, _stop_acting)
         self._seen: dict[tuple[str, str, str], tuple[Any, ...]] = {}
+
+    def start(self) -> None:
+        self.scheduler.start()
+        if self.elector is not None:
+            self.elector.start()
+
+    def stop(self) -> None:
+        """Finishes the passes under way, then lets go of the Lease (a standby takes over at once)."""
+        self.scheduler.stop()
+        if self.elector is not None:
+            self.elector.stop()
+
+    @property
+    def role(self) -> Role:
+        return Role.LEADER if self.elector is None else self.elector.role
 
     def run(self, key: Any) -> float | None:
         kind, namespace, name = key
@@ -138,14 +177,14 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
     settings.watching.server_timeout = 300
     settings.networking.request_timeout = 60
     memo.operator = Operator()
-    memo.operator.scheduler.start()
+    memo.operator.start()
 
 
 @kopf.on.cleanup()
 def stop(memo: kopf.Memo, **_: Any) -> None:
     operator = getattr(memo, "operator", None)
     if isinstance(operator, Operator):
-        operator.scheduler.stop()
+        operator.stop()
 
 
 @kopf.on.event(naming.GROUP, naming.VERSION, naming.CLUSTER_PLURAL)
@@ -191,9 +230,13 @@ def user_event(type: str | None, body: kopf.Body, spec: Mapping[str, Any], names
 
 @kopf.on.delete(naming.GROUP, naming.VERSION, naming.TOPIC_PLURAL)
 def topic_deleted(body: kopf.Body, logger: kopf.Logger, memo: kopf.Memo, **_: Any) -> None:
-    """deletionPolicy Delete removes the Kafka topic (held while consumer groups read it); Retain keeps it."""
+    """deletionPolicy Delete removes the Kafka topic (held while consumer groups read it); Retain keeps it.
+    Only the leader acts; a standby's kopf keeps the finalizer and asks again."""
+    operator = _operator(memo)
+    if operator.role is not Role.LEADER:
+        raise kopf.TemporaryError("this replica stands by; the leader deletes the topic", delay=10)
     try:
-        outcome = _operator(memo).topics.delete(dict(body))
+        outcome = operator.topics.delete(dict(body))
     except Held as held:
         raise kopf.TemporaryError(str(held), delay=15) from held
     logger.info("Topic deleted: %s", outcome)
@@ -211,3 +254,10 @@ def kafka_pod_event(namespace: str | None, labels: Mapping[str, str], memo: kopf
 @kopf.on.probe(id="scheduler")
 def scheduler_alive(memo: kopf.Memo, **_: Any) -> str:
     return "running" if isinstance(getattr(memo, "operator", None), Operator) else "starting"
+
+
+@kopf.on.probe(id="role")
+def role(memo: kopf.Memo, **_: Any) -> str:
+    """leader or standby: /healthz says which replica acts."""
+    operator = getattr(memo, "operator", None)
+    return operator.role.value if isinstance(operator, Operator) else "starting"

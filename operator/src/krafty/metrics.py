@@ -12,7 +12,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 from prometheus_client.core import REGISTRY, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -27,6 +27,7 @@ RECONCILE_SECONDS = Histogram("krafty_reconcile_duration_seconds", "Duration of 
 RESTARTS = Counter("krafty_restarts_total", "Kafka node restarts by the operator, by reason",
                    ["namespace", "cluster", "reason"])
 KAFKA_REQUESTS = Counter("krafty_kafka_requests_total", "Calls the operator made to Kafka, by call", ["call"])
+LEADER = Gauge("krafty_operator_leader", "1 on the operator replica that leads (runs the passes), 0 on a standby")
 KUBE_REQUESTS = Counter("krafty_kube_requests_total", "Kubernetes API requests the operator made, by verb and kind",
                         ["verb", "kind"])
 

@@ -4,6 +4,8 @@ kopf's timers and daemons put a finalizer on every object, which would make a
 KafkaCluster undeletable once the operator is gone. This scheduler needs none:
 kopf's create/update/resume handlers poke it, and each pass says when the
 next one is due (soon while a roll is under way, seldom when all is calm).
+A standby replica's scheduler queues passes and runs none until its replica
+leads (krafty.leadership); it then runs every queued one at once.
 """
 
 from __future__ import annotations
@@ -24,8 +26,11 @@ Pass = Callable[[Key], float | None]  # returns seconds until the next pass, or 
 
 
 class Scheduler:
-    def __init__(self, run: Pass, workers: int = 4, tick: float = 0.5) -> None:
+    def __init__(self, run: Pass, workers: int = 4, tick: float = 0.5, leading: bool = True) -> None:
         self._run = run
+        self._leading = threading.Event()
+        if leading:
+            self._leading.set()
         self._due: dict[Key, float] = {}
         self._running: set[Key] = set()
         self._lock = threading.Lock()
@@ -44,6 +49,11 @@ class Scheduler:
         self._thread.join(10)
         self._pool.shutdown(wait=True, cancel_futures=True)
 
+    def lead(self) -> None:
+        """This replica leads now: run the queued passes."""
+        self._leading.set()
+        self._wake.set()
+
     def poke(self, key: Key) -> None:
         """Run a pass for this key as soon as it is not running."""
         with self._lock:
@@ -60,6 +70,10 @@ class Scheduler:
 
     def _loop(self) -> None:
         while not self._stop.is_set():
+            if not self._leading.is_set():
+                self._wake.wait(self._tick)
+                self._wake.clear()
+                continue
             now = time.monotonic()
             with self._lock:
                 ready = [k for k, at in self._due.items() if at <= now and k not in self._running]

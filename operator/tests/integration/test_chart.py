@@ -102,7 +102,13 @@ def test_namespaced_install_grants_no_cluster_wide_writes_but_one_binding():
     bind = next(r for r in roles["krafty-rack-binder"] if r["resources"] == ["clusterroles"])
     assert bind == {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"], "verbs": ["bind"],
                     "resourceNames": ["krafty-kafka-rack"]}
-    assert sorted(d["metadata"]["namespace"] for d in docs if d["kind"] == "Role") == ["kafka", "streaming"]
+    watched = {d["metadata"]["namespace"] for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == "krafty"}
+    assert watched == {"kafka", "streaming"}
+    # In its own namespace: its Lease (get and update by name) and the Events about it
+    [election] = [d for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == "krafty-leader-election"]
+    assert election["metadata"]["namespace"] == "default"
+    assert {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "update"],
+            "resourceNames": ["krafty"]} in election["rules"]
 
 
 def test_shipped_alert_rules_pass_promtool():

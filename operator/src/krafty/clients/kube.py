@@ -1,5 +1,9 @@
 """The Kubernetes API as the operator uses it: server-side apply with one field
-manager, reads, deletes, status patches and Events."""
+manager, reads, deletes, status patches, Events and the leader's Lease.
+
+Every call is bounded (REQUEST_TIMEOUT): an API server that stops answering
+fails a pass after seconds instead of holding its worker thread forever.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import kubernetes
+import urllib3
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 
@@ -20,9 +25,13 @@ _API_VERSIONS = {
     "Node": "v1",
     "PersistentVolumeClaim": "v1", "StatefulSet": "apps/v1", "PodDisruptionBudget": "policy/v1",
     "ClusterRoleBinding": "rbac.authorization.k8s.io/v1", "NetworkPolicy": "networking.k8s.io/v1",
+    "Lease": "coordination.k8s.io/v1",
     naming.CLUSTER_KIND: naming.API_VERSION, naming.TOPIC_KIND: naming.API_VERSION,
     naming.USER_KIND: naming.API_VERSION,
 }
+REQUEST_TIMEOUT = (5.0, 30.0)  # seconds to connect, seconds to wait for the answer
+# What a call raises when the API server refuses, fails or does not answer in time
+API_ERRORS = (ApiException, urllib3.exceptions.HTTPError, OSError)
 
 
 def load_config() -> None:
@@ -54,13 +63,14 @@ class Kube:
         metrics.KUBE_REQUESTS.labels("apply", body["kind"]).inc()
         result = self._resource(body["kind"]).server_side_apply(
             body=body, name=meta["name"], namespace=meta.get("namespace"),
-            field_manager=naming.FIELD_MANAGER, force_conflicts=True)
+            field_manager=naming.FIELD_MANAGER, force_conflicts=True, _request_timeout=REQUEST_TIMEOUT)
         return dict(result.to_dict())
 
     def get(self, kind: str, name: str, namespace: str | None) -> dict[str, Any] | None:
         metrics.KUBE_REQUESTS.labels("get", kind).inc()
         try:
-            return dict(self._resource(kind).get(name=name, namespace=namespace).to_dict())
+            found = self._resource(kind).get(name=name, namespace=namespace, _request_timeout=REQUEST_TIMEOUT)
+            return dict(found.to_dict())
         except ApiException as error:
             if error.status == 404:
                 return None
@@ -69,15 +79,31 @@ class Kube:
     def list(self, kind: str, namespace: str | None, selector: dict[str, str] | None = None) -> list[dict[str, Any]]:
         label_selector = ",".join(f"{k}={v}" for k, v in (selector or {}).items()) or None
         metrics.KUBE_REQUESTS.labels("list", kind).inc()
-        items = self._resource(kind).get(namespace=namespace, label_selector=label_selector).to_dict()["items"]
+        items = self._resource(kind).get(namespace=namespace, label_selector=label_selector,
+                                           _request_timeout=REQUEST_TIMEOUT).to_dict()["items"]
         return [dict(item) for item in items]
+
+    def create(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Creates the object; ApiException 409 when it exists already."""
+        metrics.KUBE_REQUESTS.labels("create", body["kind"]).inc()
+        result = self._resource(body["kind"]).create(body=body, namespace=body["metadata"].get("namespace"),
+                                                     _request_timeout=REQUEST_TIMEOUT)
+        return dict(result.to_dict())
+
+    def replace(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Replaces the object if its resourceVersion is still the one read; ApiException 409 when it changed."""
+        meta = body["metadata"]
+        metrics.KUBE_REQUESTS.labels("replace", body["kind"]).inc()
+        result = self._resource(body["kind"]).replace(body=body, name=meta["name"], namespace=meta.get("namespace"),
+                                                      _request_timeout=REQUEST_TIMEOUT)
+        return dict(result.to_dict())
 
     def delete(self, kind: str, name: str, namespace: str | None, grace_seconds: int | None = None) -> bool:
         """Deletes if present; returns whether something was deleted."""
         body = {"gracePeriodSeconds": grace_seconds} if grace_seconds is not None else None
         metrics.KUBE_REQUESTS.labels("delete", kind).inc()
         try:
-            self._resource(kind).delete(name=name, namespace=namespace, body=body)
+            self._resource(kind).delete(name=name, namespace=namespace, body=body, _request_timeout=REQUEST_TIMEOUT)
         except ApiException as error:
             if error.status == 404:
                 return False
@@ -108,13 +134,13 @@ class Kube:
     def _json_patch(self, kind: str, meta: dict[str, Any], patch: Sequence[dict[str, Any]]) -> None:
         metrics.KUBE_REQUESTS.labels("patch", kind).inc()
         self._resource(kind).patch(body=list(patch), name=meta["name"], namespace=meta.get("namespace"),
-                                   content_type="application/json-patch+json")
+                                   content_type="application/json-patch+json", _request_timeout=REQUEST_TIMEOUT)
 
     def patch_status(self, kind: str, name: str, namespace: str, status: dict[str, Any]) -> None:
         resource = self._resource(kind)
         metrics.KUBE_REQUESTS.labels("patch-status", kind).inc()
         resource.status.patch(body={"status": status}, name=name, namespace=namespace,
-                              content_type="application/merge-patch+json")
+                              content_type="application/merge-patch+json", _request_timeout=REQUEST_TIMEOUT)
 
     def event(self, involved: dict[str, Any], kind: str, reason: str, message: str, warning: bool = False) -> None:
         """Records a Kubernetes Event on the object (same reason and message: counted, not repeated)."""
@@ -127,10 +153,11 @@ class Kube:
             metrics.KUBE_REQUESTS.labels("patch", "Event").inc()
             self._resource("Event").patch(
                 body={"count": int(existing.get("count") or 1) + 1, "lastTimestamp": now},
-                name=name, namespace=meta["namespace"], content_type="application/merge-patch+json")
+                name=name, namespace=meta["namespace"], content_type="application/merge-patch+json",
+                _request_timeout=REQUEST_TIMEOUT)
             return
         metrics.KUBE_REQUESTS.labels("create", "Event").inc()
-        self._resource("Event").create(namespace=meta["namespace"], body={
+        self._resource("Event").create(namespace=meta["namespace"], _request_timeout=REQUEST_TIMEOUT, body={
             "apiVersion": "v1", "kind": "Event",
             "metadata": {"name": name, "namespace": meta["namespace"]},
             "involvedObject": {"apiVersion": involved.get("apiVersion", naming.API_VERSION), "kind": kind,

@@ -1,0 +1,175 @@
+"""Leader election among the operator's replicas: a Kubernetes Lease renewed by the one that acts.
+
+Every replica watches and queues passes; only the leader's scheduler runs them.
+A standby takes the Lease once it has not changed for its whole duration (the
+leader died) or as soon as the leader lets go of it (it stopped cleanly). A
+leader that cannot renew within the deadline stops the process at once rather
+than act beside a successor: a pass half done is safe to redo (each one reads
+the whole state again), two writers are not.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+
+from krafty import metrics
+from krafty.clients.kube import API_ERRORS, Kube
+from krafty.decide.leadership import LeaseAct, LeaseRecord, Role, decide, lost
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LeaseSettings:
+    namespace: str
+    name: str
+    identity: str  # this replica: its pod's name
+    duration_seconds: int = 15
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _record(body: dict[str, Any] | None) -> LeaseRecord | None:
+    if body is None:
+        return None
+    spec = body.get("spec") or {}
+    return LeaseRecord(holder=spec.get("holderIdentity") or None,
+                       duration_seconds=int(spec.get("leaseDurationSeconds") or 15),
+                       transitions=int(spec.get("leaseTransitions") or 0))
+
+
+class Elector:
+    def __init__(self, kube: Kube, settings: LeaseSettings, on_elected: Callable[[], None],
+                 on_lost: Callable[[], None]) -> None:
+        self._kube = kube
+        self._settings = settings
+        self._on_elected = on_elected
+        self._on_lost = on_lost
+        self.role = Role.STANDBY
+        self._seen: tuple[Any, ...] | None = None
+        self._seen_at = time.monotonic()
+        self._renewed_at = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="leader-election", daemon=True)
+        metrics.LEADER.set(0)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stops electing; a leader lets go of the Lease so a standby takes over without waiting it out."""
+        self._stop.set()
+        self._thread.join(self._settings.retry_period + 35)
+        if self.role is Role.LEADER:
+            self._release()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self.step()
+            self._stop.wait(self._settings.retry_period)
+
+    def step(self) -> None:
+        """One look at the Lease: renew it, take it, or stand by."""
+        s = self._settings
+        try:
+            body = self._kube.get("Lease", s.name, s.namespace)
+        except API_ERRORS as error:  # the API server did not answer: a leader keeps acting until the deadline
+            log.warning("leader election: cannot read Lease %s/%s (%s)", s.namespace, s.name, error)
+            self._check_deadline()
+            return
+        seen = None if body is None else (body["metadata"].get("resourceVersion"),)
+        if seen != self._seen:
+            self._seen, self._seen_at = seen, time.monotonic()
+        record = _record(body)
+        decision = decide(record, s.identity, time.monotonic() - self._seen_at)
+        if decision.act is LeaseAct.WAIT:
+            if self.role is Role.LEADER:
+                self._lose(f"another replica holds the Lease: {decision.reason}")
+            return
+        written = self._write(body, record, decision.act)
+        if written is None:
+            self._check_deadline()
+            return
+        self._renewed_at = time.monotonic()
+        if self.role is Role.STANDBY:
+            self._become_leader(written, decision.reason)
+
+    def _write(self, body: dict[str, Any] | None, record: LeaseRecord | None,
+               act: LeaseAct) -> dict[str, Any] | None:
+        s = self._settings
+        now = _now()
+        spec: dict[str, Any] = {"holderIdentity": s.identity, "leaseDurationSeconds": s.duration_seconds,
+                                "renewTime": now}
+        if act is LeaseAct.RENEW and body is not None and record is not None:
+            spec["acquireTime"] = (body.get("spec") or {}).get("acquireTime") or now
+            spec["leaseTransitions"] = record.transitions
+        else:
+            spec["acquireTime"] = now
+            spec["leaseTransitions"] = record.transitions + 1 if record else 0
+        lease: dict[str, Any] = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                                 "metadata": {"name": s.name, "namespace": s.namespace}, "spec": spec}
+        try:
+            if body is None:
+                return self._kube.create(lease)
+            lease["metadata"]["resourceVersion"] = body["metadata"]["resourceVersion"]
+            return self._kube.replace(lease)
+        except ApiException as error:
+            if error.status != 409:  # 409: another replica wrote first; the next look tells who leads
+                log.warning("leader election: cannot write Lease %s/%s (%s %s)", s.namespace, s.name,
+                            error.status, error.reason)
+        except API_ERRORS as error:
+            log.warning("leader election: cannot write Lease %s/%s (%s)", s.namespace, s.name, error)
+        return None
+
+    def _become_leader(self, lease: dict[str, Any], reason: str) -> None:
+        self.role = Role.LEADER
+        metrics.LEADER.set(1)
+        message = f"{self._settings.identity} leads the operator now: {reason}"
+        log.info("leader election: %s", message)
+        self._on_elected()
+        try:
+            self._kube.event(lease, "Lease", "LeaderElected", message)
+        except API_ERRORS as error:  # the Event is a record; leading does not wait for it
+            log.warning("leader election: no Event for the new leader (%s)", error)
+
+    def _check_deadline(self) -> None:
+        since = time.monotonic() - self._renewed_at
+        if lost(self.role, since, self._settings.renew_deadline):
+            self._lose(f"the Lease could not be renewed for {since:.0f}s")
+
+    def _lose(self, why: str) -> None:
+        self.role = Role.STANDBY
+        metrics.LEADER.set(0)
+        log.critical("leader election: %s no longer leads: %s", self._settings.identity, why)
+        self._on_lost()
+
+    def _release(self) -> None:
+        s = self._settings
+        try:
+            body = self._kube.get("Lease", s.name, s.namespace)
+            record = _record(body)
+            if body is None or record is None or record.holder != s.identity:
+                return
+            spec = {"holderIdentity": None, "leaseDurationSeconds": 1, "renewTime": _now(),
+                    "leaseTransitions": record.transitions}
+            self._kube.replace({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                                "metadata": {"name": s.name, "namespace": s.namespace,
+                                             "resourceVersion": body["metadata"]["resourceVersion"]},
+                                "spec": spec})
+            self.role = Role.STANDBY
+            metrics.LEADER.set(0)
+            log.info("leader election: %s let go of the Lease", s.identity)
+        except API_ERRORS as error:  # the standby takes over once the Lease expires instead
+            log.warning("leader election: could not let go of Lease %s/%s (%s)", s.namespace, s.name, error)

@@ -1,0 +1,111 @@
+"""Leader election among operator replicas (krafty.leadership) against a real API server: one leads, a standby
+takes over when the leader dies or lets go, and a leader whose Lease was taken stops acting."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import kubernetes
+import pytest
+
+from krafty.clients.kube import Kube
+from krafty.decide.leadership import Role
+from krafty.leadership import Elector, LeaseSettings
+from krafty_testkit.apiserver import LocalApiServer
+from krafty_testkit.waiting import wait_for
+
+NS = "election"
+
+
+@pytest.fixture(scope="module")
+def kube(apiserver: LocalApiServer) -> Kube:
+    apiserver.kubectl("create", "namespace", NS, check=False)
+    return Kube(kubernetes.config.new_client_from_config(config_file=str(apiserver.kubeconfig)))
+
+
+class Replica:
+    """One operator replica's elector, with what its callbacks saw."""
+
+    def __init__(self, kube: Kube, lease: str, identity: str, duration: int) -> None:
+        self.elected = threading.Event()
+        self.lost = threading.Event()
+        self.elector = Elector(kube, LeaseSettings(NS, lease, identity, duration_seconds=duration,
+                                                   renew_deadline=duration * 2 / 3, retry_period=0.5),
+                               self.elected.set, self.lost.set)
+
+    def die(self) -> None:
+        """The pod is killed: renewals stop, nothing is let go."""
+        self.elector._stop.set()  # a killed process runs no cleanup: renewals end, the Lease stays
+        self.elector._thread.join(5)
+
+
+@pytest.fixture
+def replicas(kube: Kube) -> Iterator[list[Replica]]:
+    made: list[Replica] = []
+    yield made
+    for replica in made:
+        replica.die()
+
+
+def _holder(kube: Kube, lease: str) -> str | None:
+    body = kube.get("Lease", lease, NS)
+    return None if body is None else body["spec"].get("holderIdentity")
+
+
+def test_one_leads_and_a_standby_takes_over_when_the_leader_dies(kube: Kube, replicas: list[Replica]):
+    # Given two replicas, the first started first
+    first, second = Replica(kube, "dies", "pod-a", 3), Replica(kube, "dies", "pod-b", 3)
+    replicas += [first, second]
+    first.elector.start()
+    assert first.elected.wait(10)
+    second.elector.start()
+    # Then exactly one leads, and the Lease and an Event say so
+    time.sleep(2)
+    assert (first.elector.role, second.elector.role) == (Role.LEADER, Role.STANDBY)
+    assert not second.elected.is_set()
+    assert _holder(kube, "dies") == "pod-a"
+    # When the leader dies without letting go
+    killed = time.monotonic()
+    first.die()
+    # Then the standby leads once the Lease has gone unrenewed for its duration, and not before
+    assert second.elected.wait(15)
+    took = time.monotonic() - killed
+    assert 3 - 0.5 <= took < 3 + 2 * 0.5 + 1, took  # the last renewal came up to a retry period before the kill
+    assert _holder(kube, "dies") == "pod-b"
+    assert kube.get("Lease", "dies", NS)["spec"]["leaseTransitions"] == 1
+    said = "pod-b leads the operator now: pod-a has not renewed"
+    wait_for(lambda: kube.list("Event", NS), lambda events: any(
+        e["reason"] == "LeaderElected" and e["message"].startswith(said) for e in events), 10, "the Event")
+
+
+def test_a_leader_that_stops_cleanly_hands_over_at_once(kube: Kube, replicas: list[Replica]):
+    # Given a leader and a standby, with a Lease that would take 30 s to expire
+    first, second = Replica(kube, "hands-over", "pod-a", 30), Replica(kube, "hands-over", "pod-b", 30)
+    replicas += [first, second]
+    first.elector.start()
+    assert first.elected.wait(10)
+    second.elector.start()
+    # When the leader stops cleanly (SIGTERM: kopf's cleanup)
+    stopped = time.monotonic()
+    first.elector.stop()
+    # Then the standby leads within a retry period, far sooner than the Lease's 30 s
+    assert second.elected.wait(10)
+    assert time.monotonic() - stopped < 5
+    assert first.elector.role is Role.STANDBY and not first.lost.is_set()
+
+
+def test_a_leader_whose_lease_was_taken_stops_acting(kube: Kube, replicas: list[Replica]):
+    # Given a leader
+    leader = Replica(kube, "taken", "pod-a", 3)
+    replicas.append(leader)
+    leader.elector.start()
+    assert leader.elected.wait(10)
+    # When another holder writes itself into the Lease (as after a long pause of this one)
+    body = kube.get("Lease", "taken", NS)
+    body["spec"]["holderIdentity"] = "pod-z"
+    kube.replace(body)
+    # Then the leader gives up at its next look
+    wait_for(lambda: leader.lost.is_set(), bool, 10, "the leader told it lost the Lease")
+    assert leader.elector.role is Role.STANDBY
