@@ -26,6 +26,7 @@ from krafty.clients.kafka_users import UserAdmin
 from krafty.decide.leadership import Role
 from krafty.leadership import Elector, LeaseSettings
 from krafty.model.context import OperatorPeer
+from krafty.plan import PassResult
 from krafty.reconcile import connection
 from krafty.reconcile.cluster import ClusterReconciler, Endpoints, Settings
 from krafty.reconcile.lag import LagPass
@@ -117,6 +118,8 @@ class Operator:
         except Exception:
             metrics.RECONCILE_ERRORS.labels(kind).inc()
             metrics.RECONCILES.labels(kind, "error").inc()
+            if kind == "cluster":
+                metrics.COLLECTOR.set_pass(namespace, name, PassResult.ERROR.value, time.time())
             raise
         finally:
             metrics.RECONCILE_SECONDS.labels(kind).observe(time.monotonic() - started)
@@ -141,6 +144,7 @@ class Operator:
             return None
         outcome = self.clusters.reconcile(body)
         metrics.RECONCILES.labels("cluster", outcome.result.value).inc()
+        metrics.COLLECTOR.set_pass(namespace, name, outcome.result.value, time.time())
         return BUSY_INTERVAL if outcome.busy else IDLE_INTERVAL
 
     def changed(self, kind: str, body: Mapping[str, Any], deleted: bool) -> bool:

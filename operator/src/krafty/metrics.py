@@ -43,9 +43,16 @@ class ClusterFacts:
     observation: ClusterObservation
 
 
+@dataclass(frozen=True)
+class LastPass:
+    result: str  # a PassResult value: paused, invalid, error, reconciled, ...
+    finished: float  # epoch seconds
+
+
 @dataclass
 class Snapshot:
     clusters: dict[tuple[str, str], ClusterFacts] = field(default_factory=dict)
+    passes: dict[tuple[str, str], LastPass] = field(default_factory=dict)
     topics: dict[tuple[str, str], dict[str, tuple[int, int]]] = field(default_factory=dict)  # partitions, URP
     lag: dict[tuple[str, str], list[PartitionLag]] = field(default_factory=dict)
 
@@ -59,10 +66,16 @@ class KafkaCollector(Collector):
         with self.lock:
             if facts is None:
                 self.snapshot.clusters.pop((namespace, name), None)
+                self.snapshot.passes.pop((namespace, name), None)
                 self.snapshot.topics.pop((namespace, name), None)
                 self.snapshot.lag.pop((namespace, name), None)
             else:
                 self.snapshot.clusters[(namespace, name)] = facts
+
+    def set_pass(self, namespace: str, name: str, result: str, finished: float) -> None:
+        """Every cluster pass, whatever its outcome: a paused, invalid or failing cluster shows as such."""
+        with self.lock:
+            self.snapshot.passes[(namespace, name)] = LastPass(result, finished)
 
     def set_topics(self, namespace: str, cluster: str, topics: dict[str, tuple[int, int]]) -> None:
         with self.lock:
@@ -74,8 +87,10 @@ class KafkaCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         with self.lock:
-            snap = Snapshot(dict(self.snapshot.clusters), dict(self.snapshot.topics), dict(self.snapshot.lag))
+            snap = Snapshot(dict(self.snapshot.clusters), dict(self.snapshot.passes), dict(self.snapshot.topics),
+                            dict(self.snapshot.lag))
         yield from _cluster_metrics(snap)
+        yield from _pass_metrics(snap)
         yield from _topic_metrics(snap)
         yield from _lag_metrics(snap)
 
@@ -129,6 +144,19 @@ def _cluster_metrics(snap: Snapshot) -> Iterator[Metric]:
             for voter in obs.quorum.voters:
                 g["voter_lag"].add_metric([*key, str(voter.node_id)], max(voter.lag, 0))
     yield from g.values()
+
+
+def _pass_metrics(snap: Snapshot) -> Iterator[Metric]:
+    labels = ["namespace", "cluster"]
+    finished = _gauge("krafty_cluster_last_pass_timestamp_seconds", "When the last cluster pass ended, whatever its "
+                      "outcome (a stale value: the operator stopped reconciling this cluster)", labels)
+    result = _gauge("krafty_cluster_last_pass_result", "1 for the outcome of the last cluster pass (paused, invalid, "
+                    "conflict, error, blocked, waiting, restarted, elected, reconciled)", [*labels, "result"])
+    for (namespace, name), last in sorted(snap.passes.items()):
+        finished.add_metric([namespace, name], last.finished)
+        result.add_metric([namespace, name, last.result], 1)
+    yield finished
+    yield result
 
 
 def _topic_metrics(snap: Snapshot) -> Iterator[Metric]:

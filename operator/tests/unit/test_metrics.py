@@ -52,3 +52,20 @@ def test_lag_series_are_complete_or_absent_and_the_unknown_gauge_says_which():
     assert 'krafty_consumergroup_lag_unknown_partitions{cluster="c",group="g",namespace="ns",topic="b"} 1.0' in text
     assert 'krafty_consumergroup_lag_unknown_partitions{cluster="c",group="g",namespace="ns",topic="a"} 0.0' in text
     assert 'krafty_consumergroup_lag{cluster="c",group="g",namespace="ns",partition="0",topic="b"} 3.0' in text
+
+
+def test_every_pass_outcome_is_shown_and_replaces_the_one_before():
+    # Given a cluster whose pass reconciled, then found the spec invalid
+    collector = KafkaCollector()
+    registry = CollectorRegistry()
+    registry.register(collector)
+    collector.set_pass("ns", "c", "reconciled", 1000.0)
+    collector.set_pass("ns", "c", "invalid", 1030.0)
+    text = generate_latest(registry).decode()
+    # Then only the last outcome is 1, with when it ended
+    assert 'krafty_cluster_last_pass_result{cluster="c",namespace="ns",result="invalid"} 1.0' in text
+    assert 'result="reconciled"' not in text
+    assert 'krafty_cluster_last_pass_timestamp_seconds{cluster="c",namespace="ns"} 1030.0' in text
+    # And a deleted cluster takes its series along
+    collector.set_cluster("ns", "c", None)
+    assert 'cluster="c"' not in generate_latest(registry).decode()
