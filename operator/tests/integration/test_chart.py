@@ -119,7 +119,8 @@ def test_replicas_elect_a_leader_and_the_monitor_keeps_the_clusters_namespace():
     # Two replicas by default, replaced one at a time (a standby is up before the leader goes)
     assert deployment["replicas"] == 2
     assert deployment["strategy"]["rollingUpdate"] == {"maxUnavailable": 0, "maxSurge": 1}
-    env = {e["name"]: e.get("value", e.get("valueFrom")) for e in deployment["template"]["spec"]["containers"][0]["env"]}
+    [container] = deployment["template"]["spec"]["containers"]
+    env = {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
     assert env["KRAFTY_LEADER_LEASE"] == "krafty"
     assert env["KRAFTY_POD_NAME"] == {"fieldRef": {"fieldPath": "metadata.name"}}
     # Spread over nodes where it can be
