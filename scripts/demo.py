@@ -169,15 +169,17 @@ def results(client: k.ClientPod, handle: k.KafkaClusterHandle) -> None:
 
 def metrics(kube: KubeCluster, handle: k.KafkaClusterHandle) -> None:
     service = f"{RELEASE}-metrics"
-    proxy = f"/api/v1/namespaces/{OPERATOR_NAMESPACE}/services/{service}:8080/proxy/metrics"
-    text = kube.kubectl("get", "--raw", proxy)
+    leader = wait_for(lambda: k.operator_leader(kube, RELEASE, OPERATOR_NAMESPACE), bool, 60, "an operator leading")
+    # The leader's own metrics: a standby replica publishes no cluster series
+    text = kube.kubectl("get", "--raw", f"/api/v1/namespaces/{OPERATOR_NAMESPACE}/pods/{leader}:8080/proxy/metrics")
     shown = [line for line in text.splitlines() if line.startswith(("krafty_cluster_", "krafty_consumergroup_lag_sum"))
              and f'cluster="{CLUSTER}"' in line]
     print("\n".join(f"  {line}" for line in shown[:20]))
     lag = admin_tool(kube, handle, "kafka-consumer-groups.sh", "--describe", "--group", f"spark-{JOB}")
     print("  The Spark job's progress as consumer-group lag (kafka-consumer-groups.sh --describe):")
     print("\n".join(f"    {line}" for line in lag.strip().splitlines()))
-    print(f"\n  Operator metrics: service {OPERATOR_NAMESPACE}/{service}, port 8080, /metrics")
+    print(f"\n  Operator metrics: service {OPERATOR_NAMESPACE}/{service}, port 8080, /metrics, on each replica "
+          f"(leading now: {leader}; krafty_operator_leader says which)")
     print(f"  Kafka metrics: port 9404 (named 'metrics') of every pod of {NAMESPACE}/{CLUSTER}")
     print("  Alerts: charts/krafty-operator/files/prometheus-rules.yaml; dashboard: charts/krafty-operator/files/"
           "dashboards/krafty.json")

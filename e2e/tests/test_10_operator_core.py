@@ -1,5 +1,5 @@
-"""The operator core on real pods: both topologies, safe rolls, dynamic config, a killed operator,
-and a roll held back by a partition that would lose its in-sync replicas."""
+"""The operator core on real pods: both topologies, safe rolls (one finished by a standby operator after the
+leader is killed), dynamic config, and a roll held back by a partition that would lose its in-sync replicas."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from krafty_testkit.k8s_kafka import (
     ClientPod,
     KafkaClusterHandle,
     leader_stats,
+    operator_leader,
     topic_resource,
     wait_topic_ready,
 )
@@ -90,7 +91,16 @@ def test_a_client_pod_produces_and_consumes_through_the_bootstrap_service(prod, 
     assert (verified["lost"], verified["duplicated"], verified["consumed"]) == (0, 0, 2000)
 
 
-def test_a_static_change_rolls_every_node_in_the_safe_order_without_losing_a_write(
+def kill_the_leading_operator(operator: KubeCluster) -> tuple[str, float]:
+    """SIGKILL of the operator pod that holds the Lease (no cleanup, no hand-over); returns it and when."""
+    leader = operator_leader(operator)
+    assert leader is not None, "no operator leads"
+    killed = time.time()
+    operator.kubectl("delete", "pod", leader, "-n", OPERATOR_NAMESPACE, "--grace-period=0", "--force")
+    return leader, killed
+
+
+def test_a_static_change_rolls_every_node_in_the_safe_order_without_losing_a_write_even_when_the_leader_dies(
         prod: KafkaClusterHandle, client: ClientPod, operator: KubeCluster):
     # Given a topic with RF 3 and min ISR 2 and a producer writing with acks=all and idempotence
     make_topic(operator, "rolling", "prod", partitions=6, replicas=3, config={"min.insync.replicas": 2})
@@ -101,13 +111,24 @@ def test_a_static_change_rolls_every_node_in_the_safe_order_without_losing_a_wri
         # When a change needs every node restarted (grace period: both pools; a static broker key: brokers)
         prod.patch_spec({"restarts": {"gracePeriodSeconds": 150},
                          "brokers": {"config": {"socket.send.buffer.bytes": 204800}}})
+        # And the leading operator is killed right after the first restart
+        wait_for(lambda: restart_events(prod, started), bool, 300, "the first restart")
+        leader, killed = kill_the_leading_operator(operator)
+        successor = wait_for(lambda: operator_leader(operator), lambda who: who not in (None, leader), 120,
+                             "a standby leading")
+        took_over = time.time() - killed
+        wait_for(lambda: restart_events(prod, killed + 1.5), bool, 600, "the next restart, by the new leader")
+        next_action = time.time() - killed
         wait_rolled(prod, before, set(before))
     # Then nothing failed, nothing was lost or duplicated
     verified = client.verify(prod.bootstrap, "rolling")
     RESULTS["operator roll"] = {**report, **verified}
+    report_table("The leading operator killed during a roll",
+                 ["killed", "successor", "Lease taken after (s)", "next restart after (s)"],
+                 [[leader, successor, f"{took_over:.1f}", f"{next_action:.1f}"]])
     assert report["failed"] == {}
     assert (verified["lost"], verified["duplicated"], verified["out_of_order_keys"]) == (0, 0, 0)
-    # And the order was: controllers first (the active one last), then brokers
+    # And the order was: controllers first (the active one last), then brokers, each node once
     order = [pod for pod, _ in restart_events(prod, started)]
     assert sorted(order) == sorted(before), order
     controllers = [p for p in order if "controller" in p]
@@ -152,27 +173,6 @@ def test_a_dynamic_change_applies_without_a_restart(prod: KafkaClusterHandle):
     assert any("log.retention.ms=7200000" in e["message"] for e in prod.events("DynamicConfigApplied"))
     prod.wait_ready(120)
     assert pod_uids(prod) == before
-
-
-@pytest.mark.full
-def test_a_killed_operator_is_replaced_and_the_roll_completes(prod: KafkaClusterHandle, client: ClientPod,
-                                                              operator: KubeCluster):
-    before = pod_uids(prod)
-    brokers = {p for p in before if "broker" in p}
-    started = time.time()
-    with client.steady_producer(prod.bootstrap, "rolling", rate=100) as report:
-        prod.patch_spec({"brokers": {"config": {"socket.send.buffer.bytes": 262144, "log.retention.ms": 7200000}}})
-        # When the operator dies right after its first restart
-        wait_for(lambda: restart_events(prod, started), bool, 300, "the first restart")
-        operator.kubectl("delete", "pod", "-n", OPERATOR_NAMESPACE, "-l", "app.kubernetes.io/name=krafty-operator",
-                         "--grace-period=0", "--force")
-        # Then its replacement finishes the roll with the same guarantees
-        wait_rolled(prod, before, brokers)
-    verified = client.verify(prod.bootstrap, "rolling")
-    assert report["failed"] == {}
-    assert (verified["lost"], verified["duplicated"]) == (0, 0)
-    assert len(restart_events(prod, started)) == 3
-    wait_for(lambda: leader_stats(prod, "rolling"), lambda stats: stats == (6, 6), 120, "preferred leaders back")
 
 
 def test_a_roll_waits_for_a_partition_that_would_lose_its_isr_and_resumes_when_fixed(prod: KafkaClusterHandle):

@@ -1,6 +1,7 @@
 """Metrics on real pods, seen through a real Prometheus (Debian's package, in a pod):
-values move with the cluster, an alert fires for a real condition, every dashboard panel has data.
-(Debian builds Prometheus without Kubernetes service discovery: its targets are named by DNS.)"""
+values move with the cluster, alerts fire for a real condition with no operator running, every dashboard
+panel has data. (Debian builds Prometheus without Kubernetes service discovery: its targets are named by
+DNS; each operator replica through a headless Service, as a ServiceMonitor would scrape each one.)"""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from krafty_testkit.kube import Image, KubeCluster
 from krafty_testkit.plugin import report_table
 from krafty_testkit.waiting import wait_for
 
+OPERATOR_PODS = "krafty-operator-pods"  # a headless Service: one address per operator replica
 PROMETHEUS_IMAGE = Image("krafty/prometheus:e2e", repo_path("e2e", "images", "prometheus", "Dockerfile"),
                          repo_path())
 
@@ -55,7 +57,8 @@ def prometheus_config() -> str:
         "rule_files": ["/etc/prometheus/rules/*.yaml"],
         "scrape_configs": [
             {"job_name": "krafty-operator", "honor_labels": True,
-             "static_configs": [{"targets": [f"krafty-metrics.{OPERATOR_NAMESPACE}.svc.cluster.local:8080"]}]},
+             "dns_sd_configs": [{"names": [f"{OPERATOR_PODS}.{OPERATOR_NAMESPACE}.svc.cluster.local"], "type": "A",
+                                 "port": 8080, "refresh_interval": "5s"}]},
             {"job_name": "kafka", "static_configs": kafka},
         ],
     }
@@ -77,6 +80,9 @@ def prometheus_objects() -> list[dict[str, Any]]:
                   "volumes": [{"name": "config", "configMap": {"name": "prometheus"}}]}},
         {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "prometheus", "namespace": NAMESPACE},
          "spec": {"selector": labels, "ports": [{"port": 9090, "targetPort": 9090}]}},
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": OPERATOR_PODS, "namespace": OPERATOR_NAMESPACE},
+         "spec": {"clusterIP": "None", "selector": {"app.kubernetes.io/name": "krafty-operator"},
+                  "ports": [{"name": "metrics", "port": 8080, "targetPort": 8080}]}},
     ]
 
 
@@ -99,6 +105,15 @@ def test_prometheus_scrapes_the_operator_and_the_brokers(prometheus: Prometheus)
     assert {r["metric"]["pod"] for r in states} == {"prod-broker-0", "prod-broker-1", "prod-broker-2"}
     assert all(r["value"][1] == "3" for r in states)  # RUNNING
     assert prometheus.value('sum(kafka_controller_activecontrollercount{cluster="prod"})') == 1
+    # Each node says how many log directories it took offline (none): the disk alert has its series
+    offline_dirs = prometheus.query('kafka_log_offline_log_directories{cluster="prod"}')
+    assert sorted(r["metric"]["pod"] for r in offline_dirs) == sorted(
+        f"prod-{pool}-{i}" for pool in ("broker", "controller") for i in range(3))
+    assert {r["value"][1] for r in offline_dirs} == {"0"}
+    # Both operator replicas are scraped; exactly one leads
+    leaders = wait_for(lambda: prometheus.query("krafty_operator_leader"), lambda r: len(r) == 2, 60,
+                       "both operator replicas scraped")
+    assert sorted(r["value"][1] for r in leaders) == ["0", "1"]
 
 
 def test_under_replicated_partitions_rise_with_a_stopped_broker_and_return_to_zero(
@@ -200,18 +215,49 @@ def test_lag_per_partition_matches_kafkas_own_tool_after_scaling_and_after_a_rol
     assert unknown == 0
 
 
-def test_under_min_isr_alert_fires_for_a_real_condition(prometheus: Prometheus, prod: KafkaClusterHandle):
-    # Given a topic (made with Kafka's tool) that can never have min.insync.replicas in sync
+def firing(prometheus: Prometheus, alert: str) -> list[dict[str, Any]]:
+    return prometheus.query(f'ALERTS{{alertname="{alert}", alertstate="firing"}}')
+
+
+def test_with_the_operator_gone_a_stopped_broker_still_raises_alerts(prometheus: Prometheus,
+                                                                    prod: KafkaClusterHandle, operator: KubeCluster):
+    # Given a partition stored on broker 2 alone, and one that needs all three brokers in sync
+    prod.kafka_tool("kafka-topics.sh", "--create", "--topic", "alert-offline", "--replica-assignment", "2")
     prod.kafka_tool("kafka-topics.sh", "--create", "--topic", "alert-min-isr", "--partitions", "1",
-                    "--replication-factor", "2", "--config", "min.insync.replicas=3")
+                    "--replication-factor", "3", "--config", "min.insync.replicas=3")
+    deployment = ["deployment", "krafty", "-n", OPERATOR_NAMESPACE]
     try:
-        firing = 'ALERTS{alertname="KafkaUnderMinIsrPartitions", alertstate="firing", cluster="prod"}'
-        alerts = wait_for(lambda: prometheus.query(firing), bool, 300, "the alert firing")
-        assert alerts[0]["metric"]["severity"] == "critical"
+        # When the operator stops entirely, and then broker 2 (nothing brings it back: no operator runs)
+        operator.kubectl("scale", *deployment, "--replicas=0")
+        operator.kubectl("wait", "--for=delete", "pod", "-n", OPERATOR_NAMESPACE, "-l",
+                         "app.kubernetes.io/name=krafty-operator", "--timeout=120s", timeout=150)
+        stopped = time.monotonic()
+        operator.kubectl("scale", "statefulset", "prod-broker", "-n", NAMESPACE, "--replicas=2")
+        # Then the alerts computed from the brokers' own metrics fire, and the operator-absent one too
+        seen = {}
+        for alert in ("KraftyOperatorAbsent", "KafkaOfflinePartitions", "KafkaUnderMinIsrPartitions",
+                      "KafkaNodeMetricsDown"):
+            [found] = wait_for(lambda a=alert: firing(prometheus, a), bool, 300, f"{alert} firing")
+            seen[alert] = time.monotonic() - stopped
+            labels = found["metric"]
+            assert labels["severity"] == ("warning" if alert == "KafkaNodeMetricsDown" else "critical")
+            if alert != "KraftyOperatorAbsent":
+                assert (labels["namespace"], labels["cluster"]) == (NAMESPACE, "prod")
+            if alert == "KafkaNodeMetricsDown":
+                assert labels["pod"] == "prod-broker-2"
+        report_table("With no operator running, broker 2 stopped: alerts firing in Prometheus",
+                     ["alert", "firing after (s)", "its `for`"],
+                     [[alert, f"{after:.0f}", "1m"] for alert, after in seen.items()])
     finally:
-        prod.kafka_tool("kafka-topics.sh", "--delete", "--topic", "alert-min-isr")
-    wait_for(lambda: prometheus.value('krafty_cluster_under_min_isr_partitions{cluster="prod"}'), lambda v: v == 0,
-             180, "the condition gone")
+        # And once the operator is back, it brings broker 2 back
+        operator.kubectl("scale", *deployment, "--replicas=2")
+        wait_for(lambda: operator.kubectl_json("get", "statefulset", "prod-broker", "-n", NAMESPACE),
+                 lambda sts: sts["spec"]["replicas"] == 3, 300, "the operator restoring three brokers")
+        prod.wait_ready(600)
+        for topic in ("alert-offline", "alert-min-isr"):
+            prod.kafka_tool("kafka-topics.sh", "--delete", "--topic", topic)
+    wait_for(lambda: firing(prometheus, "KraftyOperatorAbsent"), lambda found: not found, 120,
+             "the operator-absent alert resolved")
 
 
 def test_every_dashboard_panel_returns_data(prometheus: Prometheus):

@@ -58,6 +58,13 @@ def install_operator(kube: KubeCluster, release: str = RELEASE, namespace: str =
                   "--set", f"watchNamespaces={{{watched}}}", "--wait", "--timeout", "5m", *extra, timeout=420)
 
 
+def operator_leader(kube: KubeCluster, lease: str = RELEASE, namespace: str = OPERATOR_NAMESPACE) -> str | None:
+    """The operator pod that holds the leader Lease (the one that acts), or None while none does."""
+    found = kube.kubectl("get", "lease", lease, "-n", namespace, "--ignore-not-found",
+                         "-o", "jsonpath={.spec.holderIdentity}")
+    return found.strip() or None
+
+
 def cluster_spec(mode: str, brokers: int = 3, controllers: int = 3, **extra: Any) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "brokers": {"replicas": brokers, **SMALL_NODE},
