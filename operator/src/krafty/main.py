@@ -7,13 +7,12 @@ All kopf settings live in the @kopf.on.startup handler (krafty.handlers), so
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 
 import kopf
 import prometheus_client
 
-from krafty import handlers
+from krafty import handlers, logs
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -22,6 +21,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="namespace to watch (repeat for several); all namespaces when omitted")
     parser.add_argument("--metrics-port", type=int, default=8080, help="port of the Prometheus /metrics endpoint")
     parser.add_argument("--health-port", type=int, default=8081, help="port of the liveness endpoint /healthz")
+    parser.add_argument("--log-format", choices=("text", "json"), default="text",
+                        help="json: one object per line, each decision with its cluster, node and reason as fields")
     parser.add_argument("--verbose", action="store_true")
     return parser.parse_args(argv)
 
@@ -29,8 +30,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     namespaces = args.namespace or [n for n in os.environ.get("KRAFTY_WATCH_NAMESPACES", "").split(",") if n]
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logs.configure(json_lines=args.log_format == "json", verbose=args.verbose)
     prometheus_client.start_http_server(args.metrics_port)
     assert handlers.configure  # the handlers register themselves on import
     kopf.run(standalone=True, clusterwide=not namespaces, namespaces=namespaces,

@@ -3,6 +3,7 @@ takes over when the leader dies or lets go, and a leader whose Lease was taken s
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -54,7 +55,9 @@ def _holder(kube: Kube, lease: str) -> str | None:
     return None if body is None else body["spec"].get("holderIdentity")
 
 
-def test_one_leads_and_a_standby_takes_over_when_the_leader_dies(kube: Kube, replicas: list[Replica]):
+def test_one_leads_and_a_standby_takes_over_when_the_leader_dies(kube: Kube, replicas: list[Replica],
+                                                                  caplog: pytest.LogCaptureFixture):
+    caplog.set_level(logging.INFO, logger="krafty.events")
     # Given two replicas, the first started first
     first, second = Replica(kube, "dies", "pod-a", 3), Replica(kube, "dies", "pod-b", 3)
     replicas += [first, second]
@@ -78,6 +81,9 @@ def test_one_leads_and_a_standby_takes_over_when_the_leader_dies(kube: Kube, rep
     said = "pod-b leads the operator now: pod-a has not renewed"
     wait_for(lambda: kube.list("Event", NS), lambda events: any(
         e["reason"] == "LeaderElected" and e["message"].startswith(said) for e in events), 10, "the Event")
+    # And the same decision is in the log, its fields apart (as JSON logs show them)
+    [logged] = [r for r in caplog.records if r.name == "krafty.events" and r.getMessage().find(said) > 0]
+    assert (logged.namespace, logged.kind, logged.object, logged.reason) == (NS, "Lease", "dies", "LeaderElected")
 
 
 def test_a_leader_that_stops_cleanly_hands_over_at_once(kube: Kube, replicas: list[Replica]):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+import logging
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -30,6 +31,7 @@ _API_VERSIONS = {
     naming.USER_KIND: naming.API_VERSION,
 }
 REQUEST_TIMEOUT = (5.0, 30.0)  # seconds to connect, seconds to wait for the answer
+EVENTS_LOG = logging.getLogger("krafty.events")
 # What a call raises when the API server refuses, fails or does not answer in time
 API_ERRORS = (ApiException, urllib3.exceptions.HTTPError, OSError)
 
@@ -142,13 +144,16 @@ class Kube:
         resource.status.patch(body={"status": status}, name=name, namespace=namespace,
                               content_type="application/merge-patch+json", _request_timeout=REQUEST_TIMEOUT)
 
-    def event(self, involved: dict[str, Any], kind: str, reason: str, message: str, warning: bool = False) -> None:
-        """Records a Kubernetes Event on the object (same reason and message: counted, not repeated)."""
+    def event(self, involved: dict[str, Any], kind: str, reason: str, message: str, warning: bool = False,
+              node: str | None = None) -> None:
+        """Records a Kubernetes Event on the object (same reason and message: counted, not repeated), and the
+        same decision in the operator's log, with its cluster, object, node (if one) and reason as fields."""
         meta = involved["metadata"]
         now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         digest = hashlib.sha256(f"{meta['uid']}{reason}{message}".encode()).hexdigest()[:12]
         name = f"{meta['name']}.{digest}"
         existing = self.get("Event", name, meta["namespace"])
+        _log_event(involved, kind, reason, message, warning, node, repeated=existing is not None)
         if existing is not None:
             metrics.KUBE_REQUESTS.labels("patch", "Event").inc()
             self._resource("Event").patch(
@@ -166,3 +171,15 @@ class Kube:
             "source": {"component": naming.FIELD_MANAGER}, "count": 1,
             "firstTimestamp": now, "lastTimestamp": now,
         })
+
+
+def _log_event(involved: dict[str, Any], kind: str, reason: str, message: str, warning: bool, node: str | None,
+               repeated: bool) -> None:
+    """A new decision at INFO (WARNING for a refusal or failure); one already told, counted again, at DEBUG."""
+    meta = involved["metadata"]
+    cluster = meta["name"] if kind == naming.CLUSTER_KIND else ((involved.get("spec") or {}).get("clusterRef")
+                                                                 or {}).get("name")
+    level = logging.DEBUG if repeated else logging.WARNING if warning else logging.INFO
+    EVENTS_LOG.log(level, "%s %s/%s: %s: %s", kind, meta.get("namespace"), meta["name"], reason, message,
+                   extra={"namespace": meta.get("namespace"), "kind": kind, "object": meta["name"],
+                          "cluster": cluster, "node": node, "reason": reason})

@@ -9,7 +9,6 @@ then reads.
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -24,7 +23,6 @@ from krafty.clients.kube import Kube
 from krafty.kraft_wire import KafkaProtocolError
 from krafty.model.context import ClusterContext
 
-log = logging.getLogger(__name__)
 CLUSTER_SCOPED = {"ClusterRoleBinding"}
 
 
@@ -60,11 +58,9 @@ class Actor:
                 return False
         return True
 
-    def say(self, reason: str, message: str, warning: bool = False) -> None:
-        """A decision or its outcome, in the operator's log and as an Event on the KafkaCluster."""
-        log.log(logging.WARNING if warning else logging.INFO, "%s/%s: %s: %s", self.ctx.namespace, self.ctx.name,
-                reason, message)
-        self.kube.event(self.body, naming.CLUSTER_KIND, reason, message, warning=warning)
+    def say(self, reason: str, message: str, warning: bool = False, node: str | None = None) -> None:
+        """A decision or its outcome, as an Event on the KafkaCluster and in the operator's log."""
+        self.kube.event(self.body, naming.CLUSTER_KIND, reason, message, warning=warning, node=node)
 
     # -- the steps ------------------------------------------------------------------------
     def _apply_children(self, action: planned.ApplyChildren) -> None:
@@ -147,7 +143,8 @@ class Actor:
         self.say("PreflightDeleted", f"{', '.join(action.pods)} deleted: no node waits to restart into its template")
 
     def _restart(self, action: planned.RestartNode) -> None:
-        self.say(f"Restart{action.reason.value}", f"restarting {action.node.pod}: {action.message}")
+        self.say(f"Restart{action.reason.value}", f"restarting {action.node.pod}: {action.message}",
+                 node=action.node.pod)
         self.kube.delete("Pod", action.node.pod, self.ctx.namespace)
         metrics.RESTARTS.labels(self.ctx.namespace, self.ctx.name, action.reason.value).inc()
 

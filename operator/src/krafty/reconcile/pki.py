@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime
 import hashlib
-import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -24,8 +23,6 @@ from krafty.model.context import ClusterContext
 from krafty.naming import Pool
 from krafty.pki import KeyPair
 from krafty.render.secrets import annotations_of, decoded, owned_by, secret, tls_secret
-
-log = logging.getLogger(__name__)
 
 
 class CaUnusable(RuntimeError):
@@ -117,7 +114,6 @@ class PkiPass:
         self.kube, self.ctx, self.body, self.now = kube, ctx, body, now
 
     def _tell(self, reason: str, message: str) -> None:
-        log.info("KafkaCluster %s/%s: %s", self.ctx.namespace, self.ctx.name, message)
         self.kube.event(self.body, naming.CLUSTER_KIND, reason, message)
 
     @staticmethod

@@ -11,7 +11,6 @@ change made behind the operator's back is logged and emitted as an Event; no pas
 from __future__ import annotations
 
 import datetime
-import logging
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -36,7 +35,6 @@ from krafty.reconcile.topics import paused
 from krafty.render.configmaps import client_settings
 from krafty.render.secrets import annotations_of, decoded, owned_by, user_secret
 
-log = logging.getLogger(__name__)
 BUSY_INTERVAL = 5.0
 CHECK_INTERVAL = 30.0
 _TLS_SECRET, _OPAQUE = "kubernetes.io/tls", "Opaque"
@@ -291,8 +289,6 @@ class UserReconciler:
 
     # -- reporting ------------------------------------------------------------------
     def _tell(self, body: dict[str, Any], reason: str, message: str, warning: bool = False) -> None:
-        meta = body["metadata"]
-        log.info("KafkaUser %s/%s: %s", meta["namespace"], meta["name"], message)
         self.kube.event(body, naming.USER_KIND, reason, message, warning=warning)
 
     def _without_cluster(self, bodies: list[dict[str, Any]], cluster: str, cluster_body: dict[str, Any] | None
