@@ -9,8 +9,10 @@ pokes a pass, never the operator's own status writes.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import re
 import sys
 import time
 from collections.abc import Mapping
@@ -23,6 +25,7 @@ from krafty.clients import kube as kube_client
 from krafty.clients.connection import Connection
 from krafty.clients.kafka_admin import AdminPool, KafkaAdmin
 from krafty.clients.kafka_users import UserAdmin
+from krafty.decide.lag import GroupSelection
 from krafty.decide.leadership import Role
 from krafty.leadership import Elector, LeaseSettings
 from krafty.model.context import OperatorPeer
@@ -58,6 +61,19 @@ def _lease_settings() -> LeaseSettings | None:
                          retry_period=max(1.0, duration / 7.5))
 
 
+def _group_selection() -> GroupSelection:
+    """The chart's lag.includeGroups / excludeGroups (JSON lists of regular expressions) and lag.maxGroups;
+    a pattern that does not compile stops the operator at start, naming it."""
+    patterns = {key: tuple(json.loads(os.environ.get(f"KRAFTY_LAG_{key.upper()}_GROUPS") or "[]"))
+                for key in ("include", "exclude")}
+    for pattern in (*patterns["include"], *patterns["exclude"]):
+        try:
+            re.compile(pattern)
+        except re.error as error:
+            raise SystemExit(f"lag group pattern {pattern!r} is not a regular expression: {error}") from error
+    return GroupSelection(patterns["include"], patterns["exclude"], int(os.environ.get("KRAFTY_LAG_MAX_GROUPS", "200")))
+
+
 def _stop_acting() -> None:
     """Leadership lost: end the process before another pass writes (Kubernetes starts it again, as a standby)."""
     logging.shutdown()
@@ -87,7 +103,7 @@ class Operator:
         self.topics = TopicReconciler(self.kube, locate, self.topic_admins.get)
         self.user_admins = AdminPool(UserAdmin)
         self.users = UserReconciler(self.kube, locate, self.user_admins.get, cluster_domain=settings.cluster_domain)
-        self.lag = LagPass(self.lag_connection)
+        self.lag = LagPass(self.lag_connection, _group_selection())
         lease = _lease_settings()
         self.scheduler = Scheduler(self.run, leading=lease is None)
         self.elector = None if lease is None else Elector(self.kube, lease, self.scheduler.lead, _stop_acting)

@@ -17,7 +17,7 @@ from prometheus_client.core import REGISTRY, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from krafty.decide.health import summarize
-from krafty.decide.lag import PartitionLag, by_topic
+from krafty.decide.lag import PartitionLag, SelectedGroups, by_topic
 from krafty.observed import ClusterObservation
 
 RECONCILES = Counter("krafty_reconcile_total", "Reconcile passes by resource kind and result", ["kind", "result"])
@@ -55,6 +55,7 @@ class Snapshot:
     passes: dict[tuple[str, str], LastPass] = field(default_factory=dict)
     topics: dict[tuple[str, str], dict[str, tuple[int, int]]] = field(default_factory=dict)  # partitions, URP
     lag: dict[tuple[str, str], list[PartitionLag]] = field(default_factory=dict)
+    lag_groups: dict[tuple[str, str], SelectedGroups] = field(default_factory=dict)
 
 
 class KafkaCollector(Collector):
@@ -69,6 +70,7 @@ class KafkaCollector(Collector):
                 self.snapshot.passes.pop((namespace, name), None)
                 self.snapshot.topics.pop((namespace, name), None)
                 self.snapshot.lag.pop((namespace, name), None)
+                self.snapshot.lag_groups.pop((namespace, name), None)
             else:
                 self.snapshot.clusters[(namespace, name)] = facts
 
@@ -85,10 +87,14 @@ class KafkaCollector(Collector):
         with self.lock:
             self.snapshot.lag[(namespace, cluster)] = lag
 
+    def set_lag_groups(self, namespace: str, cluster: str, selected: SelectedGroups) -> None:
+        with self.lock:
+            self.snapshot.lag_groups[(namespace, cluster)] = selected
+
     def collect(self) -> Iterator[Metric]:
         with self.lock:
             snap = Snapshot(dict(self.snapshot.clusters), dict(self.snapshot.passes), dict(self.snapshot.topics),
-                            dict(self.snapshot.lag))
+                            dict(self.snapshot.lag), dict(self.snapshot.lag_groups))
         yield from _cluster_metrics(snap)
         yield from _pass_metrics(snap)
         yield from _topic_metrics(snap)
@@ -194,10 +200,18 @@ def _lag_metrics(snap: Snapshot) -> Iterator[Metric]:
             if topic.total is not None and topic.headroom is not None:
                 total.add_metric(key, topic.total)
                 headroom.add_metric(key, topic.headroom)
+    groups = _gauge("krafty_consumergroup_lag_groups", "Consumer groups whose lag is read (state read), left out by "
+                    "the include/exclude patterns (excluded) or by the maximum (over_limit)",
+                    ["namespace", "cluster", "state"])
+    for (namespace, cluster), selected in sorted(snap.lag_groups.items()):
+        for state, count in (("read", len(selected.groups)), ("excluded", selected.excluded),
+                             ("over_limit", selected.over_limit)):
+            groups.add_metric([namespace, cluster, state], count)
     yield lag
     yield total
     yield headroom
     yield unknown
+    yield groups
 
 
 COLLECTOR = KafkaCollector()

@@ -11,7 +11,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from krafty.clients.connection import Connection
 from krafty.clients.lag import LagReader
-from krafty.decide.lag import LagRead, LogRange
+from krafty.decide.lag import GroupSelection, LagRead, LogRange, SelectedGroups
 from krafty_testkit import kafka_admin
 from krafty_testkit.local_kafka import Layout, LocalKafkaCluster
 from krafty_testkit.waiting import wait_for
@@ -129,3 +129,15 @@ def test_log_ends_are_read_right_after_leaders_move(lagged: LocalKafkaCluster):
     ends = {("lagged", int(p)): int(end) for p, end in re.findall(r"^lagged:(\d+):(\d+)$", shown, re.M)}
     assert ranges == {tp: LogRange(0, ends[tp]) for tp in partitions}
     reader.close()
+
+
+def test_only_the_selected_groups_are_read_and_the_others_are_counted(lagged: LocalKafkaCluster):
+    # Given groups g1..g3, a selection that excludes g3 and reads at most one group
+    reader = LagReader(Connection(lagged.bootstrap_servers), GroupSelection(exclude=("g3",), limit=1))
+    try:
+        read = reader.read()
+    finally:
+        reader.close()
+    # Then only g1 was read (the first by name), g3 counted as excluded and g2 as over the limit
+    assert sorted(read.committed) == ["g1"]
+    assert read.selected == SelectedGroups(("g1",), excluded=1, over_limit=1)

@@ -2,7 +2,19 @@
 
 from __future__ import annotations
 
-from krafty.decide.lag import LagRead, LogRange, PartitionLag, by_topic, partition_lag, unreadable
+import pytest
+
+from krafty.decide.lag import (
+    GroupSelection,
+    LagRead,
+    LogRange,
+    PartitionLag,
+    SelectedGroups,
+    by_topic,
+    partition_lag,
+    select_groups,
+    unreadable,
+)
 
 
 def _lags(entries: list[PartitionLag]) -> dict[tuple[str, str, int], int | None]:
@@ -54,3 +66,15 @@ def test_a_failed_read_keeps_every_series_visible_as_unknown():
                                    {("t", 0): LogRange(0, 3), ("u", 0): LogRange(0, 3)}))
     assert _lags(unreadable(before)) == {("g", "t", 0): None, ("g", "u", 0): None}
     assert [(t.topic, t.unknown, t.total) for t in by_topic(unreadable(before))] == [("t", 1, None), ("u", 1, None)]
+
+
+@pytest.mark.parametrize(("selection", "read", "excluded", "over_limit"), [
+    (GroupSelection(), ("a", "b", "spark-x"), 0, 0),
+    (GroupSelection(include=("spark-.*",)), ("spark-x",), 2, 0),
+    (GroupSelection(exclude=("spark-.*", "a")), ("b",), 2, 0),
+    (GroupSelection(include=("spark",)), (), 3, 0),  # a whole-name match: "spark" is not "spark-x"
+    (GroupSelection(limit=2), ("a", "b"), 0, 1),  # the first by name, the rest counted
+], ids=["all", "include", "exclude", "whole-name", "limit"])
+def test_the_groups_read_are_chosen_by_pattern_and_bounded(selection: GroupSelection, read: tuple[str, ...],
+                                                           excluded: int, over_limit: int) -> None:
+    assert select_groups(["spark-x", "b", "a"], selection) == SelectedGroups(read, excluded, over_limit)

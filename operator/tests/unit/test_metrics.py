@@ -5,7 +5,7 @@ from __future__ import annotations
 from prometheus_client import generate_latest
 from prometheus_client.registry import CollectorRegistry
 
-from krafty.decide.lag import LagRead, LogRange, partition_lag
+from krafty.decide.lag import LagRead, LogRange, SelectedGroups, partition_lag
 from krafty.metrics import ClusterFacts, KafkaCollector
 from krafty.naming import Pool
 from krafty.observed import ClusterObservation, NodeState, PartitionState, PodPhase, QuorumState, VoterState
@@ -69,3 +69,14 @@ def test_every_pass_outcome_is_shown_and_replaces_the_one_before():
     # And a deleted cluster takes its series along
     collector.set_cluster("ns", "c", None)
     assert 'cluster="c"' not in generate_latest(registry).decode()
+
+
+def test_the_groups_left_out_of_lag_collection_are_counted():
+    collector = KafkaCollector()
+    registry = CollectorRegistry()
+    registry.register(collector)
+    collector.set_lag_groups("ns", "c", SelectedGroups(("a", "b"), excluded=3, over_limit=995))
+    text = generate_latest(registry).decode()
+    assert 'krafty_consumergroup_lag_groups{cluster="c",namespace="ns",state="read"} 2.0' in text
+    assert 'krafty_consumergroup_lag_groups{cluster="c",namespace="ns",state="excluded"} 3.0' in text
+    assert 'krafty_consumergroup_lag_groups{cluster="c",namespace="ns",state="over_limit"} 995.0' in text

@@ -20,7 +20,15 @@ from krafty import metrics
 from krafty.clients.connection import Connection
 from krafty.clients.errors import KafkaUnavailable, describe_error
 from krafty.clients.kafka_admin import Recycler, admin_config
-from krafty.decide.lag import LagRead, LogRange, TopicPartitionKey
+from krafty.decide.lag import (
+    DEFAULT_GROUPS,
+    GroupSelection,
+    LagRead,
+    LogRange,
+    SelectedGroups,
+    TopicPartitionKey,
+    select_groups,
+)
 
 log = logging.getLogger(__name__)
 TIMEOUT = 10.0
@@ -30,8 +38,9 @@ CLIENT_ID = "krafty-operator-lag"
 class LagReader:
     """The clients of one cluster's lag pass: an AdminClient and one offset reader per group."""
 
-    def __init__(self, connection: Connection) -> None:
+    def __init__(self, connection: Connection, selection: GroupSelection = DEFAULT_GROUPS) -> None:
         self.connection = connection
+        self.selection = selection
         self._admin = AdminClient(admin_config(connection, CLIENT_ID))
         self._admin_recycler = Recycler()
         self._readers: dict[str, tuple[Consumer, Recycler]] = {}
@@ -44,7 +53,7 @@ class LagReader:
         metrics.KAFKA_REQUESTS.labels("lag_read").inc()
         with self._lock:
             try:
-                groups, partitions = self._groups_and_partitions()
+                selected, partitions = self._groups_and_partitions()
             except (KafkaException, FutureTimeout) as error:
                 if self._admin_recycler.failed():
                     self._admin = AdminClient(admin_config(self.connection, CLIENT_ID))
@@ -52,25 +61,25 @@ class LagReader:
             self._admin_recycler.succeeded()
             committed: dict[str, dict[TopicPartitionKey, int | None]] = {}
             unknown_groups = set()
-            for group in groups if partitions else []:
+            for group in selected.groups if partitions else []:
                 offsets = self._committed(group, partitions)
                 if offsets is None:
                     unknown_groups.add(group)
                 else:
                     committed[group] = offsets
             wanted = {tp for offsets in committed.values() for tp in offsets}
-            return LagRead(committed, frozenset(unknown_groups), self.log_ranges(wanted))
+            return LagRead(committed, frozenset(unknown_groups), self.log_ranges(wanted), selected)
 
-    def _groups_and_partitions(self) -> tuple[list[str], list[TopicPartition]]:
+    def _groups_and_partitions(self) -> tuple[SelectedGroups, list[TopicPartition]]:
         listed = self._admin.list_consumer_groups(request_timeout=TIMEOUT).result(timeout=TIMEOUT + 5)
-        groups = sorted(g.group_id for g in listed.valid)
-        for gone in set(self._readers) - set(groups):
+        selected = select_groups((g.group_id for g in listed.valid), self.selection)
+        for gone in set(self._readers) - set(selected.groups):  # each reader holds a connection: only those read
             self._readers.pop(gone)[0].close()
         # A fresh metadata request: it also refreshes the leader epochs that ListOffsets sends.
         metadata = self._admin.list_topics(timeout=TIMEOUT)
         partitions = [TopicPartition(name, p) for name, topic in sorted(metadata.topics.items())
                       if topic.error is None and not name.startswith("__") for p in sorted(topic.partitions)]
-        return groups, partitions
+        return selected, partitions
 
     def _committed(self, group: str, partitions: list[TopicPartition]) -> dict[TopicPartitionKey, int | None] | None:
         """The group's committed offsets (None per partition whose read failed), or None if none could be read.

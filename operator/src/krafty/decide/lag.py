@@ -8,10 +8,39 @@ keeps the partitions it had in the last report, so what went dark is named.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 TopicPartitionKey = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class GroupSelection:
+    """Which consumer groups the lag pass reads: those the patterns allow (full matches), at most `limit`
+    of them in name order, so that a cluster with thousands of groups costs the operator a bounded amount."""
+
+    include: tuple[str, ...] = ()  # empty: every group
+    exclude: tuple[str, ...] = ()
+    limit: int = 200
+
+
+DEFAULT_GROUPS = GroupSelection()
+
+
+@dataclass(frozen=True)
+class SelectedGroups:
+    groups: tuple[str, ...]
+    excluded: int  # left out by the patterns
+    over_limit: int  # allowed by the patterns, left out by the limit
+
+
+def select_groups(groups: Iterable[str], selection: GroupSelection) -> SelectedGroups:
+    every = set(groups)
+    allowed = sorted(g for g in every if (not selection.include or any(re.fullmatch(p, g) for p in selection.include))
+                     and not any(re.fullmatch(p, g) for p in selection.exclude))
+    return SelectedGroups(tuple(allowed[:selection.limit]), len(every) - len(allowed),
+                          max(0, len(allowed) - selection.limit))
 
 
 @dataclass(frozen=True)
@@ -27,6 +56,7 @@ class LagRead:
     committed: Mapping[str, Mapping[TopicPartitionKey, int | None]]  # per group; None: that offset unreadable
     unknown_groups: frozenset[str]  # groups whose committed offsets could not be read at all
     logs: Mapping[TopicPartitionKey, LogRange | None]  # None: unreadable
+    selected: SelectedGroups = SelectedGroups((), 0, 0)  # which groups were read, which left out
 
 
 @dataclass(frozen=True)

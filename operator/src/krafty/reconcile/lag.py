@@ -11,7 +11,7 @@ from krafty import metrics
 from krafty.clients.connection import Connection
 from krafty.clients.errors import KafkaUnavailable
 from krafty.clients.lag import LagReader
-from krafty.decide.lag import PartitionLag, partition_lag, unreadable
+from krafty.decide.lag import DEFAULT_GROUPS, GroupSelection, PartitionLag, SelectedGroups, partition_lag, unreadable
 
 log = logging.getLogger(__name__)
 LAG_INTERVAL = 10.0
@@ -22,8 +22,10 @@ Locate = Callable[[str, str], Connection | None]
 
 
 class LagPass:
-    def __init__(self, locate: Locate) -> None:
+    def __init__(self, locate: Locate, selection: GroupSelection = DEFAULT_GROUPS) -> None:
         self._locate = locate
+        self._selection = selection
+        self._left_out: dict[tuple[str, str], int] = {}
         self._readers: dict[tuple[str, str], LagReader] = {}
         self._last: dict[tuple[str, str], list[PartitionLag]] = {}
         self._lock = threading.Lock()
@@ -36,7 +38,9 @@ class LagPass:
             if connection is None:
                 self.release(namespace, cluster)
                 return None
-            entries = partition_lag(self._reader(key, connection).read(), previous)
+            read = self._reader(key, connection).read()
+            entries = partition_lag(read, previous)
+            self._groups(namespace, cluster, read.selected)
         except KafkaUnavailable as error:
             log.info("lag of %s/%s unreadable: %s", namespace, cluster, error)
             entries = unreadable(previous)
@@ -47,18 +51,27 @@ class LagPass:
         metrics.COLLECTOR.set_lag(namespace, cluster, entries)
         return LAG_INTERVAL
 
+    def _groups(self, namespace: str, cluster: str, selected: SelectedGroups) -> None:
+        metrics.COLLECTOR.set_lag_groups(namespace, cluster, selected)
+        if self._left_out.get((namespace, cluster), 0) != selected.over_limit:
+            self._left_out[(namespace, cluster)] = selected.over_limit
+            log.warning("lag of %s/%s: %d consumer groups match, the lag of the first %d (by name) is read, "
+                        "%d are left out (chart value lag.maxGroups)", namespace, cluster,
+                        len(selected.groups) + selected.over_limit, self._selection.limit, selected.over_limit)
+
     def _reader(self, key: tuple[str, str], connection: Connection) -> LagReader:
         with self._lock:
             reader = self._readers.get(key)
             if reader is None or reader.connection != connection:
                 if reader is not None:
                     reader.close()
-                reader = self._readers[key] = LagReader(connection)
+                reader = self._readers[key] = LagReader(connection, self._selection)
             return reader
 
     def release(self, namespace: str, cluster: str) -> None:
         """Forgets a deleted cluster: its report and its clients."""
         self._last.pop((namespace, cluster), None)
+        self._left_out.pop((namespace, cluster), None)
         with self._lock:
             reader = self._readers.pop((namespace, cluster), None)
         if reader is not None:
