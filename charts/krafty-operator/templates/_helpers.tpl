@@ -1,8 +1,12 @@
 {{/* Names and labels only. */}}
-{{- define "krafty.name" -}}krafty-operator{{- end -}}
+{{- define "krafty.name" -}}
+{{- default "krafty-operator" .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
 
 {{- define "krafty.fullname" -}}
-{{- if contains "krafty" .Release.Name -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 52 | trimSuffix "-" -}}
+{{- else if contains "krafty" .Release.Name -}}
 {{- .Release.Name | trunc 63 | trimSuffix "-" -}}
 {{- else -}}
 {{- printf "%s-krafty-operator" .Release.Name | trunc 63 | trimSuffix "-" -}}

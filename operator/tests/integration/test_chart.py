@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -54,6 +55,32 @@ def test_every_value_is_documented():
 
     missing = leaves(yaml.safe_load(text)) - documented
     assert not missing, f"values without a ## @param line: {sorted(missing)}"
+
+
+def test_the_chart_readme_is_generated_from_the_values():
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "chart-readme.py"), "--check"], capture_output=True,
+                          text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_conventions_users_expect_a_subchart_renamed_objects_and_their_own_security_context():
+    # Given the chart as a subchart (global values), renamed, on a platform that assigns the UID
+    rendered = run_helm("template", "rel", str(CHART), "--kube-version", KUBE_VERSION,
+                        "--set", "global.imageRegistry=registry.example", "--set", "fullnameOverride=kafka-ops",
+                        "--set", "nameOverride=kafka-operator").stdout
+    docs = [d for d in yaml.safe_load_all(rendered) if d]
+    # Then every object carries the new names, and nothing fixes a UID
+    deployment = next(d for d in docs if d["kind"] == "Deployment")
+    assert deployment["metadata"]["name"] == "kafka-ops"
+    assert deployment["spec"]["selector"]["matchLabels"]["app.kubernetes.io/name"] == "kafka-operator"
+    assert {d["metadata"]["name"] for d in docs if d["kind"] == "ServiceAccount"} == {"kafka-ops"}
+    assert "runAsUser" not in rendered
+    # And a platform's own security context replaces ours
+    own = run_helm("template", "rel", str(CHART), "--kube-version", KUBE_VERSION, "--set",
+                   "podSecurityContext.runAsUser=1000680000", "--set", "securityContext.privileged=false").stdout
+    pod = next(d for d in yaml.safe_load_all(own) if d and d["kind"] == "Deployment")["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsUser"] == 1000680000
+    assert pod["containers"][0]["securityContext"]["privileged"] is False
 
 
 @pytest.mark.parametrize(("setting", "named"), [

@@ -249,3 +249,23 @@ def test_kubectl_explain_teaches_the_api(api: LocalApiServer):
     assert "dedicated" in explained
     explained = api.kubectl("explain", "kafkauser.spec.authorization.acls.resource.patternType").stdout
     assert "every name that starts with it" in explained
+
+
+# Strimzi's short names (Kafka, KafkaTopic, KafkaUser, KafkaConnect, KafkaConnector, KafkaMirrorMaker2,
+# KafkaBridge, KafkaRebalance, KafkaNodePool) and the names kubectl resolves before a category
+STRIMZI = {"k", "kt", "ku", "kc", "kctr", "kmm2", "kb", "kr", "knp", "kafka", "kafkas"}
+
+
+def test_short_names_live_beside_strimzi_and_kubectl_get_krafty_lists_every_kind(api: LocalApiServer):
+    # Given our CRDs and an object of each kind
+    for doc in (example("kafkacluster-combined.yaml"), example("topic-minimal.yaml"), example("kafkauser-scram.yaml")):
+        assert create(api, doc, dry_run=False)[0] == 0
+    names = {n for path in CRDS.glob("*.yaml") for n in yaml.safe_load(path.read_text())["spec"]["names"].get(
+        "shortNames", [])}
+    # Then none of our short names is one of Strimzi's, and the short names and the category work
+    assert names == {"kkc", "kkt", "kku"}
+    assert not names & STRIMZI
+    listed = api.kubectl("get", "krafty", "-n", NAMESPACE, "-o", "name").stdout.split()
+    assert {name.split("/")[0] for name in listed} == {"kafkacluster.kafka.krafty.io", "topic.kafka.krafty.io",
+                                                     "kafkauser.kafka.krafty.io"}
+    assert api.kubectl("get", "kkt", "-n", NAMESPACE, "-o", "name").stdout.strip()
