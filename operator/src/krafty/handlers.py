@@ -74,6 +74,11 @@ def _group_selection() -> GroupSelection:
     return GroupSelection(patterns["include"], patterns["exclude"], int(os.environ.get("KRAFTY_LAG_MAX_GROUPS", "200")))
 
 
+def _cluster_of(key: Any) -> tuple[str, str]:
+    """A pass's key is (job, namespace, cluster)."""
+    return (key[1], key[2])
+
+
 def _stop_acting() -> None:
     """Leadership lost: end the process before another pass writes (Kubernetes starts it again, as a standby)."""
     logging.shutdown()
@@ -105,7 +110,8 @@ class Operator:
         self.users = UserReconciler(self.kube, locate, self.user_admins.get, cluster_domain=settings.cluster_domain)
         self.lag = LagPass(self.lag_connection, _group_selection())
         lease = _lease_settings()
-        self.scheduler = Scheduler(self.run, leading=lease is None)
+        # Each cluster's passes (cluster, topics, users, lag) use at most two workers at once
+        self.scheduler = Scheduler(self.run, workers=8, leading=lease is None, group=_cluster_of, per_group=2)
         self.elector = None if lease is None else Elector(self.kube, lease, self.scheduler.lead, _stop_acting)
         self._seen: dict[tuple[str, str, str], tuple[Any, ...]] = {}
 

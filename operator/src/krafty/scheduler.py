@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Hashable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -23,11 +24,17 @@ log = logging.getLogger(__name__)
 ERROR_DELAY = 15.0
 Key = Hashable
 Pass = Callable[[Key], float | None]  # returns seconds until the next pass, or None to forget the key
+Group = Callable[[Key], Hashable]  # which keys share a limit (the passes of one Kafka cluster)
 
 
 class Scheduler:
-    def __init__(self, run: Pass, workers: int = 4, tick: float = 0.5, leading: bool = True) -> None:
+    def __init__(self, run: Pass, workers: int = 4, tick: float = 0.5, leading: bool = True,
+                 group: Group | None = None, per_group: int | None = None) -> None:
+        """`per_group`: at most this many passes of one group at once, so that a cluster whose calls hang (each
+        bounded by its timeout) holds that many workers, never all of them: other clusters' passes go on."""
         self._run = run
+        self._group = group or (lambda key: key)
+        self._per_group = per_group or workers
         self._leading = threading.Event()
         if leading:
             self._leading.set()
@@ -76,7 +83,7 @@ class Scheduler:
                 continue
             now = time.monotonic()
             with self._lock:
-                ready = [k for k, at in self._due.items() if at <= now and k not in self._running]
+                ready = self._ready(now)
                 self._running.update(ready)
                 for key in ready:
                     self._due[key] = float("inf")  # a poke while it runs resets this to 0
@@ -84,6 +91,17 @@ class Scheduler:
                 self._pool.submit(self._one, key)
             self._wake.wait(self._tick)
             self._wake.clear()
+
+    def _ready(self, now: float) -> list[Key]:
+        """Due keys, longest due first, within each group's limit."""
+        busy = Counter(self._group(k) for k in self._running)
+        ready = []
+        for key, at in sorted(self._due.items(), key=lambda item: item[1]):
+            group = self._group(key)
+            if at <= now and key not in self._running and busy[group] < self._per_group:
+                busy[group] += 1
+                ready.append(key)
+        return ready
 
     def _one(self, key: Key) -> None:
         delay: float | None = ERROR_DELAY

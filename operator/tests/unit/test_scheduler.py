@@ -41,3 +41,31 @@ def test_any_other_failure_is_logged_with_its_traceback(caplog: pytest.LogCaptur
     assert record.levelno == logging.ERROR
     assert record.exc_info is not None
     assert record.exc_info[0] is ValueError
+
+
+def test_a_cluster_whose_passes_hang_holds_two_workers_and_other_clusters_go_on() -> None:
+    # Given a scheduler of 3 workers, at most 2 passes per cluster, and cluster "stuck" whose passes hang
+    release = threading.Event()
+    started: list[tuple[str, str, str]] = []
+    other_ran = threading.Event()
+
+    def run(key: tuple[str, str, str]) -> float | None:
+        started.append(key)
+        if key[2] == "stuck":
+            release.wait(10)
+        else:
+            other_ran.set()
+        return None
+
+    scheduler = Scheduler(run, workers=3, tick=0.05, group=lambda key: key[1:], per_group=2)
+    scheduler.start()
+    try:
+        for job in ("cluster", "topics", "users", "lag"):
+            scheduler.poke((job, "ns", "stuck"))
+        scheduler.poke(("cluster", "ns", "healthy"))
+        # Then the healthy cluster's pass runs while two of the stuck one's hang, and no third of them starts
+        assert other_ran.wait(5)
+        assert len([k for k in started if k[2] == "stuck"]) == 2
+    finally:
+        release.set()
+        scheduler.stop()
