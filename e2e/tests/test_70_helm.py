@@ -28,11 +28,10 @@ def helm(kube: KubeCluster, *args: str) -> str:
     return kube.run_helm(*args, timeout=900)
 
 
-def operator_pod(kube: KubeCluster) -> dict[str, Any]:
+def operator_pods(kube: KubeCluster) -> list[dict[str, Any]]:
+    """The release's running operator replicas (two by default: a leader and a standby)."""
     pods = kube.kubectl_json("get", "pods", "-n", HELM_NS, "-l", "app.kubernetes.io/name=krafty-operator")["items"]
-    running = [p for p in pods if p["status"]["phase"] == "Running" and not p["metadata"].get("deletionTimestamp")]
-    assert len(running) == 1, [p["metadata"]["name"] for p in pods]
-    return running[0]
+    return [p for p in pods if p["status"]["phase"] == "Running" and not p["metadata"].get("deletionTimestamp")]
 
 
 def test_helm_install_test_upgrade_uninstall(operator: KubeCluster, prod: KafkaClusterHandle,
@@ -47,12 +46,14 @@ def test_helm_install_test_upgrade_uninstall(operator: KubeCluster, prod: KafkaC
     demo.wait_ready(600)
     # helm test passes
     assert "Phase:          Succeeded" in helm(operator, "test", RELEASE, "--namespace", HELM_NS)
-    # Upgrade with a changed value: the operator pod is replaced, the cluster stays Ready
-    before = operator_pod(operator)["metadata"]["uid"]
+    # Upgrade with a changed value: both replicas are replaced one at a time, the cluster stays Ready
+    before = {p["metadata"]["uid"] for p in operator_pods(operator)}
+    assert len(before) == 2
     helm(operator, "upgrade", RELEASE, str(CHART), "--wait", *base, "--set", "logLevel=DEBUG")
-    after = wait_for(lambda: operator_pod(operator), lambda p: p["metadata"]["uid"] != before, 300,
-                     "a new operator pod")
-    assert "--verbose" in after["spec"]["containers"][0]["args"]
+    after = wait_for(lambda: operator_pods(operator),
+                     lambda pods: len(pods) == 2 and not {p["metadata"]["uid"] for p in pods} & before, 300,
+                     "two new operator pods")
+    assert all("--verbose" in p["spec"]["containers"][0]["args"] for p in after)
     demo.wait_ready(300)
     # Uninstall removes the operator, its RBAC and Services, and the resources made from values...
     helm(operator, "uninstall", RELEASE, "--namespace", HELM_NS, "--wait")
@@ -70,7 +71,7 @@ def test_helm_install_test_upgrade_uninstall(operator: KubeCluster, prod: KafkaC
     claims = operator.kubectl("get", "pvc", "-n", HELM_NS, "-o", "name").split()
     assert len(claims) == 3
     other = operator.kubectl_json("get", "deployment", "krafty", "-n", OPERATOR_NAMESPACE)
-    assert other["status"]["readyReplicas"] == 1
+    assert other["status"]["readyReplicas"] == 2
     assert prod.condition("Ready")["status"] == "True"
     operator.kubectl("delete", "namespace", HELM_NS, "--wait=false")
 

@@ -15,6 +15,7 @@ import os
 import re
 import sys
 import time
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -53,9 +54,12 @@ def _lease_settings() -> LeaseSettings | None:
     """The chart names the Lease and the pod; without them (one process run by hand) there is no election."""
     name = os.environ.get("KRAFTY_LEADER_LEASE")
     namespace = os.environ.get("KRAFTY_OPERATOR_NAMESPACE")
-    identity = os.environ.get("KRAFTY_POD_NAME")
-    if not (name and namespace and identity):
+    pod = os.environ.get("KRAFTY_POD_NAME")
+    if not (name and namespace and pod):
         return None
+    # The pod's name and this process's own mark: a container restarted in the same pod is a new candidate,
+    # not the holder of its predecessor's Lease (that one waits out its duration like any dead leader's)
+    identity = f"{pod}_{uuid.uuid4().hex[:8]}"
     duration = int(os.environ.get("KRAFTY_LEASE_DURATION_SECONDS", "15"))
     return LeaseSettings(namespace, name, identity, duration_seconds=duration, renew_deadline=duration * 2 / 3,
                          retry_period=max(1.0, duration / 7.5))
@@ -99,7 +103,7 @@ class Operator:
         controllers = os.environ.get("KRAFTY_KAFKA_CONTROLLERS")
         settings = Settings(broker_image=os.environ.get("KRAFTY_BROKER_IMAGE", "krafty/kafka:latest"),
                             cluster_domain=os.environ.get("KRAFTY_CLUSTER_DOMAIN", "cluster.local"),
-                            rack_cluster_role=os.environ.get("KRAFTY_RACK_CLUSTER_ROLE", naming.RACK_CLUSTER_ROLE),
+                            rack_binding=os.environ.get("KRAFTY_RACK_BINDING") or None,
                             operator=_operator_peer(),
                             endpoints=Endpoints(override, controllers) if override and controllers else None)
         self.clusters = ClusterReconciler(self.kube, settings)

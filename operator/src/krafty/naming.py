@@ -15,8 +15,6 @@ TOPIC_PLURAL = "topics"
 USER_KIND = "KafkaUser"
 USER_PLURAL = "kafkausers"
 FIELD_MANAGER = "krafty-operator"
-# The chart's ClusterRole that lets rack-aware brokers read their node (get on nodes): the default name.
-RACK_CLUSTER_ROLE = "krafty-kafka-rack"
 
 # Annotations users set
 PAUSED_ANNOTATION = f"{GROUP}/paused"
@@ -220,11 +218,6 @@ def node_certificate_keys(pool: Pool, ordinal: int) -> tuple[str, str]:
 
 def service_account(cluster: str) -> str:
     return f"{cluster}-kafka"
-
-
-def rack_binding(cluster: str, namespace: str) -> str:
-    """The ClusterRoleBinding that lets a rack-aware cluster's pods read their node's labels."""
-    return f"krafty-rack-{namespace}-{cluster}"
 
 
 DATA_VOLUME = "data"  # the StatefulSets' volumeClaimTemplates name

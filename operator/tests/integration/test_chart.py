@@ -7,10 +7,12 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
+from krafty import permissions
 from krafty_testkit.apiserver import LocalApiServer
 from krafty_testkit.tools import helm
 
@@ -117,18 +119,34 @@ def test_rendered_chart_passes_a_server_side_dry_run(api: LocalApiServer, values
     assert proc.returncode == 0, proc.stderr
 
 
-def test_namespaced_install_grants_no_cluster_wide_writes_but_one_binding():
+def _granted(rules: list[dict[str, Any]]) -> dict[tuple[str, str], set[str]]:
+    out: dict[tuple[str, str], set[str]] = {}
+    for rule in rules:
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                out.setdefault((group, resource), set()).update(rule["verbs"])
+    return out
+
+
+@pytest.mark.parametrize("values", ["default-values.yaml", "namespaced-values.yaml"])
+def test_the_rbac_grants_exactly_what_the_operator_lists_as_used(values: str):
+    rendered = run_helm("template", "krafty", str(CHART), "--kube-version", KUBE_VERSION,
+                        "-f", str(CHART / "ci" / values)).stdout
+    docs = [d for d in yaml.safe_load_all(rendered) if d]
+    rules = [d["rules"] for d in docs if d["kind"] in ("Role", "ClusterRole") and d["metadata"]["name"] == "krafty"]
+    assert rules
+    expected = {resource: set(verbs) for resource, verbs in permissions.WATCHED_NAMESPACES.items()}
+    assert all(_granted(r) == expected for r in rules)
+
+
+def test_namespaced_install_writes_nothing_cluster_wide():
     rendered = run_helm("template", "krafty", str(CHART), "--kube-version", KUBE_VERSION,
                         "-f", str(CHART / "ci" / "namespaced-values.yaml")).stdout
     docs = [d for d in yaml.safe_load_all(rendered) if d]
     roles = {d["metadata"]["name"]: d["rules"] for d in docs if d["kind"] == "ClusterRole"}
-    assert sorted(roles) == ["krafty-discovery", "krafty-kafka-rack", "krafty-rack-binder"]
+    # Without rack awareness: kopf's discovery alone, read-only
+    assert sorted(roles) == ["krafty-discovery"]
     assert all(set(rule["verbs"]) <= {"list", "watch"} for rule in roles["krafty-discovery"])
-    assert roles["krafty-kafka-rack"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]
-    # The only cluster-wide write: bindings, and of the rack role alone
-    bind = next(r for r in roles["krafty-rack-binder"] if r["resources"] == ["clusterroles"])
-    assert bind == {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"], "verbs": ["bind"],
-                    "resourceNames": ["krafty-kafka-rack"]}
     watched = {d["metadata"]["namespace"] for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == "krafty"}
     assert watched == {"kafka", "streaming"}
     # In its own namespace: its Lease (get and update by name) and the Events about it
@@ -136,6 +154,25 @@ def test_namespaced_install_grants_no_cluster_wide_writes_but_one_binding():
     assert election["metadata"]["namespace"] == "default"
     assert {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "update"],
             "resourceNames": ["krafty"]} in election["rules"]
+
+
+def test_rack_awareness_grants_one_binding_by_name_and_no_other_cluster_wide_write():
+    rendered = run_helm("template", "krafty", str(CHART), "--kube-version", KUBE_VERSION,
+                        "-f", str(CHART / "ci" / "namespaced-values.yaml"),
+                        "--set", "rackAwareness.enabled=true").stdout
+    docs = [d for d in yaml.safe_load_all(rendered) if d]
+    roles = {d["metadata"]["name"]: d["rules"] for d in docs if d["kind"] == "ClusterRole"}
+    assert sorted(roles) == ["krafty-discovery", "krafty-kafka-rack", "krafty-rack-binder"]
+    assert roles["krafty-kafka-rack"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]
+    # The operator may read and update the one binding the chart made, by name: no create, delete, or bind
+    assert roles["krafty-rack-binder"] == [{"apiGroups": ["rbac.authorization.k8s.io"],
+                                            "resources": ["clusterrolebindings"], "verbs": ["get", "update"],
+                                            "resourceNames": ["krafty-kafka-rack"]}]
+    [binding] = [d for d in docs if d["kind"] == "ClusterRoleBinding" and d["metadata"]["name"] == "krafty-kafka-rack"]
+    assert binding["roleRef"]["name"] == "krafty-kafka-rack"
+    deployment = next(d for d in docs if d["kind"] == "Deployment")
+    env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["KRAFTY_RACK_BINDING"] == "krafty-kafka-rack"
 
 
 def test_replicas_elect_a_leader_and_the_monitor_keeps_the_clusters_namespace():

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from krafty.decide.rack_binding import account, membership
 from krafty.model.context import ClusterContext
 from krafty.naming import Pool
 from krafty.render import configmaps
@@ -96,16 +97,18 @@ def test_rack_awareness_reads_the_node_label():
     assert {"name": "KRAFTY_RACK_TOPOLOGY_KEY", "value": "topology.kubernetes.io/zone"} in pod["containers"][0]["env"]
 
 
-def test_rack_awareness_binds_the_node_reader_role_to_the_cluster_service_account_only_when_asked():
-    def binding(spec):
-        return next(c for c in children(context(spec)) if c.kind == "ClusterRoleBinding")
-
-    plain = example("kafkacluster-combined.yaml")["spec"]
-    assert binding(plain).desired is None
-    racked = binding(plain | {"rack": {"topologyKey": "topology.kubernetes.io/zone"}})
-    assert racked.desired["roleRef"]["name"] == "krafty-kafka-rack"
-    assert racked.desired["subjects"] == [{"kind": "ServiceAccount", "name": "demo-kafka", "namespace": "kafka"}]
-    assert set(racked.desired["metadata"]) == {"name", "labels"}  # cluster-scoped: no namespace, no owner
+def test_rack_awareness_adds_the_clusters_account_to_the_one_rack_binding_and_takes_it_out_again():
+    member = account("kafka", "demo-kafka")
+    other = account("streaming", "logs-kafka")
+    # Given the chart's binding with another cluster in it: wanted, the account is added beside it
+    assert membership([other], member, wanted=True) == [other, member]
+    # Already there: nothing to write; not wanted: only this account leaves
+    assert membership([other, member], member, wanted=True) is None
+    assert membership([other, member], member, wanted=False) == [other]
+    assert membership([other], member, wanted=False) is None
+    # And a cluster's rendered children hold no binding of their own (the operator can create none)
+    racked = example("kafkacluster-combined.yaml")["spec"] | {"rack": {"topologyKey": "topology.kubernetes.io/zone"}}
+    assert not [c for c in children(context(racked)) if c.kind == "ClusterRoleBinding"]
 
 
 @pytest.mark.parametrize(("pool", "mib"), [

@@ -55,14 +55,20 @@ def install_operator(kube: KubeCluster, release: str = RELEASE, namespace: str =
     kube.run_helm("upgrade", "--install", release, str(CHART), "--namespace", namespace, "--create-namespace",
                   "--set", "image.repository=krafty/operator", "--set", "image.tag=e2e",
                   "--set-string", f"podAnnotations.krafty-e2e/sources={operator_sources_digest()}",
-                  "--set", f"watchNamespaces={{{watched}}}", "--wait", "--timeout", "5m", *extra, timeout=420)
+                  "--set", f"watchNamespaces={{{watched}}}", "--set", "rackAwareness.enabled=true",
+                  "--wait", "--timeout", "5m", *extra, timeout=420)
 
 
 def operator_leader(kube: KubeCluster, lease: str = RELEASE, namespace: str = OPERATOR_NAMESPACE) -> str | None:
-    """The operator pod that holds the leader Lease (the one that acts), or None while none does."""
+    """Who holds the operator's leader Lease (the replica that acts: <pod>_<process mark>), or None."""
     found = kube.kubectl("get", "lease", lease, "-n", namespace, "--ignore-not-found",
                          "-o", "jsonpath={.spec.holderIdentity}")
     return found.strip() or None
+
+
+def pod_of(identity: str) -> str:
+    """The pod of a Lease holder's identity."""
+    return identity.rsplit("_", 1)[0]
 
 
 def cluster_spec(mode: str, brokers: int = 3, controllers: int = 3, **extra: Any) -> dict[str, Any]:

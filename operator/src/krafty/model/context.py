@@ -67,7 +67,6 @@ class ClusterContext:
     initial_voters: tuple[Voter, ...]
     image: str
     cluster_domain: str = "cluster.local"
-    rack_cluster_role: str = naming.RACK_CLUSTER_ROLE
     operator: OperatorPeer | None = None  # None: the operator runs outside the cluster
     sizes: Sizes | None = None  # to run this pass; None: what the spec asks for
     internal_tls: bool = True  # mutual TLS between the nodes: fixed when the cluster was created

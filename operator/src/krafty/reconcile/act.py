@@ -23,8 +23,6 @@ from krafty.clients.kube import Kube
 from krafty.kraft_wire import KafkaProtocolError
 from krafty.model.context import ClusterContext
 
-CLUSTER_SCOPED = {"ClusterRoleBinding"}
-
 
 class Actor:
     def __init__(self, kube: Kube, admin: KafkaAdmin, controllers: str, ctx: ClusterContext,
@@ -66,7 +64,7 @@ class Actor:
     def _apply_children(self, action: planned.ApplyChildren) -> None:
         for child in action.children:
             if child.desired is None:
-                self.kube.delete(child.kind, child.name, None if child.kind in CLUSTER_SCOPED else self.ctx.namespace)
+                self.kube.delete(child.kind, child.name, self.ctx.namespace)
                 continue
             try:
                 self.kube.apply(child.desired)

@@ -27,6 +27,7 @@ from krafty.model import KafkaClusterSpec
 from krafty.model.context import ClusterContext, OperatorPeer
 from krafty.plan import Facts, Held, PassResult, admit, plan
 from krafty.reconcile import observe as observing
+from krafty.reconcile import rack
 from krafty.reconcile import status as writer
 from krafty.reconcile.act import Actor
 from krafty.reconcile.pki import CaUnusable, PkiPass
@@ -47,7 +48,7 @@ class Endpoints:
 class Settings:
     broker_image: str
     cluster_domain: str = "cluster.local"
-    rack_cluster_role: str = naming.RACK_CLUSTER_ROLE
+    rack_binding: str | None = None  # the chart's ClusterRoleBinding for rack awareness; None: not installed
     operator: OperatorPeer | None = None  # the operator's pods, let in to the internal ports
     # Outside Kubernetes (development, tests) pod DNS names do not resolve: the operator's clients use these.
     endpoints: Endpoints | None = None
@@ -83,10 +84,9 @@ class ClusterReconciler:
         ctx = self._context(body, spec, claims)
         if ctx is None:
             return Outcome(PassResult.CONFLICT)
-        if spec.authorization.enabled and not ctx.internal_tls:
-            return self._hold(body, "AuthorizationNeedsTls", "spec.authorization is enabled, but this cluster was "
-                              "created without TLS between its nodes: they would have no identity to be super "
-                              "users with. Nothing changes until authorization is off", moment)
+        held = self._authorization(body, ctx, moment) or self._rack(body, ctx, moment)
+        if held is not None:
+            return held
         secrets_digest, missing = self._config_secrets(ctx)
         if missing:  # like an invalid spec: nothing changes until it is there
             return self._hold(body, "ConfigSecretMissing", missing, moment)
@@ -127,7 +127,7 @@ class ClusterReconciler:
         config = self.kube.get("ConfigMap", naming.config_map(meta["name"]), meta["namespace"])
         draft = ClusterContext(meta["name"], meta["namespace"], meta["uid"], spec, "", (),
                                spec.image or self.settings.broker_image, self.settings.cluster_domain,
-                               self.settings.rack_cluster_role, self.settings.operator)
+                               self.settings.operator)
         try:
             found = identity.resolve((body.get("status") or {}).get("clusterId"),
                                      (config or {}).get("data") if config else None, draft.voter_ids(),
@@ -158,6 +158,34 @@ class ClusterReconciler:
                     moment)
         return Outcome(PassResult.INVALID)
 
+    def _authorization(self, body: dict[str, Any], ctx: ClusterContext, moment: datetime.datetime
+                       ) -> Outcome | None:
+        if ctx.spec.authorization.enabled and not ctx.internal_tls:
+            return self._hold(body, "AuthorizationNeedsTls", "spec.authorization is enabled, but this cluster was "
+                              "created without TLS between its nodes: they would have no identity to be super "
+                              "users with. Nothing changes until authorization is off", moment)
+        return None
+
+    def _rack(self, body: dict[str, Any], ctx: ClusterContext, moment: datetime.datetime) -> Outcome | None:
+        """A rack-aware cluster's ServiceAccount in the chart's rack binding (and out of it when not); a hold
+        when rack awareness was not installed."""
+        binding = self.settings.rack_binding
+        if binding is None:
+            if ctx.spec.rack is None:
+                return None
+            return self._hold(body, "RackAwarenessNotInstalled", "spec.rack is set, but the operator was installed "
+                              "without rack awareness (chart value rackAwareness.enabled): brokers could not read "
+                              "their node's labels. Nothing changes until it is, or spec.rack is removed", moment)
+        try:
+            if rack.admit(self.kube, binding, ctx.namespace, ctx.name, ctx.spec.rack is not None):
+                self.kube.event(body, naming.CLUSTER_KIND, "RackBindingUpdated",
+                                f"ServiceAccount {naming.service_account(ctx.name)} "
+                                f"{'added to' if ctx.spec.rack else 'removed from'} ClusterRoleBinding {binding}")
+        except rack.RackBindingMissing as missing:
+            return self._hold(body, "RackBindingMissing", f"{missing}: upgrade the chart with "
+                              "rackAwareness.enabled=true", moment)
+        return None
+
     def _config_secrets(self, ctx: ClusterContext) -> tuple[str, str]:
         """A digest of the Secret keys spec.brokers.configFromSecrets names (the brokers roll when it changes),
         and what is missing of them ("" when nothing). Values are hashed, never kept or logged."""
@@ -185,7 +213,8 @@ class ClusterReconciler:
         return teardown_pass(self.kube, body)
 
     def release(self, namespace: str, name: str) -> None:
-        """Cleans up after a deleted cluster: what no owner reference can (its cluster-scoped rack
-        binding) and the operator's Kafka client for it."""
-        self.kube.delete("ClusterRoleBinding", naming.rack_binding(name, namespace), None)
+        """Cleans up after a deleted cluster: what no owner reference can (its ServiceAccount in the
+        cluster-scoped rack binding) and the operator's Kafka client for it."""
+        if self.settings.rack_binding is not None:
+            rack.admit(self.kube, self.settings.rack_binding, namespace, name, wanted=False)
         self.admins.release(namespace, name)

@@ -28,7 +28,6 @@ def children(ctx: ClusterContext) -> list[Child]:
     name = ctx.name
     out = [
         Child("ServiceAccount", naming.service_account(name), policy.service_account(ctx)),
-        Child("ClusterRoleBinding", naming.rack_binding(name, ctx.namespace), policy.rack_binding(ctx)),
         Child("ConfigMap", naming.config_map(name), configmaps.node_config_map(ctx)),
         Child("ConfigMap", naming.connection_config_map(name), configmaps.connection_config_map(ctx)),
         Child("Service", naming.bootstrap_service(name), services.bootstrap_service(ctx)),

@@ -21,18 +21,6 @@ def pod_disruption_budget(ctx: ClusterContext, pool: Pool) -> dict[str, Any]:
     }
 
 
-def rack_binding(ctx: ClusterContext) -> dict[str, Any] | None:
-    """Rack awareness: the Kafka pods read their node's topology label (cluster-scoped, so no owner)."""
-    if ctx.spec.rack is None:
-        return None
-    return {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-        "metadata": {"name": naming.rack_binding(ctx.name, ctx.namespace), "labels": naming.labels(ctx.name)},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": ctx.rack_cluster_role},
-        "subjects": [{"kind": "ServiceAccount", "name": naming.service_account(ctx.name), "namespace": ctx.namespace}],
-    }
-
-
 def service_account(ctx: ClusterContext) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": ctx.metadata(naming.service_account(ctx.name)),
             "automountServiceAccountToken": ctx.spec.rack is not None}

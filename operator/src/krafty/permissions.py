@@ -1,0 +1,85 @@
+"""What the operator asks of the Kubernetes API in the namespaces it watches, and why: its RBAC, exactly.
+
+The chart's Role/ClusterRole (charts/krafty-operator/templates/rbac.yaml, "krafty.rules") grants this and
+nothing more: test_chart compares the two. The end-to-end run compares this list with the requests the
+operator counted (krafty_kube_requests_total, by Kube method and kind): a call the list does not hold fails
+there. Leader election (its Lease and Events in the operator's own namespace), rack awareness (one
+ClusterRoleBinding, by name) and kopf's discovery (CRDs, namespaces) have rules of their own in the chart.
+"""
+
+from __future__ import annotations
+
+Resource = tuple[str, str]  # (API group, resource)
+
+WATCHED_NAMESPACES: dict[Resource, dict[str, str]] = {
+    ("kafka.krafty.io", "kafkaclusters"): {
+        "get": "the cluster pass reads its KafkaCluster",
+        "list": "kopf watches them", "watch": "kopf watches them",
+        "patch": "the ordered-teardown finalizer, held and let go",
+        "delete": "the uninstall hook deletes the release's clusters"},
+    ("kafka.krafty.io", "topics"): {
+        "list": "the topic pass reads its cluster's Topics; kopf watches them", "watch": "kopf watches them",
+        "patch": "kopf's deletion finalizer and progress annotations",
+        "delete": "the uninstall hook deletes the release's topics"},
+    ("kafka.krafty.io", "kafkausers"): {
+        "list": "the user pass reads its cluster's KafkaUsers; kopf watches them", "watch": "kopf watches them",
+        "patch": "the user-cleanup finalizer", "delete": "the uninstall hook (it lists every kind it owns)"},
+    ("kafka.krafty.io", "kafkaclusters/status"): {"patch": "status and conditions"},
+    ("kafka.krafty.io", "topics/status"): {"patch": "status and conditions"},
+    ("kafka.krafty.io", "kafkausers/status"): {"patch": "status and conditions"},
+    ("", "pods"): {
+        "list": "the cluster pass observes its pods", "watch": "kopf: a Kafka pod's change pokes a pass",
+        "create": "preflight pods (server-side apply of a new pod)", "patch": "preflight pods (server-side apply)",
+        "delete": "a restart in a roll, a preflight pod done"},
+    ("", "secrets"): {
+        "get": "the PKI, users' credentials, configFromSecrets (by name: never listed)",
+        "create": "server-side apply of a new Secret", "patch": "server-side apply"},
+    ("", "configmaps"): {
+        "get": "the cluster's identity (cluster id, voters)", "create": "server-side apply of a new ConfigMap",
+        "patch": "server-side apply", "delete": "a child the spec no longer asks for"},
+    ("", "persistentvolumeclaims"): {
+        "list": "which volumes a cluster has", "delete": "volumes of removed nodes (deleteClaim)"},
+    ("", "services"): {
+        "create": "server-side apply of a new Service", "patch": "server-side apply",
+        "delete": "a Service the spec no longer asks for"},
+    ("", "serviceaccounts"): {
+        "create": "server-side apply of the Kafka pods' account", "patch": "server-side apply",
+        "delete": "a child the spec no longer asks for"},
+    ("", "events"): {
+        "get": "an Event told before is counted, not repeated", "create": "every decision", "patch": "its count"},
+    ("apps", "statefulsets"): {
+        "get": "a pool's StatefulSet as it runs", "create": "server-side apply of a new pool",
+        "patch": "server-side apply", "delete": "a pool scaled away, the ordered teardown"},
+    ("policy", "poddisruptionbudgets"): {
+        "create": "server-side apply", "patch": "server-side apply", "delete": "a budget no longer asked for"},
+    ("networking.k8s.io", "networkpolicies"): {
+        "create": "server-side apply", "patch": "server-side apply", "delete": "spec.networkPolicy turned off"},
+}
+
+# How the operator's Kube client counts a request (krafty_kube_requests_total{verb}) -> the RBAC verbs it needs
+VERBS: dict[str, tuple[str, ...]] = {
+    "apply": ("patch",),  # server-side apply; creating the object first needs create too (listed above)
+    "get": ("get",), "list": ("list",), "delete": ("delete",), "patch": ("patch",), "create": ("create",),
+    "replace": ("update",), "patch-status": ("patch",),
+}
+
+# kind -> (API group, resource) of what the Kube client reads and writes in watched namespaces
+RESOURCES: dict[str, Resource] = {
+    "KafkaCluster": ("kafka.krafty.io", "kafkaclusters"), "Topic": ("kafka.krafty.io", "topics"),
+    "KafkaUser": ("kafka.krafty.io", "kafkausers"), "Pod": ("", "pods"), "Secret": ("", "secrets"),
+    "ConfigMap": ("", "configmaps"), "PersistentVolumeClaim": ("", "persistentvolumeclaims"),
+    "Service": ("", "services"), "ServiceAccount": ("", "serviceaccounts"), "Event": ("", "events"),
+    "StatefulSet": ("apps", "statefulsets"), "PodDisruptionBudget": ("policy", "poddisruptionbudgets"),
+    "NetworkPolicy": ("networking.k8s.io", "networkpolicies"),
+}
+
+
+def needed(kind: str, counted_verb: str) -> list[tuple[Resource, str]]:
+    """The (resource, RBAC verb) pairs one counted request needs ([] for what has rules of its own: the Lease,
+    the rack binding)."""
+    if kind not in RESOURCES:
+        return []
+    group, resource = RESOURCES[kind]
+    if counted_verb == "patch-status":
+        resource = f"{resource}/status"
+    return [((group, resource), verb) for verb in VERBS[counted_verb]]

@@ -1,0 +1,38 @@
+"""Rack-aware clusters' ServiceAccounts in the chart's one rack ClusterRoleBinding (krafty.decide.rack_binding)."""
+
+from __future__ import annotations
+
+from kubernetes.client.exceptions import ApiException
+
+from krafty import naming
+from krafty.clients.kube import Kube
+from krafty.decide.rack_binding import account, membership
+
+
+class RackBindingMissing(RuntimeError):
+    """The binding the chart should have made is not there."""
+
+
+def admit(kube: Kube, binding: str, namespace: str, cluster: str, wanted: bool) -> bool:
+    """Puts the cluster's ServiceAccount in the binding (wanted) or takes it out; returns whether it changed it.
+    A concurrent change by another cluster's pass is read again (the update is conditional)."""
+    member = account(namespace, naming.service_account(cluster))
+    for _ in range(3):
+        body = kube.get("ClusterRoleBinding", binding, None)
+        if body is None:
+            if not wanted:
+                return False
+            raise RackBindingMissing(f"ClusterRoleBinding {binding}, which the chart makes for rack awareness, "
+                                     "does not exist")
+        subjects = membership(body.get("subjects") or [], member, wanted)
+        if subjects is None:
+            return False
+        body["subjects"] = subjects
+        try:
+            kube.replace(body)
+        except ApiException as error:
+            if error.status != 409:
+                raise
+            continue
+        return True
+    return False
