@@ -38,7 +38,13 @@ def _plain(value: Any) -> Any:
     return value
 
 
+# Lines every liveness probe would add (each replica is probed every 10-20 s): kept for --verbose
+_PROBE_LOGGERS = ("aiohttp.access", "kopf.activities.probe")
+
+
 def configure(json_lines: bool, verbose: bool) -> None:
     handler = logging.StreamHandler()
     handler.setFormatter(JsonFormatter() if json_lines else logging.Formatter(TEXT_FORMAT))
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, handlers=[handler], force=True)
+    for name in _PROBE_LOGGERS:
+        logging.getLogger(name).setLevel(logging.DEBUG if verbose else logging.WARNING)

@@ -6,7 +6,7 @@ import json
 import logging
 import sys
 
-from krafty.logs import JsonFormatter
+from krafty.logs import JsonFormatter, configure
 
 
 def _line(record: logging.LogRecord) -> dict[str, object]:
@@ -38,3 +38,11 @@ def test_what_json_cannot_hold_is_written_as_text_and_a_traceback_is_kept() -> N
     assert line["k8s_ref"] == {"name": "prod"}
     assert str(line["peer"]).startswith("<object object at")
     assert "ValueError: a bug" in str(line["exception"])
+
+
+def test_probe_chatter_is_left_out_unless_verbose() -> None:
+    configure(json_lines=True, verbose=False)
+    assert not logging.getLogger("aiohttp.access").isEnabledFor(logging.INFO)
+    assert logging.getLogger("krafty.events").isEnabledFor(logging.INFO)
+    configure(json_lines=False, verbose=True)
+    assert logging.getLogger("kopf.activities.probe").isEnabledFor(logging.INFO)
