@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import kubernetes
 import pytest
 import yaml
 
+from krafty.clients.kube import Kube
 from krafty.model import KafkaClusterSpec
 from krafty.model.context import ClusterContext, Voter
+from krafty_testkit.apiserver import LocalApiServer
+from krafty_testkit.tools import helm
 
 REPO = Path(__file__).resolve().parents[2]
+CHART = REPO / "charts" / "krafty-operator"
+OPERATOR_ACCOUNT = "system:serviceaccount:krafty-system:krafty"
 CRDS = REPO / "crds"
 EXAMPLES = CRDS / "examples"
 
@@ -40,3 +48,19 @@ def combined_ctx() -> ClusterContext:
 @pytest.fixture
 def dedicated_ctx() -> ClusterContext:
     return context(example("kafkacluster-dedicated.yaml")["spec"], name="prod")
+
+
+def operator_kube(apiserver: LocalApiServer, namespaces: Sequence[str], rack_awareness: bool = False) -> Kube:
+    """A Kube client with the rights the chart gives the operator watching `namespaces`, and no more: the
+    chart's RBAC applied to the API server, and requests made as the operator's ServiceAccount."""
+    rendered = subprocess.run([str(helm()), "template", "krafty", str(CHART), "-n", "krafty-system",
+                               "--kube-version", "1.34.0", "--set", f"watchNamespaces={{{','.join(namespaces)}}}",
+                               "--set", f"rackAwareness.enabled={str(rack_awareness).lower()}"],
+                              capture_output=True, text=True, check=True, timeout=120).stdout
+    apiserver.kubectl("create", "namespace", "krafty-system", check=False)
+    for doc in yaml.safe_load_all(rendered):
+        if doc and doc["kind"] in ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"):
+            apiserver.apply(doc)
+    client = kubernetes.config.new_client_from_config(config_file=str(apiserver.kubeconfig))
+    client.set_default_header("Impersonate-User", OPERATOR_ACCOUNT)  # the chart binds its rights to this account
+    return Kube(client)

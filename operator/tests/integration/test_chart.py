@@ -164,10 +164,13 @@ def test_rack_awareness_grants_one_binding_by_name_and_no_other_cluster_wide_wri
     roles = {d["metadata"]["name"]: d["rules"] for d in docs if d["kind"] == "ClusterRole"}
     assert sorted(roles) == ["krafty-discovery", "krafty-kafka-rack", "krafty-rack-binder"]
     assert roles["krafty-kafka-rack"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]
-    # The operator may read and update the one binding the chart made, by name: no create, delete, or bind
-    assert roles["krafty-rack-binder"] == [{"apiGroups": ["rbac.authorization.k8s.io"],
-                                            "resources": ["clusterrolebindings"], "verbs": ["get", "update"],
-                                            "resourceNames": ["krafty-kafka-rack"]}]
+    # The operator may read and update the one binding the chart made, and bind its one role, by name:
+    # no create or delete of any binding
+    assert roles["krafty-rack-binder"] == [
+        {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterrolebindings"], "verbs": ["get", "update"],
+         "resourceNames": ["krafty-kafka-rack"]},
+        {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"], "verbs": ["bind"],
+         "resourceNames": ["krafty-kafka-rack"]}]
     [binding] = [d for d in docs if d["kind"] == "ClusterRoleBinding" and d["metadata"]["name"] == "krafty-kafka-rack"]
     assert binding["roleRef"]["name"] == "krafty-kafka-rack"
     deployment = next(d for d in docs if d["kind"] == "Deployment")

@@ -28,7 +28,7 @@ from krafty.render.secrets import decoded
 from krafty_testkit.apiserver import LocalApiServer
 from krafty_testkit.local_kafka import Layout, LocalKafkaCluster
 
-from ..conftest import CRDS
+from ..conftest import CRDS, operator_kube
 
 NS = "pass"
 CLUSTER = "local"
@@ -52,8 +52,9 @@ def kube(apiserver: LocalApiServer) -> Kube:
 
 
 @pytest.fixture(scope="module")
-def reconciler(kube: Kube, kafka: LocalKafkaCluster) -> ClusterReconciler:
-    return ClusterReconciler(kube, Settings("krafty/kafka:test", endpoints=Endpoints(
+def reconciler(apiserver: LocalApiServer, kube: Kube, kafka: LocalKafkaCluster) -> ClusterReconciler:
+    """The pass with the rights the chart gives the operator, and no more."""
+    return ClusterReconciler(operator_kube(apiserver, (NS,)), Settings("krafty/kafka:test", endpoints=Endpoints(
         kafka.bootstrap_servers, kafka.controller_bootstrap_servers)))
 
 

@@ -13,12 +13,10 @@ from krafty.reconcile import rack
 from krafty.reconcile.cluster import ClusterReconciler, Settings
 from krafty_testkit.apiserver import LocalApiServer
 
-from ..conftest import CRDS
+from ..conftest import CRDS, operator_kube
 
 NS = "racks"
 BINDING = "krafty-kafka-rack"
-
-
 @pytest.fixture(scope="module")
 def kube(apiserver: LocalApiServer) -> Kube:
     apiserver.kubectl("apply", "--server-side", "-f", str(CRDS))
@@ -33,19 +31,25 @@ def _subjects(kube: Kube) -> list[str]:
     return sorted(f"{s['namespace']}/{s['name']}" for s in body.get("subjects") or [])
 
 
-def test_rack_aware_clusters_join_the_one_binding_and_leave_it(apiserver: LocalApiServer, kube: Kube):
-    # Given the chart's binding, with no subject yet
-    apiserver.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-                     "metadata": {"name": BINDING},
-                     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": BINDING}})
+def test_rack_aware_clusters_join_the_one_binding_and_leave_it_with_the_charts_rights_only(
+        apiserver: LocalApiServer, kube: Kube):
+    # Given the chart's RBAC and its binding, with no subject yet, and the operator's rights only
+    operator = operator_kube(apiserver, (NS,), rack_awareness=True)
+    assert _subjects(kube) == []
     # When two clusters are rack-aware: both accounts are in it, each added once
-    assert rack.admit(kube, BINDING, NS, "east", wanted=True)
-    assert rack.admit(kube, BINDING, "other", "west", wanted=True)
-    assert not rack.admit(kube, BINDING, NS, "east", wanted=True)
+    assert rack.admit(operator, BINDING, NS, "east", wanted=True)
+    assert rack.admit(operator, BINDING, "other", "west", wanted=True)
+    assert not rack.admit(operator, BINDING, NS, "east", wanted=True)
     assert _subjects(kube) == ["other/west-kafka", f"{NS}/east-kafka"]
     # When one stops being rack-aware (or is deleted): only its account leaves
-    assert rack.admit(kube, BINDING, NS, "east", wanted=False)
+    assert rack.admit(operator, BINDING, NS, "east", wanted=False)
     assert _subjects(kube) == ["other/west-kafka"]
+    # And any other binding is out of its reach, said as such
+    apiserver.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                     "metadata": {"name": "someone-elses"},
+                     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": BINDING}})
+    with pytest.raises(rack.RackBindingRefused, match="someone-elses"):
+        rack.admit(operator, "someone-elses", NS, "east", wanted=True)
 
 
 def test_a_missing_binding_is_named(kube: Kube):

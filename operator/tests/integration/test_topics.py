@@ -25,7 +25,7 @@ from krafty_testkit.apiserver import LocalApiServer
 from krafty_testkit.local_kafka import Layout, LocalKafkaCluster
 from krafty_testkit.waiting import wait_for
 
-from ..conftest import CRDS
+from ..conftest import CRDS, operator_kube
 
 NS = "topics"
 CLUSTER = "local"
@@ -49,13 +49,14 @@ def kube(apiserver: LocalApiServer) -> Kube:
 
 
 @pytest.fixture
-def reconciler(kube: Kube, kafka: LocalKafkaCluster) -> TopicReconciler:
+def reconciler(apiserver: LocalApiServer, kube: Kube, kafka: LocalKafkaCluster) -> TopicReconciler:
+    """The topic pass with the rights the chart gives the operator, and no more."""
     admins: dict[Connection, KafkaAdmin] = {}
 
     def admin(connection: Connection) -> KafkaAdmin:
         return admins.setdefault(connection, KafkaAdmin(connection))
 
-    return TopicReconciler(kube, fixed(kafka.bootstrap_servers), admin)
+    return TopicReconciler(operator_kube(apiserver, (NS,)), fixed(kafka.bootstrap_servers), admin)
 
 
 @pytest.fixture(autouse=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+import json
 import logging
 import threading
 from collections.abc import Sequence
@@ -34,6 +35,14 @@ REQUEST_TIMEOUT = (5.0, 30.0)  # seconds to connect, seconds to wait for the ans
 EVENTS_LOG = logging.getLogger("krafty.events")
 # What a call raises when the API server refuses, fails or does not answer in time
 API_ERRORS = (ApiException, urllib3.exceptions.HTTPError, OSError)
+
+
+def api_message(error: ApiException) -> str:
+    """The API server's own message for a refused request."""
+    try:
+        return str(json.loads(error.body or "{}").get("message") or error.reason)
+    except ValueError:
+        return str(error.reason)
 
 
 def load_config() -> None:

@@ -8,7 +8,6 @@ then reads.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -19,7 +18,7 @@ from krafty import plan as planned
 from krafty.clients import kraft
 from krafty.clients.errors import KafkaUnavailable
 from krafty.clients.kafka_admin import KafkaAdmin
-from krafty.clients.kube import Kube
+from krafty.clients.kube import Kube, api_message
 from krafty.kraft_wire import KafkaProtocolError
 from krafty.model.context import ClusterContext
 
@@ -73,7 +72,7 @@ class Actor:
                     raise
                 # A spec value the validation let through and Kubernetes refuses (an affinity, a toleration):
                 # the object keeps what it had, and the status says why.
-                self.refused.append(f"{child.kind} {child.name}: {_api_message(error)}")
+                self.refused.append(f"{child.kind} {child.name}: {api_message(error)}")
                 self.say("ApplyRefused", self.refused[-1], warning=True)
 
     def _announce(self, action: planned.Announce) -> None:
@@ -130,7 +129,7 @@ class Actor:
                 raise
             # Admission refused the template itself (a priority class or service account that does not exist,
             # a quota): no node can run it either
-            self.refused.append(f"preflight Pod {action.pod['metadata']['name']}: {_api_message(error)}")
+            self.refused.append(f"preflight Pod {action.pod['metadata']['name']}: {api_message(error)}")
             self.say("PreflightFailed", self.refused[-1], warning=True)
             return
         self.say("PreflightStarted", action.message)
@@ -152,11 +151,3 @@ class Actor:
         if failed:
             message += f"; not possible yet for {len(failed)}: {'; '.join(list(failed.values())[:3])}"
         self.say("LeadersRebalanced", message)
-
-
-def _api_message(error: ApiException) -> str:
-    """The API server's own message for a refused object."""
-    try:
-        return str(json.loads(error.body or "{}").get("message") or error.reason)
-    except ValueError:
-        return str(error.reason)

@@ -184,6 +184,8 @@ class ClusterReconciler:
         except rack.RackBindingMissing as missing:
             return self._hold(body, "RackBindingMissing", f"{missing}: upgrade the chart with "
                               "rackAwareness.enabled=true", moment)
+        except rack.RackBindingRefused as refused:
+            return self._hold(body, "RackBindingRefused", str(refused), moment)
         return None
 
     def _config_secrets(self, ctx: ClusterContext) -> tuple[str, str]:
