@@ -1,6 +1,7 @@
 """The Helm chart and the images on real pods: install (with a KafkaCluster from values) to Ready,
-helm test, an upgrade that rolls the operator, an uninstall that removes what the docs say and nothing
-else; images run as non-root and carry exactly the pinned Kafka."""
+helm test, an upgrade that rolls the operator (and makes it watch a namespace another install operates,
+which it leaves alone), an uninstall that removes what the docs say and nothing else; images run as
+non-root and carry exactly the pinned Kafka."""
 
 from __future__ import annotations
 
@@ -46,15 +47,25 @@ def test_helm_install_test_upgrade_uninstall(operator: KubeCluster, prod: KafkaC
     demo.wait_ready(600)
     # helm test passes
     assert "Phase:          Succeeded" in helm(operator, "test", RELEASE, "--namespace", HELM_NS)
-    # Upgrade with a changed value: both replicas are replaced one at a time, the cluster stays Ready
+    # Upgrade with a changed value: both replicas are replaced one at a time, the cluster stays Ready;
+    # the release now also watches the namespace the other install operates
     before = {p["metadata"]["uid"] for p in operator_pods(operator)}
     assert len(before) == 2
-    helm(operator, "upgrade", RELEASE, str(CHART), "--wait", *base, "--set", "logLevel=DEBUG")
+    helm(operator, "upgrade", RELEASE, str(CHART), "--wait", *base, "--set", "logLevel=DEBUG",
+         "--set", f"watchNamespaces={{{HELM_NS},{NAMESPACE}}}")
     after = wait_for(lambda: operator_pods(operator),
                      lambda pods: len(pods) == 2 and not {p["metadata"]["uid"] for p in pods} & before, 300,
                      "two new operator pods")
     assert all("--verbose" in p["spec"]["containers"][0]["args"] for p in after)
     demo.wait_ready(300)
+    # It leaves that namespace to the install that holds it, and says so on the cluster there
+    claimed = wait_for(lambda: prod.events("NamespaceClaimed"), bool, 120, "the second install standing aside")
+    assert claimed[0]["message"] == (f"namespace {NAMESPACE} is operated by install {OPERATOR_NAMESPACE}/krafty "
+                                     f"(its claim, Lease krafty-operator-claim, is renewed); this install "
+                                     f"({HELM_NS}/{RELEASE}) leaves it alone")
+    claim = operator.kubectl_json("get", "lease", "krafty-operator-claim", "-n", NAMESPACE)
+    assert claim["spec"]["holderIdentity"] == f"{OPERATOR_NAMESPACE}/krafty"
+    assert prod.condition("Ready")["status"] == "True"
     # Uninstall removes the operator, its RBAC and Services, and the resources made from values...
     helm(operator, "uninstall", RELEASE, "--namespace", HELM_NS, "--wait")
     left = operator.kubectl("get", "deployments,services,serviceaccounts,roles,rolebindings", "-n", HELM_NS,

@@ -28,7 +28,7 @@ from krafty.clients.kafka_admin import AdminPool, KafkaAdmin
 from krafty.clients.kafka_users import UserAdmin
 from krafty.decide.lag import GroupSelection
 from krafty.decide.leadership import Role
-from krafty.leadership import Elector, LeaseSettings
+from krafty.leadership import Elector, LeaseSettings, NamespaceClaims
 from krafty.model.context import OperatorPeer
 from krafty.plan import PassResult
 from krafty.reconcile import connection
@@ -40,6 +40,7 @@ from krafty.scheduler import Scheduler
 
 BUSY_INTERVAL = 5.0
 IDLE_INTERVAL = 30.0
+REFUSED_INTERVAL = 30.0  # a namespace another install operates: look again this often
 JOBS = ("cluster", "topics", "users", "lag")
 
 
@@ -117,6 +118,10 @@ class Operator:
         # Each cluster's passes (cluster, topics, users, lag) use at most two workers at once
         self.scheduler = Scheduler(self.run, workers=8, leading=lease is None, group=_cluster_of, per_group=2)
         self.elector = None if lease is None else Elector(self.kube, lease, self.scheduler.lead, _stop_acting)
+        # The install (its namespace and Lease), not the pod: another install watching a namespace it claims
+        # leaves that namespace alone
+        self.claims = None if lease is None else NamespaceClaims(self.kube, f"{lease.namespace}/{lease.name}")
+        self._told: set[tuple[str, str, str | None]] = set()
         self._seen: dict[tuple[str, str, str], tuple[Any, ...]] = {}
 
     def start(self) -> None:
@@ -125,10 +130,33 @@ class Operator:
             self.elector.start()
 
     def stop(self) -> None:
-        """Finishes the passes under way, then lets go of the Lease (a standby takes over at once)."""
+        """Finishes the passes under way, then lets go of the namespaces and the Lease (a standby takes over
+        at once)."""
         self.scheduler.stop()
+        if self.claims is not None and self.role is Role.LEADER:
+            self.claims.release()
         if self.elector is not None:
             self.elector.stop()
+
+    def acts_in(self, namespace: str) -> bool:
+        """This replica leads and its install holds the namespace."""
+        return self.role is Role.LEADER and (self.claims is None or self.claims.check(namespace).ours)
+
+    def _refused(self, kind: str, namespace: str, name: str) -> bool:
+        """Another install operates this namespace: say so once (log, and an Event on the cluster)."""
+        if self.claims is None:
+            return False
+        claim = self.claims.check(namespace)
+        if claim.ours:
+            return False
+        metrics.RECONCILES.labels(kind, "refused").inc()
+        told = (namespace, name, claim.holder)
+        if told not in self._told:
+            self._told.add(told)
+            body = self.kube.get(naming.CLUSTER_KIND, name, namespace)
+            if body is not None:
+                self.kube.event(body, naming.CLUSTER_KIND, "NamespaceClaimed", claim.reason, warning=True)
+        return True
 
     @property
     def role(self) -> Role:
@@ -138,6 +166,8 @@ class Operator:
         kind, namespace, name = key
         jobs = {"cluster": self.run_cluster, "topics": self.topics.reconcile, "users": self.users.reconcile,
                 "lag": self.lag.reconcile}
+        if self._refused(kind, namespace, name):
+            return REFUSED_INTERVAL
         started = time.monotonic()
         try:
             delay = jobs[kind](namespace, name)
@@ -263,8 +293,9 @@ def topic_deleted(body: kopf.Body, logger: kopf.Logger, memo: kopf.Memo, **_: An
     """deletionPolicy Delete removes the Kafka topic (held while consumer groups read it); Retain keeps it.
     Only the leader acts; a standby's kopf keeps the finalizer and asks again."""
     operator = _operator(memo)
-    if operator.role is not Role.LEADER:
-        raise kopf.TemporaryError("this replica stands by; the leader deletes the topic", delay=10)
+    if not operator.acts_in(str(body["metadata"]["namespace"])):
+        raise kopf.TemporaryError("this replica stands by, or another install operates this namespace: the one "
+                                  "that acts here deletes the topic", delay=10)
     try:
         outcome = operator.topics.delete(dict(body))
     except Held as held:

@@ -20,7 +20,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from krafty import metrics
+from krafty import metrics, naming
 from krafty.clients.kube import API_ERRORS, Kube
 from krafty.decide.leadership import LeaseAct, LeaseRecord, Role, decide, lost
 
@@ -50,6 +50,46 @@ def _record(body: dict[str, Any] | None) -> LeaseRecord | None:
                        transitions=int(spec.get("leaseTransitions") or 0))
 
 
+class _Observed:
+    """When this process last saw a Lease change: expiry is judged by its own clock, not the holder's."""
+
+    def __init__(self) -> None:
+        self._seen: str | None = None
+        self._at = time.monotonic()
+
+    def unchanged_for(self, body: dict[str, Any] | None) -> float:
+        seen = None if body is None else str(body["metadata"].get("resourceVersion"))
+        if seen != self._seen:
+            self._seen, self._at = seen, time.monotonic()
+        return time.monotonic() - self._at
+
+
+def _write_lease(kube: Kube, namespace: str, name: str, holder: str, duration: int, body: dict[str, Any] | None,
+                 act: LeaseAct) -> dict[str, Any] | None:
+    """Creates, takes or renews the Lease for `holder`; None when another writer came first (409). The write is
+    conditional on the version read, so of two candidates exactly one wins."""
+    record = _record(body)
+    now = _now()
+    spec: dict[str, Any] = {"holderIdentity": holder, "leaseDurationSeconds": duration, "renewTime": now}
+    if act is LeaseAct.RENEW and body is not None and record is not None:
+        spec["acquireTime"] = (body.get("spec") or {}).get("acquireTime") or now
+        spec["leaseTransitions"] = record.transitions
+    else:
+        spec["acquireTime"] = now
+        spec["leaseTransitions"] = record.transitions + 1 if record else 0
+    lease: dict[str, Any] = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                             "metadata": {"name": name, "namespace": namespace}, "spec": spec}
+    try:
+        if body is None:
+            return kube.create(lease)
+        lease["metadata"]["resourceVersion"] = body["metadata"]["resourceVersion"]
+        return kube.replace(lease)
+    except ApiException as error:
+        if error.status != 409:
+            raise
+    return None
+
+
 class Elector:
     def __init__(self, kube: Kube, settings: LeaseSettings, on_elected: Callable[[], None],
                  on_lost: Callable[[], None]) -> None:
@@ -58,8 +98,7 @@ class Elector:
         self._on_elected = on_elected
         self._on_lost = on_lost
         self.role = Role.STANDBY
-        self._seen: tuple[Any, ...] | None = None
-        self._seen_at = time.monotonic()
+        self._observed = _Observed()
         self._renewed_at = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="leader-election", daemon=True)
@@ -89,16 +128,12 @@ class Elector:
             log.warning("leader election: cannot read Lease %s/%s (%s)", s.namespace, s.name, error)
             self._check_deadline()
             return
-        seen = None if body is None else (body["metadata"].get("resourceVersion"),)
-        if seen != self._seen:
-            self._seen, self._seen_at = seen, time.monotonic()
-        record = _record(body)
-        decision = decide(record, s.identity, time.monotonic() - self._seen_at)
+        decision = decide(_record(body), s.identity, self._observed.unchanged_for(body))
         if decision.act is LeaseAct.WAIT:
             if self.role is Role.LEADER:
                 self._lose(f"another replica holds the Lease: {decision.reason}")
             return
-        written = self._write(body, record, decision.act)
+        written = self._write(body, decision.act)
         if written is None:
             self._check_deadline()
             return
@@ -106,30 +141,11 @@ class Elector:
         if self.role is Role.STANDBY:
             self._become_leader(written, decision.reason)
 
-    def _write(self, body: dict[str, Any] | None, record: LeaseRecord | None,
-               act: LeaseAct) -> dict[str, Any] | None:
+    def _write(self, body: dict[str, Any] | None, act: LeaseAct) -> dict[str, Any] | None:
         s = self._settings
-        now = _now()
-        spec: dict[str, Any] = {"holderIdentity": s.identity, "leaseDurationSeconds": s.duration_seconds,
-                                "renewTime": now}
-        if act is LeaseAct.RENEW and body is not None and record is not None:
-            spec["acquireTime"] = (body.get("spec") or {}).get("acquireTime") or now
-            spec["leaseTransitions"] = record.transitions
-        else:
-            spec["acquireTime"] = now
-            spec["leaseTransitions"] = record.transitions + 1 if record else 0
-        lease: dict[str, Any] = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                                 "metadata": {"name": s.name, "namespace": s.namespace}, "spec": spec}
         try:
-            if body is None:
-                return self._kube.create(lease)
-            lease["metadata"]["resourceVersion"] = body["metadata"]["resourceVersion"]
-            return self._kube.replace(lease)
-        except ApiException as error:
-            if error.status != 409:  # 409: another replica wrote first; the next look tells who leads
-                log.warning("leader election: cannot write Lease %s/%s (%s %s)", s.namespace, s.name,
-                            error.status, error.reason)
-        except API_ERRORS as error:
+            return _write_lease(self._kube, s.namespace, s.name, s.identity, s.duration_seconds, body, act)
+        except API_ERRORS as error:  # a leader keeps acting until the deadline
             log.warning("leader election: cannot write Lease %s/%s (%s)", s.namespace, s.name, error)
         return None
 
@@ -173,3 +189,66 @@ class Elector:
             log.info("leader election: %s let go of the Lease", s.identity)
         except API_ERRORS as error:  # the standby takes over once the Lease expires instead
             log.warning("leader election: could not let go of Lease %s/%s (%s)", s.namespace, s.name, error)
+
+
+@dataclass(frozen=True)
+class Claim:
+    ours: bool
+    holder: str | None  # the install that holds the namespace (ours or another)
+    reason: str
+
+
+class NamespaceClaims:
+    """Two installs of the operator that watch one namespace must not both act there. Each namespace holds a
+    Lease (naming.NAMESPACE_CLAIM) naming the install, not the pod, whose leader acts there; the leader of
+    another install finds it held and renewed, and leaves the namespace alone, saying why. A claim lapses
+    `duration` seconds after its install stops renewing it (uninstalled, or all its replicas gone), and goes
+    at once when its leader stops cleanly."""
+
+    def __init__(self, kube: Kube, install: str, duration_seconds: int = 60) -> None:
+        self._kube = kube
+        self.install = install
+        self._duration = duration_seconds
+        self._known: dict[str, tuple[float, Claim]] = {}  # namespace -> (when checked, what was found)
+        self._observed: dict[str, _Observed] = {}
+        self._lock = threading.Lock()
+
+    def check(self, namespace: str) -> Claim:
+        """Whether this install acts in the namespace; claims or renews it when free or ours (at most every
+        third of its duration: the answer is kept that long)."""
+        with self._lock:
+            known = self._known.get(namespace)
+            if known is not None and time.monotonic() - known[0] < self._duration / 3:
+                return known[1]
+            claim = self._claim(namespace)
+            self._known[namespace] = (time.monotonic(), claim)
+            return claim
+
+    def _claim(self, namespace: str) -> Claim:
+        body = self._kube.get("Lease", naming.NAMESPACE_CLAIM, namespace)
+        record = _record(body)
+        decision = decide(record, self.install, self._observed.setdefault(namespace, _Observed()).unchanged_for(body))
+        if decision.act is LeaseAct.WAIT:
+            holder = record.holder if record else None
+            return Claim(False, holder, f"namespace {namespace} is operated by install {holder} (its claim, "
+                                        f"Lease {naming.NAMESPACE_CLAIM}, is renewed); this install "
+                                        f"({self.install}) leaves it alone")
+        if _write_lease(self._kube, namespace, naming.NAMESPACE_CLAIM, self.install, self._duration, body,
+                        decision.act) is None:
+            return Claim(False, None, f"another install claimed namespace {namespace} at the same moment")
+        return Claim(True, self.install, decision.reason)
+
+    def release(self) -> None:
+        """Lets go of every namespace this install holds (its leader stops cleanly)."""
+        with self._lock:
+            held = [ns for ns, (_, claim) in self._known.items() if claim.ours]
+            self._known.clear()
+        for namespace in held:
+            try:
+                body = self._kube.get("Lease", naming.NAMESPACE_CLAIM, namespace)
+                record = _record(body)
+                if body is not None and record is not None and record.holder == self.install:
+                    self._kube.replace({**body, "spec": {**body["spec"], "holderIdentity": None,
+                                                         "leaseDurationSeconds": 1}})
+            except API_ERRORS as error:  # it lapses after its duration instead
+                log.warning("could not let go of the claim on namespace %s (%s)", namespace, error)

@@ -15,6 +15,8 @@ TOPIC_PLURAL = "topics"
 USER_KIND = "KafkaUser"
 USER_PLURAL = "kafkausers"
 FIELD_MANAGER = "krafty-operator"
+# The Lease in each watched namespace that names the operator install acting there (krafty.leadership)
+NAMESPACE_CLAIM = "krafty-operator-claim"
 
 # Annotations users set
 PAUSED_ANNOTATION = f"{GROUP}/paused"

@@ -1,9 +1,9 @@
 """What the operator asks of the Kubernetes API in the namespaces it watches, and why: its RBAC, exactly.
 
 The chart's Role/ClusterRole (charts/krafty-operator/templates/rbac.yaml, "krafty.rules") grants this and
-nothing more: test_chart compares the two. The end-to-end run compares this list with the requests the
-operator counted (krafty_kube_requests_total, by Kube method and kind): a call the list does not hold fails
-there. Leader election (its Lease and Events in the operator's own namespace), rack awareness (one
+nothing more: test_chart compares the two, and the integration tests run the cluster, topic and rack passes
+with the chart's rights only (impersonating the operator's account), so a verb missing here fails them.
+Leader election (its Lease and Events in the operator's own namespace), rack awareness (one
 ClusterRoleBinding, by name) and kopf's discovery (CRDs, namespaces) have rules of their own in the chart.
 """
 
@@ -54,32 +54,7 @@ WATCHED_NAMESPACES: dict[Resource, dict[str, str]] = {
         "create": "server-side apply", "patch": "server-side apply", "delete": "a budget no longer asked for"},
     ("networking.k8s.io", "networkpolicies"): {
         "create": "server-side apply", "patch": "server-side apply", "delete": "spec.networkPolicy turned off"},
+    ("coordination.k8s.io", "leases"): {
+        "get": "the install's claim on the namespace (another install watching it stays out)",
+        "create": "the claim, first made", "update": "the claim renewed, taken over or let go"},
 }
-
-# How the operator's Kube client counts a request (krafty_kube_requests_total{verb}) -> the RBAC verbs it needs
-VERBS: dict[str, tuple[str, ...]] = {
-    "apply": ("patch",),  # server-side apply; creating the object first needs create too (listed above)
-    "get": ("get",), "list": ("list",), "delete": ("delete",), "patch": ("patch",), "create": ("create",),
-    "replace": ("update",), "patch-status": ("patch",),
-}
-
-# kind -> (API group, resource) of what the Kube client reads and writes in watched namespaces
-RESOURCES: dict[str, Resource] = {
-    "KafkaCluster": ("kafka.krafty.io", "kafkaclusters"), "Topic": ("kafka.krafty.io", "topics"),
-    "KafkaUser": ("kafka.krafty.io", "kafkausers"), "Pod": ("", "pods"), "Secret": ("", "secrets"),
-    "ConfigMap": ("", "configmaps"), "PersistentVolumeClaim": ("", "persistentvolumeclaims"),
-    "Service": ("", "services"), "ServiceAccount": ("", "serviceaccounts"), "Event": ("", "events"),
-    "StatefulSet": ("apps", "statefulsets"), "PodDisruptionBudget": ("policy", "poddisruptionbudgets"),
-    "NetworkPolicy": ("networking.k8s.io", "networkpolicies"),
-}
-
-
-def needed(kind: str, counted_verb: str) -> list[tuple[Resource, str]]:
-    """The (resource, RBAC verb) pairs one counted request needs ([] for what has rules of its own: the Lease,
-    the rack binding)."""
-    if kind not in RESOURCES:
-        return []
-    group, resource = RESOURCES[kind]
-    if counted_verb == "patch-status":
-        resource = f"{resource}/status"
-    return [((group, resource), verb) for verb in VERBS[counted_verb]]

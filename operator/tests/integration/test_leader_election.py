@@ -1,5 +1,6 @@
 """Leader election among operator replicas (krafty.leadership) against a real API server: one leads, a standby
-takes over when the leader dies or lets go, and a leader whose Lease was taken stops acting."""
+takes over when the leader dies or lets go, and a leader whose Lease was taken stops acting; of two installs
+watching one namespace, one acts there."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 
 from krafty.clients.kube import Kube
 from krafty.decide.leadership import Role
-from krafty.leadership import Elector, LeaseSettings
+from krafty.leadership import Elector, LeaseSettings, NamespaceClaims
 from krafty_testkit.apiserver import LocalApiServer
 from krafty_testkit.waiting import wait_for
 
@@ -116,3 +117,29 @@ def test_a_leader_whose_lease_was_taken_stops_acting(kube: Kube, replicas: list[
     # Then the leader gives up at its next look
     wait_for(leader.lost.is_set, bool, 10, "the leader told it lost the Lease")
     assert leader.elector.role is Role.STANDBY
+
+
+def test_a_second_install_watching_the_same_namespace_stays_out_until_the_first_is_gone(kube: Kube):
+    # Given two installs of the operator watching one namespace, the first acting there
+    first = NamespaceClaims(kube, "krafty-system/krafty", duration_seconds=3)
+    second = NamespaceClaims(kube, "team-b/krafty", duration_seconds=3)
+    assert first.check(NS).ours
+    # Then the second leaves it alone, naming the install that operates it
+    refused = second.check(NS)
+    assert (refused.ours, refused.holder) == (False, "krafty-system/krafty")
+    assert refused.reason == (f"namespace {NS} is operated by install krafty-system/krafty (its claim, Lease "
+                              f"krafty-operator-claim, is renewed); this install (team-b/krafty) leaves it alone")
+    # And while the first keeps checking (its passes), the second stays out
+    for _ in range(5):
+        time.sleep(1.1)
+        assert first.check(NS).ours
+        assert not second.check(NS).ours
+    # When the first install stops renewing (uninstalled), the second takes the namespace after the duration
+    stopped = time.monotonic()
+    taken = wait_for(lambda: second.check(NS), lambda claim: claim.ours, 15, "the second install claiming it")
+    assert time.monotonic() - stopped >= 2
+    assert taken.holder == "team-b/krafty"
+    assert not first.check(NS).ours
+    # And one that stops cleanly lets go at once
+    second.release()
+    assert wait_for(lambda: first.check(NS), lambda claim: claim.ours, 3, "the first install back").ours
