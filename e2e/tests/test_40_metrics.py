@@ -18,6 +18,8 @@ from krafty_testkit.k8s_kafka import (
     OPERATOR_NAMESPACE,
     ClientPod,
     KafkaClusterHandle,
+    operator_leader,
+    pod_of,
     repo_path,
     topic_resource,
     wait_topic_ready,
@@ -258,6 +260,53 @@ def test_with_the_operator_gone_a_stopped_broker_still_raises_alerts(prometheus:
             prod.kafka_tool("kafka-topics.sh", "--delete", "--topic", topic)
     wait_for(lambda: firing(prometheus, "KraftyOperatorAbsent"), lambda found: not found, 120,
              "the operator-absent alert resolved")
+
+
+def leader_metrics(kube: KubeCluster) -> dict[str, float]:
+    """The leading operator's own /metrics, sample by sample (name{labels} -> value)."""
+    holder = operator_leader(kube)
+    assert holder is not None, "no operator leads"
+    proxy = f"/api/v1/namespaces/{OPERATOR_NAMESPACE}/pods/{pod_of(holder)}:8080/proxy/metrics"
+    text = kube.kubectl("get", "--raw", proxy)
+    return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+            if line and not line.startswith("#")}
+
+
+@pytest.mark.full  # about three minutes: 1,000 groups made, read for a minute, deleted
+def test_a_thousand_consumer_groups_cost_the_operator_a_bounded_amount(prod: KafkaClusterHandle, client: ClientPod,
+                                                                      operator: KubeCluster):
+    # Given 1,000 consumer groups with committed offsets on a topic of 3 partitions (none of them running)
+    operator.apply([topic_resource("many-groups", "prod", partitions=3, replicas=3)])
+    wait_topic_ready(operator, "many-groups")
+    client.cli("produce", prod.bootstrap, "many-groups", "--count", "300", "--acked", "/tmp/acked-many.json")
+    before = leader_metrics(operator)
+    made = time.monotonic()
+    assert client.cli("groups", prod.bootstrap, "many-groups", "--count", "1000", "--prefix", "bulk-")["groups"] == 1000
+    made = time.monotonic() - made
+    try:
+        # Then the operator reads the chart's maximum (200 by name), counts the others, and its lag passes
+        # and memory stay within bounds
+        over = f'krafty_consumergroup_lag_groups{{cluster="prod",namespace="{NAMESPACE}",state="over_limit"}}'
+        wait_for(lambda: leader_metrics(operator).get(over), lambda v: v is not None and v >= 800, 120,
+                 "the groups over the maximum counted")
+        start = leader_metrics(operator)
+        time.sleep(60)
+        end = leader_metrics(operator)
+        lag = 'krafty_reconcile_duration_seconds_{}{{kind="lag"}}'
+        passes = end[lag.format("count")] - start[lag.format("count")]
+        mean = (end[lag.format("sum")] - start[lag.format("sum")]) / max(passes, 1)
+        read = end[over.replace("over_limit", "read")]
+        rss = end["process_resident_memory_bytes"] / 2**20
+        report_table("1,000 consumer groups on prod (chart: lag.maxGroups 200, memory limit 512 MiB)",
+                     ["groups made in (s)", "groups read", "left out", "lag passes in 60 s", "mean pass (s)",
+                      "RSS before (MiB)", "RSS after (MiB)"],
+                     [[f"{made:.0f}", f"{read:.0f}", f"{end[over]:.0f}", f"{passes:.0f}", f"{mean:.2f}",
+                       f"{before['process_resident_memory_bytes'] / 2**20:.0f}", f"{rss:.0f}"]])
+        assert read == 200
+        assert passes >= 3  # every 10 s, less the time a pass takes
+        assert rss < 512
+    finally:
+        client.cli("groups", prod.bootstrap, "many-groups", "--count", "1000", "--prefix", "bulk-", "--delete")
 
 
 def test_every_dashboard_panel_returns_data(prometheus: Prometheus):

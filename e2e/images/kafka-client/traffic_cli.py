@@ -31,6 +31,9 @@
         samples every 200 ms the share of partitions led by their preferred replica, until
         S seconds passed or the share dropped below 1 and has been back at 1 for 5 s;
         prints {"samples": [[epoch seconds, share], ...]} (only the changes)
+  traffic_cli.py groups BOOTSTRAP TOPIC --count N --prefix P [--delete]
+        gives N consumer groups P0..P(N-1) a committed offset of 0 on every partition of TOPIC (groups no
+        consumer runs, as a busy cluster has many), or deletes them; prints {"groups": N done}
   traffic_cli.py verify BOOTSTRAP TOPIC --acked FILE
         reads the topic from the beginning and prints a JSON verification:
         lost, duplicated and out-of-order records against FILE
@@ -211,6 +214,25 @@ def watch_leader(args: argparse.Namespace) -> dict[str, object]:
     return {"leaders": leaders, "longest_without_leader_s": round(longest, 2)}
 
 
+def groups(args: argparse.Namespace) -> dict[str, object]:
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient, ConsumerGroupTopicPartitions
+
+    admin = AdminClient(traffic.client_config(args.bootstrap))
+    ids = [f"{args.prefix}{i}" for i in range(args.count)]
+    if args.delete:
+        futures = admin.delete_consumer_groups(ids, request_timeout=60)
+        for future in futures.values():
+            future.result(timeout=90)
+        return {"groups": len(futures)}
+    metadata = admin.list_topics(args.topic, timeout=30)
+    offsets = [TopicPartition(args.topic, p, 0) for p in sorted(metadata.topics[args.topic].partitions)]
+    for group in ids:  # one group per request: what the Admin API takes
+        for future in admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, offsets)]).values():
+            future.result(timeout=60)
+    return {"groups": len(ids)}
+
+
 def preferred_share(admin: object) -> float:
     topics = admin.list_topics(timeout=10).topics.values()  # type: ignore[attr-defined]
     parts = [p for t in topics for p in t.partitions.values()]
@@ -237,6 +259,14 @@ def watch_preferred(args: argparse.Namespace) -> dict[str, object]:
     return {"samples": samples}
 
 
+def _on_topic(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> argparse.ArgumentParser:
+    """A command that takes BOOTSTRAP TOPIC."""
+    command = sub.add_parser(name)
+    command.add_argument("bootstrap")
+    command.add_argument("topic")
+    return command
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser()
     parser.add_argument("--ca", help="speak TLS, trusting the CA certificates in this PEM file")
@@ -244,45 +274,34 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--cert", help="CERT:KEY: PEM files of a client certificate to present (with --ca)")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("idle")
-    p = sub.add_parser("produce")
-    p.add_argument("bootstrap")
-    p.add_argument("topic")
+    p = _on_topic(sub, "produce")
     p.add_argument("--rate", type=float, default=200)
     p.add_argument("--count", type=int, default=0)
     p.add_argument("--until-file", default="/tmp/stop")
     p.add_argument("--acked", required=True)
-    v = sub.add_parser("verify")
-    v.add_argument("bootstrap")
-    v.add_argument("topic")
+    v = _on_topic(sub, "verify")
     v.add_argument("--acked", required=True)
     v.add_argument("--idle", type=float, default=10)
-    c = sub.add_parser("partitions")
-    c.add_argument("bootstrap")
-    c.add_argument("topic")
-    g = sub.add_parser("consume")
-    g.add_argument("bootstrap")
-    g.add_argument("topic")
+    g = _on_topic(sub, "consume")
     g.add_argument("--group", required=True)
     g.add_argument("--idle", type=float, default=5)
-    f = sub.add_parser("follow")
-    f.add_argument("bootstrap")
-    f.add_argument("topic")
+    f = _on_topic(sub, "follow")
     f.add_argument("--group", required=True)
     f.add_argument("--until-file", required=True)
-    b = sub.add_parser("blast")
-    b.add_argument("bootstrap")
-    b.add_argument("topic")
+    b = _on_topic(sub, "blast")
     b.add_argument("--seconds", type=float, default=30)
     b.add_argument("--warmup", type=float, default=30)
     b.add_argument("--rate-mib", type=float, default=2)
     b.add_argument("--size", type=int, default=16384)
-    for name in ("produce-lines", "last-values"):
-        q = sub.add_parser(name)
-        q.add_argument("bootstrap")
-        q.add_argument("topic")
+    for name in ("produce-lines", "last-values", "partitions"):
+        _on_topic(sub, name)
     ql = sub.add_parser("watch-leader")
     ql.add_argument("servers")
     ql.add_argument("--seconds", type=float, default=30)
+    gr = _on_topic(sub, "groups")
+    gr.add_argument("--count", type=int, required=True)
+    gr.add_argument("--prefix", required=True)
+    gr.add_argument("--delete", action="store_true")
     wp = sub.add_parser("watch-preferred")
     wp.add_argument("bootstrap")
     wp.add_argument("--seconds", type=float, default=600)
@@ -302,7 +321,8 @@ def main() -> int:
             time.sleep(3600)
     commands = {"produce": produce, "verify": verify, "partitions": partitions,
                 "consume": consume, "produce-lines": produce_lines, "last-values": last_values,
-                "watch-leader": watch_leader, "watch-preferred": watch_preferred, "follow": follow, "blast": blast}
+                "watch-leader": watch_leader, "watch-preferred": watch_preferred, "follow": follow, "blast": blast,
+                "groups": groups}
     result = commands[args.command](args)
     print(json.dumps(result), flush=True)
     return 0
