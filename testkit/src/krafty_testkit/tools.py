@@ -19,3 +19,11 @@ def helm() -> Path:
     """helm, built from source at the pinned version by e2e/localkube/build-tools.sh."""
     subprocess.run([str(REPO_ROOT / "e2e" / "localkube" / "build-tools.sh"), "helm"], check=True)
     return _cache() / "localkube" / "bin" / "helm"
+
+
+@functools.cache
+def checkov() -> Path:
+    """checkov (Kubernetes manifest checks), installed into its own venv by scripts/setup-checkov.sh."""
+    out = subprocess.run([str(REPO_ROOT / "scripts" / "setup-checkov.sh")], check=True, capture_output=True,
+                         text=True).stdout
+    return Path(out.strip().splitlines()[-1])
