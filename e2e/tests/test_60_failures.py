@@ -1,5 +1,6 @@
 """Failures on real pods, each with the operator restarted in the middle:
-a broker SIGKILLed under acks=all load, the active controller SIGKILLed, a node drain."""
+a broker SIGKILLed under acks=all load, the active controller SIGKILLed, a node drain; and a cluster whose
+nodes hang, beside one whose changes go on."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import subprocess
 import threading
 import time
 from typing import Any
+
+import pytest
 
 from krafty_testkit.k8s_kafka import (
     NAMESPACE,
@@ -17,6 +20,7 @@ from krafty_testkit.k8s_kafka import (
     wait_topic_ready,
 )
 from krafty_testkit.kube import KubeCluster
+from krafty_testkit.plugin import report_table
 from krafty_testkit.waiting import wait_for
 
 
@@ -111,3 +115,36 @@ def _drain(operator: KubeCluster, node: str) -> str:
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=180, check=False)
     assert proc.returncode != 0, "the drain should not have completed on a single node"
     return proc.stdout + proc.stderr
+
+
+@pytest.mark.full  # about two minutes, most of it the frozen cluster coming back
+def test_a_cluster_whose_brokers_hang_does_not_hold_up_another(prod: KafkaClusterHandle, small: KafkaClusterHandle,
+                                                               operator: KubeCluster):
+    """small's nodes frozen (SIGSTOP: connections open, nothing answers, every call waits out its timeout)."""
+    def defaults() -> str:
+        return prod.kafka_tool("kafka-configs.sh", "--entity-type", "brokers", "--entity-default", "--describe")
+
+    def applied_after(retention_ms: int) -> float:
+        began = time.monotonic()
+        prod.patch_spec({"brokers": {"config": {"log.retention.ms": retention_ms}}})
+        wait_for(defaults, lambda out: f"log.retention.ms={retention_ms}" in out, 300, "prod's change applied")
+        return time.monotonic() - began
+
+    # Given how long prod takes to apply a dynamic change while small is healthy
+    small.wait_ready(300)
+    healthy = applied_after(7300000)
+    # When every node of small freezes
+    pods = [p["metadata"]["name"] for p in small.pods()]
+    for pod in pods:
+        operator.kill_container(NAMESPACE, pod, "STOP")
+    try:
+        wait_for(lambda: small.condition("Available"), lambda c: c.get("status") != "True", 180,
+                 "the operator seeing small hang")
+        # Then prod's change still applies as fast
+        frozen = applied_after(7400000)
+    finally:
+        for pod in pods:
+            operator.kill_container(NAMESPACE, pod, "CONT")
+    report_table("A dynamic change to prod applied (kafka-configs.sh shows it) while small's nodes are frozen",
+                 ["small healthy (s)", "small frozen (s)"], [[f"{healthy:.1f}", f"{frozen:.1f}"]])
+    small.wait_ready(600)
