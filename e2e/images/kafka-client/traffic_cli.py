@@ -215,8 +215,8 @@ def watch_leader(args: argparse.Namespace) -> dict[str, object]:
 
 
 def groups(args: argparse.Namespace) -> dict[str, object]:
-    from confluent_kafka import TopicPartition
-    from confluent_kafka.admin import AdminClient, ConsumerGroupTopicPartitions
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import AdminClient
 
     admin = AdminClient(traffic.client_config(args.bootstrap))
     ids = [f"{args.prefix}{i}" for i in range(args.count)]
