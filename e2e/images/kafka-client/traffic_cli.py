@@ -215,16 +215,21 @@ def watch_leader(args: argparse.Namespace) -> dict[str, object]:
 
 
 def groups(args: argparse.Namespace) -> dict[str, object]:
-    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient(traffic.client_config(args.bootstrap))
     ids = [f"{args.prefix}{i}" for i in range(args.count)]
     if args.delete:
-        futures = admin.delete_consumer_groups(ids, request_timeout=60)
-        for future in futures.values():
-            future.result(timeout=90)
-        return {"groups": len(futures)}
+        deleted = 0
+        for future in admin.delete_consumer_groups(ids, request_timeout=60).values():
+            try:
+                future.result(timeout=90)
+                deleted += 1
+            except KafkaException as error:
+                if error.args[0].code() != KafkaError.GROUP_ID_NOT_FOUND:  # gone already is deleted
+                    raise
+        return {"groups": deleted}
     metadata = admin.list_topics(args.topic, timeout=30)
     offsets = [TopicPartition(args.topic, p, 0) for p in sorted(metadata.topics[args.topic].partitions)]
     for group in ids:  # one group per request: what the Admin API takes
