@@ -340,7 +340,9 @@ def test_topics_of_a_cluster_being_deleted_are_let_go_without_waiting_for_kafka(
     apiserver.apply({**topic_resource("goes-with-it", partitions=1, deletionPolicy="Delete"),
                      "spec": {"clusterRef": {"name": "going"}, "partitions": 1, "deletionPolicy": "Delete"}})
     reconciler.reconcile(NS, "going")
-    assert "goes-with-it" in kafka.admin().list_topics(timeout=10).topics
+    # (made: every broker's metadata shows it within moments, the one asked perhaps not at once)
+    wait_for(lambda: kafka.admin().list_topics(timeout=10).topics, lambda topics: "goes-with-it" in topics, 30,
+             "goes-with-it in Kafka's metadata")
     try:
         # When the cluster is being deleted, Then the Topic's deletion lets go at once
         apiserver.kubectl("delete", "kafkacluster", "going", "-n", NS, "--wait=false")
