@@ -171,8 +171,7 @@ def metrics(kube: KubeCluster, handle: k.KafkaClusterHandle) -> None:
     service = f"{RELEASE}-metrics"
     holder = wait_for(lambda: k.operator_leader(kube, RELEASE, OPERATOR_NAMESPACE), bool, 60, "an operator leading")
     leader = k.pod_of(str(holder))
-    # The leader's own metrics: a standby replica publishes no cluster series
-    text = kube.kubectl("get", "--raw", f"/api/v1/namespaces/{OPERATOR_NAMESPACE}/pods/{leader}:8080/proxy/metrics")
+    text = k.leader_metrics_text(kube, RELEASE, OPERATOR_NAMESPACE)
     shown = [line for line in text.splitlines() if line.startswith(("krafty_cluster_", "krafty_consumergroup_lag_sum"))
              and f'cluster="{CLUSTER}"' in line]
     print("\n".join(f"  {line}" for line in shown[:20]))

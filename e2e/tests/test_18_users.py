@@ -26,12 +26,11 @@ from krafty import pki
 from krafty.render.kafka_config import render_properties
 from krafty_testkit.k8s_kafka import (
     NAMESPACE,
-    OPERATOR_NAMESPACE,
-    RELEASE,
     ClientPod,
     KafkaClusterHandle,
     cluster_spec,
     driver_phase,
+    leader_metrics_text,
     submit_spark,
     topic_resource,
     wait_topic_ready,
@@ -222,8 +221,7 @@ def test_each_user_works_with_its_own_secret_and_strangers_are_refused(
 def operator_lag(kube: KubeCluster, group: str, topic: str = "ledger") -> float | None:
     """krafty_consumergroup_lag of a group on one of secure's topics, summed over its partitions, as the
     operator serves it (None: the operator reports no lag of that group there)."""
-    metrics = kube.kubectl("get", "--raw", f"/api/v1/namespaces/{OPERATOR_NAMESPACE}/services/{RELEASE}-metrics:8080"
-                           "/proxy/metrics")
+    metrics = leader_metrics_text(kube)
     wanted = {'cluster="secure"', f'group="{group}"', f'topic="{topic}"'}
     prefix = "krafty_consumergroup_lag{"
     values = [float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()

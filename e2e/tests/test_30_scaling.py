@@ -110,7 +110,7 @@ def test_a_statefulset_shrunk_while_the_operator_is_stopped_loses_no_volume(prod
         # Then its volume stays
         assert claim_uids(prod, "broker") == before
     finally:
-        operator.kubectl("scale", *deployment, "--replicas=1")
+        operator.kubectl("scale", *deployment, "--replicas=2")  # the chart's default: a leader and a standby
     # And when the operator is back, the broker comes back on the same volume and the cluster is whole again
     wait_for(lambda: [p["metadata"]["name"] for p in prod.pods()], lambda pods: len(pods) == 3, 300,
              "prod-broker-2 back")

@@ -18,8 +18,7 @@ from krafty_testkit.k8s_kafka import (
     OPERATOR_NAMESPACE,
     ClientPod,
     KafkaClusterHandle,
-    operator_leader,
-    pod_of,
+    leader_metrics_text,
     repo_path,
     topic_resource,
     wait_topic_ready,
@@ -264,10 +263,7 @@ def test_with_the_operator_gone_a_stopped_broker_still_raises_alerts(prometheus:
 
 def leader_metrics(kube: KubeCluster) -> dict[str, float]:
     """The leading operator's own /metrics, sample by sample (name{labels} -> value)."""
-    holder = operator_leader(kube)
-    assert holder is not None, "no operator leads"
-    proxy = f"/api/v1/namespaces/{OPERATOR_NAMESPACE}/pods/{pod_of(holder)}:8080/proxy/metrics"
-    text = kube.kubectl("get", "--raw", proxy)
+    text = leader_metrics_text(kube)
     return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
             if line and not line.startswith("#")}
 

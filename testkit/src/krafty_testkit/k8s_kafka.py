@@ -71,6 +71,13 @@ def pod_of(identity: str) -> str:
     return identity.rsplit("_", 1)[0]
 
 
+def leader_metrics_text(kube: KubeCluster, release: str = RELEASE, namespace: str = OPERATOR_NAMESPACE) -> str:
+    """The leading operator replica's /metrics (a standby publishes no cluster, topic or lag series)."""
+    holder = operator_leader(kube, release, namespace)
+    assert holder is not None, "no operator leads"
+    return kube.kubectl("get", "--raw", f"/api/v1/namespaces/{namespace}/pods/{pod_of(holder)}:8080/proxy/metrics")
+
+
 def cluster_spec(mode: str, brokers: int = 3, controllers: int = 3, **extra: Any) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "brokers": {"replicas": brokers, **SMALL_NODE},
