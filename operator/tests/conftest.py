@@ -50,6 +50,14 @@ def dedicated_ctx() -> ClusterContext:
     return context(example("kafkacluster-dedicated.yaml")["spec"], name="prod")
 
 
+def admin_kube(apiserver: LocalApiServer, namespace: str) -> Kube:
+    """A Kube client with the API server's full rights, after our CRDs are established and `namespace` exists."""
+    apiserver.kubectl("apply", "--server-side", "-f", str(CRDS))
+    apiserver.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+    apiserver.kubectl("create", "namespace", namespace, check=False)
+    return Kube(kubernetes.config.new_client_from_config(config_file=str(apiserver.kubeconfig)))
+
+
 def operator_kube(apiserver: LocalApiServer, namespaces: Sequence[str], rack_awareness: bool = False) -> Kube:
     """A Kube client with the rights the chart gives the operator watching `namespaces`, and no more: the
     chart's RBAC applied to the API server, and requests made as the operator's ServiceAccount."""

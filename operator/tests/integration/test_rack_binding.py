@@ -3,7 +3,6 @@ leave it, and a rack-aware cluster under an operator installed without it is hel
 
 from __future__ import annotations
 
-import kubernetes
 import pytest
 
 from krafty import naming
@@ -13,16 +12,13 @@ from krafty.reconcile import rack
 from krafty.reconcile.cluster import ClusterReconciler, Settings
 from krafty_testkit.apiserver import LocalApiServer
 
-from ..conftest import CRDS, operator_kube
+from ..conftest import admin_kube, operator_kube
 
 NS = "racks"
 BINDING = "krafty-kafka-rack"
 @pytest.fixture(scope="module")
 def kube(apiserver: LocalApiServer) -> Kube:
-    apiserver.kubectl("apply", "--server-side", "-f", str(CRDS))
-    apiserver.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
-    apiserver.kubectl("create", "namespace", NS, check=False)
-    return Kube(kubernetes.config.new_client_from_config(config_file=str(apiserver.kubeconfig)))
+    return admin_kube(apiserver, NS)
 
 
 def _subjects(kube: Kube) -> list[str]:

@@ -7,14 +7,13 @@ import threading
 import time
 from typing import Any
 
-import kubernetes
 import pytest
 
 from krafty import naming, uninstall
 from krafty.clients.kube import Kube
 from krafty_testkit.apiserver import LocalApiServer
 
-from ..conftest import CRDS
+from ..conftest import admin_kube
 
 NS = "uninstall"
 RELEASE = {"app.kubernetes.io/instance": "rel"}
@@ -22,10 +21,7 @@ RELEASE = {"app.kubernetes.io/instance": "rel"}
 
 @pytest.fixture(scope="module")
 def kube(apiserver: LocalApiServer) -> Kube:
-    apiserver.kubectl("apply", "--server-side", "-f", str(CRDS))
-    apiserver.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
-    apiserver.kubectl("create", "namespace", NS, check=False)
-    return Kube(kubernetes.config.new_client_from_config(config_file=str(apiserver.kubeconfig)))
+    return admin_kube(apiserver, NS)
 
 
 def held(apiserver: LocalApiServer, kind: str, name: str, labels: dict[str, str], spec: dict[str, Any]) -> None:

@@ -11,10 +11,15 @@ from krafty.naming import Pool
 from krafty.observed import ClusterObservation, NodeState, PartitionState, PodPhase, QuorumState, VoterState
 
 
-def test_snapshot_series_follow_the_cluster_and_disappear_with_it():
+def _collector() -> tuple[KafkaCollector, CollectorRegistry]:
     collector = KafkaCollector()
     registry = CollectorRegistry()
     registry.register(collector)
+    return collector, registry
+
+
+def test_snapshot_series_follow_the_cluster_and_disappear_with_it():
+    collector, registry = _collector()
     node = NodeState(0, Pool.BROKER, "c-broker-0", ("broker",), PodPhase.READY, True, registered=True)
     parts = (PartitionState("t", 0, 0, (0, 1), (0,), 2), PartitionState("t", 1, -1, (1, 0), (), 2))
     obs = ClusterObservation((node,), parts, QuorumState(1000, 2, (VoterState(1000, "d", 0), VoterState(1001, "e", 7))))
@@ -38,9 +43,7 @@ def test_snapshot_series_follow_the_cluster_and_disappear_with_it():
 
 def test_lag_series_are_complete_or_absent_and_the_unknown_gauge_says_which():
     # Given one group read completely and one partition of another topic whose log end could not be read
-    collector = KafkaCollector()
-    registry = CollectorRegistry()
-    registry.register(collector)
+    collector, registry = _collector()
     read = LagRead({"g": {("a", 0): 5, ("b", 0): 1, ("b", 1): 2}}, frozenset(),
                    {("a", 0): LogRange(0, 10), ("b", 0): LogRange(0, 4), ("b", 1): None})
     collector.set_lag("ns", "c", partition_lag(read))
@@ -56,9 +59,7 @@ def test_lag_series_are_complete_or_absent_and_the_unknown_gauge_says_which():
 
 def test_every_pass_outcome_is_shown_and_replaces_the_one_before():
     # Given a cluster whose pass reconciled, then found the spec invalid
-    collector = KafkaCollector()
-    registry = CollectorRegistry()
-    registry.register(collector)
+    collector, registry = _collector()
     collector.set_pass("ns", "c", "reconciled", 1000.0)
     collector.set_pass("ns", "c", "invalid", 1030.0)
     text = generate_latest(registry).decode()
@@ -72,9 +73,7 @@ def test_every_pass_outcome_is_shown_and_replaces_the_one_before():
 
 
 def test_the_groups_left_out_of_lag_collection_are_counted():
-    collector = KafkaCollector()
-    registry = CollectorRegistry()
-    registry.register(collector)
+    collector, registry = _collector()
     collector.set_lag_groups("ns", "c", SelectedGroups(("a", "b"), excluded=3, over_limit=995))
     text = generate_latest(registry).decode()
     assert 'krafty_consumergroup_lag_groups{cluster="c",namespace="ns",state="read"} 2.0' in text
