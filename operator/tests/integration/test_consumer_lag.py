@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 
@@ -95,7 +96,6 @@ def test_committed_offsets_match_kafka_and_survive_coordinators_restarting(lagge
                 assert offset in (None, truth[group][tp]), (group, tp, offset)
     after = wait_for(reader.read, lambda r: not r.unknown_groups and all(r.logs.values()), 60, "a complete read")
     assert {g: after.committed[g] for g in GROUPS} == truth
-    reader.close()
 
 
 def test_log_ends_are_read_right_after_leaders_move(lagged: LocalKafkaCluster):
@@ -128,16 +128,39 @@ def test_log_ends_are_read_right_after_leaders_move(lagged: LocalKafkaCluster):
                         "lagged").stdout
     ends = {("lagged", int(p)): int(end) for p, end in re.findall(r"^lagged:(\d+):(\d+)$", shown, re.M)}
     assert ranges == {tp: LogRange(0, ends[tp]) for tp in partitions}
-    reader.close()
 
 
 def test_only_the_selected_groups_are_read_and_the_others_are_counted(lagged: LocalKafkaCluster):
     # Given groups g1..g3, a selection that excludes g3 and reads at most one group
     reader = LagReader(Connection(lagged.bootstrap_servers), GroupSelection(exclude=("g3",), limit=1))
-    try:
-        read = reader.read()
-    finally:
-        reader.close()
+    read = reader.read()
     # Then only g1 was read (the first by name), g3 counted as excluded and g2 as over the limit
     assert sorted(read.committed) == ["g1"]
     assert read.selected == SelectedGroups(("g1",), excluded=1, over_limit=1)
+
+
+def _sockets() -> int:
+    return sum(os.readlink(f"/proc/self/fd/{fd}").startswith("socket:") for fd in os.listdir("/proc/self/fd")
+               if os.path.exists(f"/proc/self/fd/{fd}"))
+
+
+def test_a_read_asks_for_the_groups_own_partitions_and_holds_no_connection_per_group(lagged: LocalKafkaCluster):
+    # Given a topic of 12 partitions no group reads, and 40 groups more that committed on one partition of lagged
+    kafka_admin.create_topic(lagged.admin(), "bystander", 12, 1)
+    for index in range(40):
+        committer = Consumer({"bootstrap.servers": lagged.bootstrap_servers, "group.id": f"many-{index:02}"})
+        committer.commit(offsets=[TopicPartition("lagged", index % 3, index)], asynchronous=False)
+        committer.close()
+    reader = LagReader(Connection(lagged.bootstrap_servers))
+    before = _sockets()
+    # When the lag is read
+    read = reader.read()
+    # Then every group's committed offsets are there, and only its own partitions were asked about
+    assert len(read.committed) == 43
+    assert not read.unknown_groups
+    assert read.committed["many-07"] == {("lagged", 1): 7}
+    assert set(read.logs) == {("lagged", p) for p in range(3)}
+    # And the reader holds no connection per group (one consumer handle per group held 40 more)
+    held = _sockets() - before
+    print(f"\nsockets held after reading 43 groups: {held}")
+    assert held <= 6, held

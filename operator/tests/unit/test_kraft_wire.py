@@ -81,3 +81,42 @@ def test_alter_reassignments_groups_partitions_by_topic():
     reader.skip_tags()
     assert reader.int32() == 1
     assert reader.compact_array(lambda r: r.int32()) == [1, 2]
+
+
+def test_find_coordinators_asks_for_every_group_in_one_request():
+    assert wire.encode_find_coordinators(["a", "bc"]).bytes() == bytes([0, 3, 2]) + b"a" + bytes([3]) + b"bc" + b"\x00"
+
+
+def test_find_coordinators_answer_names_each_groups_broker_or_why_not():
+    def coordinator(w: wire.Writer, row: tuple[str, int, str, int, int]) -> None:
+        w.compact_string(row[0]).int32(row[1]).compact_string(row[2]).int32(row[3]).int16(row[4])
+        w.compact_string(None).tags()
+
+    body = wire.Writer().int32(0).compact_array([("a", 2, "b-2", 9092, 0), ("c", -1, "", -1, 15)], coordinator)
+    found = wire.decode_find_coordinators(wire.Reader(body.tags().bytes()))
+    assert found == {"a": wire.Coordinator(2, "b-2", 9092),
+                     "c": wire.Coordinator(-1, "", -1, "COORDINATOR_NOT_AVAILABLE")}
+
+
+def test_offset_fetch_asks_each_group_for_every_committed_partition():
+    # topics null (0): the group answers with what it committed, nothing else; require_stable false
+    body = wire.encode_offset_fetch(["g1", "g2"]).bytes()
+    assert body == bytes([3, 3]) + b"g1" + bytes([0, 0, 3]) + b"g2" + bytes([0, 0, 0, 0])
+
+
+def test_offset_fetch_answer_keeps_committed_offsets_and_marks_failed_ones():
+    def partition(w: wire.Writer, row: tuple[int, int, int]) -> None:
+        w.int32(row[0]).parts.append(row[1].to_bytes(8, "big", signed=True))
+        w.int32(-1).compact_string(None).int16(row[2]).tags()
+
+    def group(w: wire.Writer, row: tuple[str, list[tuple[int, int, int]], int]) -> None:
+        w.compact_string(row[0])
+        w.compact_array([row[1]] if row[1] else [], lambda t, parts: t.compact_string("t").compact_array(
+            parts, partition).tags())
+        w.int16(row[2]).tags()
+
+    rows = [("g1", [(0, 42, 0), (1, -1, 0), (2, -1, 3)], 0), ("g2", [], 16)]
+    found = wire.decode_offset_fetch(wire.Reader(wire.Writer().int32(0).compact_array(rows, group).tags().bytes()))
+    # partition 1 was never committed (-1): left out; partition 2 failed: unknown
+    assert found == {"g1": wire.GroupOffsets({("t", 0): 42, ("t", 2): None}),
+                     "g2": wire.GroupOffsets({}, "NOT_COORDINATOR")}

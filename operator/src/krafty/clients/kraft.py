@@ -1,4 +1,4 @@
-"""KRaft admin requests over a TCP or TLS connection (see krafty.kraft_wire).
+"""Admin requests no Python client has, over a TCP or TLS connection (see krafty.kraft_wire).
 
 Each call tries the given servers in turn (brokers forward these requests to
 the active controller; controllers answer them directly) and returns the
@@ -93,7 +93,8 @@ _NAMES = {wire.DESCRIBE_QUORUM: "DescribeQuorum", wire.DESCRIBE_CLUSTER: "Descri
           wire.ALTER_PARTITION_REASSIGNMENTS: "AlterPartitionReassignments",
           wire.LIST_PARTITION_REASSIGNMENTS: "ListPartitionReassignments",
           wire.INCREMENTAL_ALTER_CONFIGS: "IncrementalAlterConfigs",
-          wire.DESCRIBE_CLIENT_QUOTAS: "DescribeClientQuotas", wire.ALTER_CLIENT_QUOTAS: "AlterClientQuotas"}
+          wire.DESCRIBE_CLIENT_QUOTAS: "DescribeClientQuotas", wire.ALTER_CLIENT_QUOTAS: "AlterClientQuotas",
+          wire.FIND_COORDINATOR: "FindCoordinator", wire.OFFSET_FETCH: "OffsetFetch"}
 
 
 def describe_brokers(servers: Target, timeout: float = 10.0) -> tuple[wire.Broker, ...]:

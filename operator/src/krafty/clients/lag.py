@@ -1,4 +1,4 @@
-"""Reading consumer lag: committed offsets of every group and the log range of their partitions.
+"""Reading consumer lag: committed offsets of the selected groups and the log range of their partitions.
 
 The lag pass has its own clients, never the cluster pass's Admin client: a
 slow read (a group coordinator restarting, a broker behind) must not hold up
@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from krafty import kraft_wire as wire
 from krafty import metrics
+from krafty.clients import kraft
 from krafty.clients.connection import Connection
 from krafty.clients.errors import KafkaUnavailable, describe_error
 from krafty.clients.kafka_admin import Recycler, admin_config
@@ -25,7 +27,6 @@ from krafty.decide.lag import (
     GroupSelection,
     LagRead,
     LogRange,
-    SelectedGroups,
     TopicPartitionKey,
     select_groups,
 )
@@ -36,77 +37,69 @@ CLIENT_ID = "krafty-operator-lag"
 
 
 class LagReader:
-    """The clients of one cluster's lag pass: an AdminClient and one offset reader per group."""
+    """The clients of one cluster's lag pass: an AdminClient (groups, log ranges) and the wire client's
+    batched OffsetFetch (committed offsets: one request per group coordinator, every selected group in it)."""
 
     def __init__(self, connection: Connection, selection: GroupSelection = DEFAULT_GROUPS) -> None:
         self.connection = connection
         self.selection = selection
         self._admin = AdminClient(admin_config(connection, CLIENT_ID))
         self._admin_recycler = Recycler()
-        self._readers: dict[str, tuple[Consumer, Recycler]] = {}
         self._lock = threading.Lock()
 
     def read(self) -> LagRead:
-        """Committed offsets of every consumer group, and the log range of each partition they committed.
+        """Committed offsets of every selected consumer group, and the log range of each partition they
+        committed: only the groups' own partitions are asked for.
 
         Raises KafkaUnavailable when not even the groups can be listed."""
         metrics.KAFKA_REQUESTS.labels("lag_read").inc()
         with self._lock:
             try:
-                selected, partitions = self._groups_and_partitions()
+                listed = self._admin.list_consumer_groups(request_timeout=TIMEOUT).result(timeout=TIMEOUT + 5)
             except (KafkaException, FutureTimeout) as error:
                 if self._admin_recycler.failed():
                     self._admin = AdminClient(admin_config(self.connection, CLIENT_ID))
                 raise KafkaUnavailable(f"consumer groups: {describe_error(error)}") from error
             self._admin_recycler.succeeded()
+            selected = select_groups((g.group_id for g in listed.valid), self.selection)
             committed: dict[str, dict[TopicPartitionKey, int | None]] = {}
             unknown_groups = set()
-            for group in selected.groups if partitions else []:
-                offsets = self._committed(group, partitions)
-                if offsets is None:
-                    unknown_groups.add(group)
+            for group, answer in self._committed(selected.groups).items():
+                if answer.error is None:
+                    committed[group] = {tp: offset for tp, offset in answer.offsets.items()
+                                        if not tp[0].startswith("__")}
                 else:
-                    committed[group] = offsets
+                    log.info("committed offsets of group %s unreadable: %s", group, answer.error)
+                    unknown_groups.add(group)
             wanted = {tp for offsets in committed.values() for tp in offsets}
             return LagRead(committed, frozenset(unknown_groups), self.log_ranges(wanted), selected)
 
-    def _groups_and_partitions(self) -> tuple[SelectedGroups, list[TopicPartition]]:
-        listed = self._admin.list_consumer_groups(request_timeout=TIMEOUT).result(timeout=TIMEOUT + 5)
-        selected = select_groups((g.group_id for g in listed.valid), self.selection)
-        for gone in set(self._readers) - set(selected.groups):  # each reader holds a connection: only those read
-            self._readers.pop(gone)[0].close()
-        # A fresh metadata request: it also refreshes the leader epochs that ListOffsets sends.
-        metadata = self._admin.list_topics(timeout=TIMEOUT)
-        partitions = [TopicPartition(name, p) for name, topic in sorted(metadata.topics.items())
-                      if topic.error is None and not name.startswith("__") for p in sorted(topic.partitions)]
-        return selected, partitions
-
-    def _committed(self, group: str, partitions: list[TopicPartition]) -> dict[TopicPartitionKey, int | None] | None:
-        """The group's committed offsets (None per partition whose read failed), or None if none could be read.
-
-        Asked through a consumer handle per group that never joins it: librdkafka's
-        ListConsumerGroupOffsets crashes the process (SIGSEGV) when the group's
-        coordinator goes away mid-request, as it does in every broker restart.
-        """
-        reader, recycler = self._readers.get(group) or self._new_reader(group)
+    def _committed(self, groups: Sequence[str]) -> dict[str, wire.GroupOffsets]:
+        """Each group's committed offsets, or why they could not be read: its coordinator is found with
+        one FindCoordinator for all groups, then each coordinator is asked once for all of its groups."""
+        if not groups:
+            return {}
         try:
-            answer = reader.committed(partitions, timeout=TIMEOUT)
-        except KafkaException as error:
-            log.info("committed offsets of group %s unreadable: %s", group, describe_error(error))
-            if recycler.failed():
-                log.warning("offset reader of group %s failed for long: replacing it", group)
-                self._readers.pop(group)[0].close()
-            return None
-        recycler.succeeded()
-        return {(tp.topic, tp.partition): (None if tp.error is not None else tp.offset) for tp in answer
-                if tp.error is not None or tp.offset >= 0}
-
-    def _new_reader(self, group: str) -> tuple[Consumer, Recycler]:
-        reader = Consumer({"bootstrap.servers": self.connection.servers, "group.id": group,
-                           "enable.auto.commit": False, "client.id": CLIENT_ID, "log_level": 3,
-                           **self.connection.librdkafka()})
-        self._readers[group] = (reader, Recycler())
-        return self._readers[group]
+            coordinators = kraft.call(self.connection, wire.FIND_COORDINATOR, 4, wire.encode_find_coordinators(groups),
+                                      wire.decode_find_coordinators, TIMEOUT)
+        except (KafkaUnavailable, wire.KafkaProtocolError) as error:
+            return {group: wire.GroupOffsets({}, f"no coordinator: {error}") for group in groups}
+        found = {group: wire.GroupOffsets({}, "no coordinator in the answer") for group in groups}
+        by_address: dict[str, list[str]] = {}
+        for group in groups:
+            coordinator = coordinators.get(group)
+            if coordinator is not None and coordinator.error is not None:
+                found[group] = wire.GroupOffsets({}, f"coordinator: {coordinator.error}")
+            elif coordinator is not None:
+                by_address.setdefault(f"{coordinator.host}:{coordinator.port}", []).append(group)
+        for address, members in sorted(by_address.items()):
+            try:
+                answers = kraft.call(self.connection.to(address), wire.OFFSET_FETCH, 8,
+                                     wire.encode_offset_fetch(members), wire.decode_offset_fetch, TIMEOUT)
+            except (KafkaUnavailable, wire.KafkaProtocolError) as error:
+                answers = {group: wire.GroupOffsets({}, f"coordinator {address}: {error}") for group in members}
+            found.update({group: answers[group] for group in members if group in answers})
+        return found
 
     def log_ranges(self, partitions: Iterable[TopicPartitionKey]) -> dict[TopicPartitionKey, LogRange | None]:
         """The (log start, log end) of each partition; None where Kafka did not answer.
@@ -146,8 +139,3 @@ class LagReader:
         return {tp: (LogRange(start, end) if start is not None and end is not None else None)
                 for tp, (start, end) in found.items()}
 
-    def close(self) -> None:
-        with self._lock:
-            for reader, _ in self._readers.values():
-                reader.close()
-            self._readers.clear()

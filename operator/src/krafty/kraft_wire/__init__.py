@@ -1,8 +1,8 @@
-"""Kafka wire format for the KRaft admin requests no Python client offers.
+"""Kafka wire format for the admin requests no Python client offers.
 
 confluent-kafka covers topics, configs, groups, offsets, ACLs, SCRAM credentials and leader election;
-it has no client quotas, DescribeQuorum, DescribeCluster with fenced brokers, RemoveRaftVoter,
-UnregisterBroker or partition reassignment calls. These are small
+it has no committed offsets of many groups in one request, no client quotas, DescribeQuorum, DescribeCluster
+with fenced brokers, RemoveRaftVoter, UnregisterBroker or partition reassignment calls. These are small
 flexible-version messages, encoded here as pure functions from typed values to
 bytes and back, and sent by krafty.clients.kraft. Field order follows Kafka's
 message definitions (clients/src/main/resources/common/message/*.json).
@@ -32,6 +32,16 @@ from krafty.kraft_wire.codec import (
     request_header,
     uuid_from_kafka,
     uuid_to_kafka,
+)
+from krafty.kraft_wire.groups import (
+    FIND_COORDINATOR,
+    OFFSET_FETCH,
+    Coordinator,
+    GroupOffsets,
+    decode_find_coordinators,
+    decode_offset_fetch,
+    encode_find_coordinators,
+    encode_offset_fetch,
 )
 from krafty.kraft_wire.nodes import (
     ADD_RAFT_VOTER,
@@ -69,12 +79,16 @@ __all__ = [
     "DESCRIBE_CLUSTER",
     "DESCRIBE_QUORUM",
     "ERROR_NAMES",
+    "FIND_COORDINATOR",
     "INCREMENTAL_ALTER_CONFIGS",
     "LIST_PARTITION_REASSIGNMENTS",
     "METADATA_TOPIC",
+    "OFFSET_FETCH",
     "REMOVE_RAFT_VOTER",
     "UNREGISTER_BROKER",
     "Broker",
+    "Coordinator",
+    "GroupOffsets",
     "KafkaProtocolError",
     "OngoingReassignment",
     "Quorum",
@@ -88,7 +102,9 @@ __all__ = [
     "decode_describe_cluster",
     "decode_describe_quorum",
     "decode_describe_user_quotas",
+    "decode_find_coordinators",
     "decode_list_reassignments",
+    "decode_offset_fetch",
     "decode_simple",
     "encode_add_raft_voter",
     "encode_alter_cluster_defaults",
@@ -97,7 +113,9 @@ __all__ = [
     "encode_describe_cluster",
     "encode_describe_quorum",
     "encode_describe_user_quotas",
+    "encode_find_coordinators",
     "encode_list_reassignments",
+    "encode_offset_fetch",
     "encode_remove_raft_voter",
     "encode_unregister_broker",
     "frame",

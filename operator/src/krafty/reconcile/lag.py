@@ -63,8 +63,6 @@ class LagPass:
         with self._lock:
             reader = self._readers.get(key)
             if reader is None or reader.connection != connection:
-                if reader is not None:
-                    reader.close()
                 reader = self._readers[key] = LagReader(connection, self._selection)
             return reader
 
@@ -73,6 +71,4 @@ class LagPass:
         self._last.pop((namespace, cluster), None)
         self._left_out.pop((namespace, cluster), None)
         with self._lock:
-            reader = self._readers.pop((namespace, cluster), None)
-        if reader is not None:
-            reader.close()
+            self._readers.pop((namespace, cluster), None)
