@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Resolves the pinned Kafka distribution (kafka.env) from Maven Central with
-# Maven's own configuration, into $KRAFTY_CACHE/kafka/<version>:
+# Resolves a pinned Kafka distribution (kafka.env: KAFKA_VERSION, or the version
+# given, which must be one of KAFKA_VERSIONS) from Maven Central with Maven's own
+# configuration, into $KRAFTY_CACHE/kafka/<version>:
 #   libs/   the broker, the tools and their runtime dependencies
 #   agent/  the Prometheus JMX exporter java agent
 #   bin/    kafka-*.sh launchers (the names users know)
@@ -11,9 +12,13 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/../scripts/lib.sh"
 source "$here/kafka.env"
+if [[ $# -gt 0 ]]; then
+  [[ " $KAFKA_VERSIONS " == *" $1 "* ]] || die "Kafka $1 is not pinned (kafka.env KAFKA_VERSIONS: $KAFKA_VERSIONS)"
+  KAFKA_VERSION="$1"
+fi
 
 dist="$KRAFTY_CACHE/kafka/$KAFKA_VERSION"
-key="$(files_hash "$here/kafka.env" "$here/kafka-dist/pom.xml")"
+key="$(files_hash "$here/kafka-dist/pom.xml")-$KAFKA_VERSION-$SCALA_BINARY_VERSION-$LOG4J_VERSION-$JMX_EXPORTER_VERSION"
 if [[ "$(cat "$dist/.resolved" 2>/dev/null)" != "$key" ]]; then
   log "resolving Apache Kafka $KAFKA_VERSION and JMX exporter $JMX_EXPORTER_VERSION from Maven Central"
   rm -rf "$dist/libs" "$dist/agent"

@@ -22,6 +22,8 @@ CHART = REPO / "charts" / "krafty-operator"
 OPERATOR_ACCOUNT = "system:serviceaccount:krafty-system:krafty"
 CRDS = REPO / "crds"
 EXAMPLES = CRDS / "examples"
+# The broker image of each Kafka version, as the operator's settings take them.
+TEST_IMAGES = {"4.2.2": "krafty/kafka:test-4.2.2", "4.3.1": "krafty/kafka:test"}
 
 
 def example(name: str) -> dict[str, Any]:

@@ -7,7 +7,19 @@ void row(String section, ConfigDef.ConfigKey k, String mode) {
     System.out.println(String.join("\t", section, k.name, k.type.toString(), mode,
         dflt.replaceAll("[\t\n]", " "), validator.replaceAll("[\t\n]", " ")));
 }
-var modes = org.apache.kafka.server.config.DynamicBrokerConfig.dynamicConfigUpdateModes();
+// The update modes moved from the Scala object kafka.server.DynamicBrokerConfig (4.2) to a Java class (4.3).
+@SuppressWarnings("unchecked")
+java.util.Map<String, String> updateModes() throws Exception {
+    try {
+        return (java.util.Map<String, String>) Class.forName("org.apache.kafka.server.config.DynamicBrokerConfig")
+            .getMethod("dynamicConfigUpdateModes").invoke(null);
+    } catch (ClassNotFoundException e) {
+        var scalaObject = Class.forName("kafka.server.DynamicBrokerConfig$");
+        return (java.util.Map<String, String>) scalaObject.getMethod("dynamicConfigUpdateModes")
+            .invoke(scalaObject.getField("MODULE$").get(null));
+    }
+}
+var modes = updateModes();
 for (var k : org.apache.kafka.server.config.AbstractKafkaConfig.CONFIG_DEF.configKeys().values()) {
     if (!k.internalConfig) row("broker", k, modes.getOrDefault(k.name, "read-only"));
 }

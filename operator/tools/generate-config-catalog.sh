@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
-# Writes src/krafty/data/kafka-configs.json: every broker and topic config key of
-# the pinned Kafka (type, default, validator, and for brokers whether Kafka can
-# change it at runtime), read from Kafka's own ConfigDefs. The semantic
+# Writes src/krafty/data/kafka-configs-<version>.json: every broker and topic
+# config key of a pinned Kafka (type, default, validator, and for brokers whether
+# Kafka can change it at runtime), read from Kafka's own ConfigDefs. The semantic
 # validator and the roll decision use it; a test regenerates it and compares.
-#   generate-config-catalog.sh [output]   (default: the committed file)
+#   generate-config-catalog.sh VERSION [output]   (default: the committed file)
+#   generate-config-catalog.sh --all              (every version of kafka.env's KAFKA_VERSIONS)
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-kafka_home="$("$here/../../broker-image/fetch-kafka.sh")"
-out="${1:-$here/../src/krafty/data/kafka-configs.json}"
-version="$(basename "$kafka_home")"
+if [[ "${1:-}" == "--all" ]]; then
+  source "$here/../../broker-image/kafka.env"
+  for v in $KAFKA_VERSIONS; do "$0" "$v"; done
+  exit 0
+fi
+version="${1:?usage: generate-config-catalog.sh VERSION [output] | --all}"
+kafka_home="$("$here/../../broker-image/fetch-kafka.sh" "$version")"
+out="${2:-$here/../src/krafty/data/kafka-configs-$version.json}"
 classpath="$(printf '%s:' "$kafka_home"/libs/*.jar)"
 jshell --class-path "$classpath" -R-Dlog4j2.configurationFile="$kafka_home/config/tools-log4j2.yaml" \
     "$here/config-catalog.jsh" 2>/dev/null \

@@ -30,17 +30,20 @@ class ImageSpec:
     name: str
     dockerfile: Path
     context: Path
+    build_args: tuple[str, ...] = ()  # ARG=VALUE
 
     @classmethod
     def parse(cls, text: str, relative_to: Path | None = None) -> ImageSpec:
-        """NAME=DOCKERFILE[:CONTEXT]; the context defaults to the Dockerfile's folder."""
+        """NAME=DOCKERFILE[:CONTEXT][;ARG=VALUE...]; the context defaults to the Dockerfile's folder."""
+        text, *args = text.split(";")
         name, sep, rest = text.partition("=")
-        if not sep or not name or not rest:
-            raise ValueError(f"expected NAME=DOCKERFILE[:CONTEXT], got {text!r}")
+        if not sep or not name or not rest or any("=" not in arg for arg in args):
+            raise ValueError(f"expected NAME=DOCKERFILE[:CONTEXT][;ARG=VALUE...], got {text!r}")
         dockerfile, _, context = rest.partition(":")
         base = relative_to or Path.cwd()
         dockerfile_path = (base / dockerfile).resolve()
-        return cls(name, dockerfile_path, (base / context).resolve() if context else dockerfile_path.parent)
+        return cls(name, dockerfile_path, (base / context).resolve() if context else dockerfile_path.parent,
+                   tuple(args))
 
 
 def parse_list_file(path: Path) -> list[ImageSpec]:
@@ -94,7 +97,8 @@ def build(spec: ImageSpec, extra_args: list[str]) -> str:
         iidfile = Path(tmp) / "iid"
         _run(["buildah", "build", "--isolation", "chroot", "--layers", "--pull=never", "--format", "oci",
               "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=4096:4096",
-              *extra_args, "--iidfile", str(iidfile), "-t", spec.name, "-f", str(spec.dockerfile), str(spec.context)])
+              *extra_args, *(f"--build-arg={arg}" for arg in spec.build_args), "--iidfile", str(iidfile),
+              "-t", spec.name, "-f", str(spec.dockerfile), str(spec.context)])
         return iidfile.read_text().strip().removeprefix("sha256:")
 
 

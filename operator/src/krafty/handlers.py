@@ -30,6 +30,7 @@ from krafty.decide.lag import GroupSelection
 from krafty.decide.leadership import Role
 from krafty.leadership import Elector, LeaseSettings, NamespaceClaims
 from krafty.model.context import OperatorPeer
+from krafty.model.versions import SUPPORTED_KAFKA_VERSIONS
 from krafty.plan import PassResult
 from krafty.reconcile import connection
 from krafty.reconcile.cluster import ClusterReconciler, Endpoints, Settings
@@ -79,6 +80,18 @@ def _group_selection() -> GroupSelection:
     return GroupSelection(patterns["include"], patterns["exclude"], int(os.environ.get("KRAFTY_LAG_MAX_GROUPS", "200")))
 
 
+def _broker_images() -> dict[str, str]:
+    """The broker image of each Kafka version the operator runs: the chart's brokerImage.repository tagged with
+    the version, unless brokerImage.overrides names another (KRAFTY_BROKER_IMAGES, JSON)."""
+    overrides = json.loads(os.environ.get("KRAFTY_BROKER_IMAGES") or "{}")
+    unknown = sorted(set(overrides) - set(SUPPORTED_KAFKA_VERSIONS))
+    if unknown:
+        raise SystemExit(f"brokerImage.overrides names Kafka {', '.join(unknown)}, which this operator does not run "
+                         f"({', '.join(SUPPORTED_KAFKA_VERSIONS)})")
+    repository = os.environ.get("KRAFTY_BROKER_REPOSITORY", "krafty/kafka")
+    return {version: overrides.get(version, f"{repository}:{version}") for version in SUPPORTED_KAFKA_VERSIONS}
+
+
 def _cluster_of(key: Any) -> tuple[str, str]:
     """A pass's key is (job, namespace, cluster)."""
     return (key[1], key[2])
@@ -102,7 +115,7 @@ class Operator:
         # the cluster pass too.
         override = os.environ.get("KRAFTY_KAFKA_BOOTSTRAP")
         controllers = os.environ.get("KRAFTY_KAFKA_CONTROLLERS")
-        settings = Settings(broker_image=os.environ.get("KRAFTY_BROKER_IMAGE", "krafty/kafka:latest"),
+        settings = Settings(broker_images=_broker_images(),
                             cluster_domain=os.environ.get("KRAFTY_CLUSTER_DOMAIN", "cluster.local"),
                             rack_binding=os.environ.get("KRAFTY_RACK_BINDING") or None,
                             operator=_operator_peer(),

@@ -1,4 +1,4 @@
-"""The pinned Kafka's configuration catalog (data/kafka-configs.json).
+"""The configuration catalog of each Kafka version the operator runs (data/kafka-configs-<version>.json).
 
 Generated from Kafka's own ConfigDefs by operator/tools/generate-config-catalog.sh:
 every broker and topic key, its type, default, validator and, for brokers,
@@ -12,6 +12,8 @@ import functools
 import json
 from dataclasses import dataclass
 from importlib import resources
+
+from krafty.model.versions import DEFAULT_KAFKA_VERSION
 
 
 @dataclass(frozen=True)
@@ -35,8 +37,8 @@ class Catalog:
 
 
 @functools.cache
-def catalog() -> Catalog:
-    raw = json.loads(resources.files("krafty").joinpath("data/kafka-configs.json").read_text())
+def catalog(version: str = DEFAULT_KAFKA_VERSION) -> Catalog:
+    raw = json.loads(resources.files("krafty").joinpath(f"data/kafka-configs-{version}.json").read_text())
 
     def keys(section: str) -> dict[str, ConfigKey]:
         return {name: ConfigKey(name=name, **entry) for name, entry in raw[section].items()}

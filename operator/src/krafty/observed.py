@@ -7,6 +7,7 @@ nothing else, so each can be tested with a table of situations.
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -170,6 +171,7 @@ class NodeState:
     trouble: str | None = None  # why the pod does not start, when it will not by itself
     requests: Mapping[str, str] = field(default_factory=dict)  # what its running pod requests (cpu, memory)
     listeners: frozenset[ServedListener] = frozenset()  # the client listeners its running pod serves
+    version: str | None = None  # the Kafka release its pod runs (from its image); None: no pod, or a foreign image
 
     @property
     def template_pending(self) -> bool:
@@ -257,6 +259,8 @@ class ClusterObservation:
     revisions: Mapping[Pool, str] = field(default_factory=dict)  # each StatefulSet's update revision
     templates: Mapping[Pool, Mapping[str, Any]] = field(default_factory=dict)  # each StatefulSet's pod template
     preflights: tuple[Preflight, ...] = ()
+    metadata_level: int | None = None  # the finalized metadata.version; None: unread
+    observed_at: datetime.datetime | None = None
 
     def node(self, node_id: int) -> NodeState | None:
         return next((n for n in self.nodes if n.node_id == node_id), None)

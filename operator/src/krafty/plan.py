@@ -7,12 +7,15 @@ voter, apply the children (rendered for the sizes to run this pass, never by
 rewriting the spec), set the cluster-wide dynamic config, move replicas or
 remove throttles, unregister removed brokers, delete their volumes, start or delete preflight
 pods (a new pod template is tried before any node restarts into it), then one
-roll step (restart a node, elect preferred leaders, or report what blocks).
+roll step (restart a node, elect preferred leaders, or report what blocks), and
+once a version change is through, raise metadata.version (krafty.decide.upgrade).
+A spec version the cluster's metadata.version cannot run changes nothing.
 The status the pass writes, once, is part of the plan.
 """
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
@@ -21,7 +24,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from krafty import naming
-from krafty.decide import cluster_status, listeners, preflight, roll, scaling, volumes
+from krafty.decide import cluster_status, listeners, preflight, roll, scaling, upgrade, volumes
 from krafty.decide.configs import ConfigDiff, diff
 from krafty.decide.status import DEGRADED, PROGRESSING, READY, Condition
 from krafty.model import KafkaClusterSpec, LeaderBalanceMode
@@ -39,12 +42,15 @@ class Facts:
 
     balanced_for: tuple[int, ...] | None = None  # brokers the replica placement was last balanced for
     leaders_pending: bool = False  # replicas moved: every preferred leader goes back, whatever the threshold
+    healthy_since: datetime.datetime | None = None  # every node on the target release and healthy since (status)
 
     @classmethod
     def from_status(cls, status: Mapping[str, Any] | None) -> Facts:
         scaling_status = (status or {}).get("scaling") or {}
         balanced = scaling_status.get("balancedBrokers")
-        return cls(tuple(balanced) if balanced is not None else None, bool(scaling_status.get("leadersPending")))
+        since = ((status or {}).get("versions") or {}).get("healthySince")
+        return cls(tuple(balanced) if balanced is not None else None, bool(scaling_status.get("leadersPending")),
+                   datetime.datetime.fromisoformat(since) if since else None)
 
 
 # -- actions: what the pass does, in order ------------------------------------------------------
@@ -128,8 +134,17 @@ class ElectLeaders:
     message: str
 
 
+@dataclass(frozen=True)
+class FinalizeMetadata:
+    """Raise metadata.version: every node runs the release that finalizes it."""
+
+    level: int
+    message: str
+
+
 Action = (ApplyChildren | Announce | SetClusterDefaults | MoveReplicas | RemoveThrottles | RemoveVoter | AddVoter
-          | Unregister | DeleteVolumes | StartPreflight | DeletePreflights | RestartNode | ElectLeaders)
+          | Unregister | DeleteVolumes | StartPreflight | DeletePreflights | RestartNode | ElectLeaders
+          | FinalizeMetadata)
 
 
 class PassResult(StrEnum):
@@ -258,6 +273,19 @@ def _result(step: roll.Step) -> PassResult:
 
 def plan(ctx: ClusterContext, obs: ClusterObservation, facts: Facts) -> ClusterPlan:
     """Everything this pass does, and the status it writes."""
+    decided = _plan(ctx, obs, facts)
+    refused = upgrade.refusal(_version_facts(ctx, obs))
+    if refused is None:
+        return decided
+    # Like an invalid spec: nothing is applied, nothing restarts, and the status says why
+    return replace(decided, sizes=Sizes.running(ctx.spec, obs.statefulset_replicas),
+                   actions=(Announce("VersionRefused", refused, warning=True),), step=roll.Wait(refused), facts=facts,
+                   conditions=(Condition(READY, False, "VersionRefused", refused),
+                               Condition(DEGRADED, True, "VersionRefused", refused)),
+                   result=PassResult.INVALID, busy=False)
+
+
+def _plan(ctx: ClusterContext, obs: ClusterObservation, facts: Facts) -> ClusterPlan:
     scale = _scale(ctx, obs, facts)
     formed = _quorum_formed(ctx, obs)
     published = listeners.published(ctx.spec.listeners, ctx.announced_listeners, obs.nodes)
@@ -299,9 +327,21 @@ def plan(ctx: ClusterContext, obs: ClusterObservation, facts: Facts) -> ClusterP
         restore = ctx.spec.leader_balance.mode is LeaderBalanceMode.OPERATOR
         leaders_pending = leaders_pending and restore and not roll.leaders_settled(obs)
     actions += _step_actions(step)
-    next_facts = Facts(scale.balanced_for if scale.balanced_for is not None else facts.balanced_for, leaders_pending)
-    conditions = cluster_status.conditions(obs, step, set(range(ctx.spec.brokers.replicas)), scale)
-    status = cluster_status.fields(sized, obs, step, scale, next_facts.balanced_for, next_facts.leaders_pending)
+    healthy = isinstance(step, roll.Done) and all(n.serving for n in obs.nodes)
+    version = upgrade.plan(_version_facts(ctx, obs), healthy, obs.observed_at, facts.healthy_since)
+    if version.finalize_to is not None:
+        actions.append(FinalizeMetadata(version.finalize_to, version.message))
+    next_facts = Facts(scale.balanced_for if scale.balanced_for is not None else facts.balanced_for, leaders_pending,
+                       version.healthy_since)
+    conditions = cluster_status.conditions(obs, step, set(range(ctx.spec.brokers.replicas)), scale, version)
+    status = {**cluster_status.fields(sized, obs, step, scale, next_facts.balanced_for, next_facts.leaders_pending),
+              "versions": cluster_status.version_fields(ctx.spec.version, obs, version)}
     busy = bool(ctx.initial_voters) or scale.busy or not isinstance(step, roll.Done)
     return ClusterPlan(Sizes(scale.brokers, scale.controllers), tuple(actions), step, scale, next_facts, status,
                        tuple(conditions), _result(step), busy)
+
+
+def _version_facts(ctx: ClusterContext, obs: ClusterObservation) -> upgrade.VersionFacts:
+    return upgrade.VersionFacts(ctx.spec.version, ctx.spec.upgrade.metadata_version,
+                                ctx.spec.upgrade.finalize_after_seconds,
+                                tuple(n.version for n in obs.nodes if n.exists), obs.metadata_level)

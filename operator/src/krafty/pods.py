@@ -192,8 +192,14 @@ def node_states(ctx: ClusterContext, statefulsets: Mapping[Pool, Mapping[str, An
                 phase=phase(pod, now, timeout), revision_current=current,
                 restart_requested=bool(annotations.get(RESTART_ANNOTATION)), registered=node_id in registered,
                 trouble=trouble(pod), requests=_requests(pod), listeners=served_listeners(pod) if pod else frozenset(),
+                version=ctx.version_of(_image(pod)) if pod else None,
                 pending=pending_changes(pod, template) if pod and template and not current else ()))
     return tuple(nodes)
+
+
+def _image(pod: Pod) -> str | None:
+    image = (((pod.get("spec") or {}).get("containers") or [{}])[0]).get("image")
+    return str(image) if image else None
 
 
 def _requests(pod: Pod | None) -> dict[str, str]:

@@ -17,8 +17,9 @@ from decimal import Decimal
 
 from krafty import naming
 from krafty.kafka_configs import ConfigKey, catalog
-from krafty.model import KafkaClusterSpec, TopicSpec, parse_quantity
+from krafty.model import KafkaClusterSpec, TopicSpec, parse_quantity, versions
 from krafty.model.cluster import NodePool
+from krafty.model.versions import DEFAULT_KAFKA_VERSION
 
 MAX_TOPIC_NAME = 249
 _TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -90,9 +91,10 @@ def check_value(key: ConfigKey, value: str) -> str | None:
     return None
 
 
-def check_config(section: str, config: Mapping[str, str], field: str) -> list[Problem]:
-    """Unknown keys and invalid values of a broker ("broker") or topic ("topic") config."""
-    cat = catalog()
+def check_config(section: str, config: Mapping[str, str], field: str,
+                 version: str = DEFAULT_KAFKA_VERSION) -> list[Problem]:
+    """Unknown keys and invalid values of a broker ("broker") or topic ("topic") config of a Kafka version."""
+    cat = catalog(version)
     keys = cat.broker if section == "broker" else cat.topic
     problems = []
     for name, value in sorted(config.items()):
@@ -183,16 +185,17 @@ def _owned_broker_keys(config: Mapping[str, str], field: str) -> list[Problem]:
     return problems
 
 
-def _passwords(config: Mapping[str, str], field: str) -> list[Problem]:
+def _passwords(config: Mapping[str, str], field: str, version: str) -> list[Problem]:
     """A secret value would land in the KafkaCluster and a ConfigMap: Kafka's PASSWORD settings come from Secrets."""
-    brokers = catalog().broker
+    brokers = catalog(version).broker
     return [Problem(f"{field}.{key}", f"is a secret (Kafka's PASSWORD type): give it as "
                                       f"spec.brokers.configFromSecrets.{key}, a reference to a key of a Secret")
             for key in sorted(config) if key in brokers and brokers[key].type == "PASSWORD"]
 
 
-def _secret_config(refs: Mapping[str, object], config: Mapping[str, str], field: str) -> list[Problem]:
-    cat = catalog()
+def _secret_config(refs: Mapping[str, object], config: Mapping[str, str], field: str,
+                   version: str) -> list[Problem]:
+    cat = catalog(version)
     problems = []
     for key in sorted(refs):
         if key not in cat.broker:
@@ -244,13 +247,32 @@ def _heap_problems(field: str, pool: NodePool) -> list[Problem]:
     return []
 
 
+def _metadata_version(spec: KafkaClusterSpec) -> list[Problem]:
+    """A pinned metadata.version must be one a release here finalizes, and one spec.version can run."""
+    name = spec.upgrade.metadata_version
+    if name is None:
+        return []
+    level = versions.metadata_level(name)
+    known = ", ".join(f"{r.line} ({r.metadata_version})" for r in versions.RELEASES)
+    if level is None:
+        return [Problem("spec.upgrade.metadataVersion", f"{name!r} is not a metadata.version of a Kafka release "
+                                                        f"this operator runs: {known}")]
+    target = versions.release(spec.version)
+    if target is not None and level > target.metadata_level:
+        return [Problem("spec.upgrade.metadataVersion", f"{name} is newer than Kafka {spec.version} can run "
+                                                        f"(at most {target.metadata_version})")]
+    return []
+
+
 def validate_cluster(spec: KafkaClusterSpec) -> list[Problem]:
     config = spec.brokers.config
     problems = _control_characters(config, "spec.brokers.config")
-    problems += check_config("broker", config, "spec.brokers.config")
+    problems += check_config("broker", config, "spec.brokers.config", spec.version)
     problems += _owned_broker_keys(config, "spec.brokers.config")
-    problems += _passwords(config, "spec.brokers.config")
-    problems += _secret_config(spec.brokers.config_from_secrets, config, "spec.brokers.configFromSecrets")
+    problems += _passwords(config, "spec.brokers.config", spec.version)
+    problems += _secret_config(spec.brokers.config_from_secrets, config, "spec.brokers.configFromSecrets",
+                               spec.version)
+    problems += _metadata_version(spec)
     problems += _internal_topics(config, spec.brokers.replicas, "spec.brokers.config")
     defaults = spec.topic_defaults
     min_isr = _min_isr_problem("spec.topicDefaults.minInsyncReplicas", defaults.min_insync_replicas,

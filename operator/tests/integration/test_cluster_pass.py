@@ -28,7 +28,7 @@ from krafty.render.secrets import decoded
 from krafty_testkit.apiserver import LocalApiServer
 from krafty_testkit.local_kafka import Layout, LocalKafkaCluster
 
-from ..conftest import CRDS, operator_kube
+from ..conftest import CRDS, TEST_IMAGES, operator_kube
 
 NS = "pass"
 CLUSTER = "local"
@@ -54,7 +54,7 @@ def kube(apiserver: LocalApiServer) -> Kube:
 @pytest.fixture(scope="module")
 def reconciler(apiserver: LocalApiServer, kube: Kube, kafka: LocalKafkaCluster) -> ClusterReconciler:
     """The pass with the rights the chart gives the operator, and no more."""
-    return ClusterReconciler(operator_kube(apiserver, (NS,)), Settings("krafty/kafka:test", endpoints=Endpoints(
+    return ClusterReconciler(operator_kube(apiserver, (NS,)), Settings(TEST_IMAGES, endpoints=Endpoints(
         kafka.bootstrap_servers, kafka.controller_bootstrap_servers)))
 
 
@@ -136,7 +136,8 @@ def test_a_calm_pass_reads_each_object_and_each_kafka_fact_once(calm: Outcome, k
     assert reads == {("get", "ConfigMap"): 1, ("get", "StatefulSet"): 2, ("list", "Pod"): 1,
                      ("list", "PersistentVolumeClaim"): 1, ("get", "Secret"): 4}
     assert ("patch-status", naming.CLUSTER_KIND) not in kube_calls  # nothing changed: nothing written
-    assert kafka_calls == {("DescribeCluster",): 1, ("ListPartitionReassignments",): 1, ("topic_state",): 1,
+    assert kafka_calls == {("DescribeCluster",): 1, ("ApiVersions",): 1, ("ListPartitionReassignments",): 1,
+                           ("topic_state",): 1,
                            ("topic_configs",): 1, ("dynamic_cluster_defaults",): 1, ("DescribeQuorum",): 1}
 
 

@@ -12,7 +12,7 @@ from krafty.reconcile import rack
 from krafty.reconcile.cluster import ClusterReconciler, Settings
 from krafty_testkit.apiserver import LocalApiServer
 
-from ..conftest import admin_kube, operator_kube
+from ..conftest import TEST_IMAGES, admin_kube, operator_kube
 
 NS = "racks"
 BINDING = "krafty-kafka-rack"
@@ -63,7 +63,7 @@ def test_a_rack_aware_cluster_under_an_operator_without_rack_awareness_is_held_s
     body = kube.get(naming.CLUSTER_KIND, "zoned", NS)
     assert body is not None
     # When its pass runs
-    outcome = ClusterReconciler(kube, Settings("krafty/kafka:test")).reconcile(body)
+    outcome = ClusterReconciler(kube, Settings(TEST_IMAGES)).reconcile(body)
     # Then nothing is made, and the condition names the chart value to set
     assert outcome.result is PassResult.INVALID
     status = (kube.get(naming.CLUSTER_KIND, "zoned", NS) or {})["status"]

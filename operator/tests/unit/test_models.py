@@ -9,8 +9,8 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from krafty.model import KafkaClusterSpec, TopicSpec, parse_quantity
-from krafty.model.cluster import SUPPORTED_KAFKA_VERSIONS
 from krafty.model.user import KafkaUserSpec
+from krafty.model.versions import SUPPORTED_KAFKA_VERSIONS
 
 from ..conftest import CRDS, EXAMPLES, example
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from krafty_testkit.kafka_dist import pinned_kafka_versions, pinned_versions
 from krafty_testkit.kube import ROOT, Image, KubeCluster
 from krafty_testkit.waiting import wait_for
 
@@ -23,12 +24,15 @@ NAMESPACE = "kafka-e2e"
 OPERATOR_NAMESPACE = "krafty-system"
 RELEASE = "krafty"
 CHART = ROOT / "charts" / "krafty-operator"
-BROKER_IMAGE = "krafty/kafka:4.3.1"
+KAFKA_VERSIONS = pinned_kafka_versions()  # oldest first; the last one is the default
+BROKER_IMAGES = {version: f"krafty/kafka:{version}" for version in KAFKA_VERSIONS}
+BROKER_IMAGE = BROKER_IMAGES[pinned_versions()["KAFKA_VERSION"]]
 OPERATOR_IMAGE = "krafty/operator:e2e"
 CLIENT_IMAGE = "krafty/kafka-client:e2e"
 IMAGES = [
     Image(OPERATOR_IMAGE, ROOT / "Dockerfile", ROOT),
-    Image(BROKER_IMAGE, ROOT / "broker-image" / "Dockerfile", ROOT),
+    *(Image(image, ROOT / "broker-image" / "Dockerfile", ROOT, (f"KAFKA_VERSION={version}",))
+      for version, image in BROKER_IMAGES.items()),
     Image(CLIENT_IMAGE, ROOT / "e2e" / "images" / "kafka-client" / "Dockerfile", ROOT),
 ]
 SPARK_IMAGE = Image("krafty/spark:e2e", ROOT / "spark" / "Dockerfile", ROOT)

@@ -21,30 +21,37 @@ def pinned_versions() -> dict[str, str]:
     for line in (REPO_ROOT / "broker-image" / "kafka.env").read_text().splitlines():
         if line and not line.startswith("#") and "=" in line:
             key, value = line.split("=", 1)
-            pins[key.strip()] = value.strip()
+            pins[key.strip()] = value.strip().strip("\"")
     return pins
 
 
 @functools.cache
-def kafka_home() -> Path:
-    """The directory holding libs/, bin/, agent/ and config/ of the pinned Kafka."""
+def kafka_home(version: str | None = None) -> Path:
+    """The directory holding libs/, bin/, agent/ and config/ of the pinned Kafka (KAFKA_VERSION), or of another
+    version kafka.env pins (KAFKA_VERSIONS)."""
     override = os.environ.get("KRAFTY_KAFKA_HOME")
-    if override:
+    if override and version in (None, pinned_versions()["KAFKA_VERSION"]):
         return Path(override)
-    out = subprocess.run([str(FETCH_SCRIPT)], check=True, capture_output=True, text=True)
+    out = subprocess.run([str(FETCH_SCRIPT), *([version] if version else [])], check=True, capture_output=True,
+                         text=True)
     return Path(out.stdout.strip().splitlines()[-1])
 
 
-def tool_path(name: str) -> Path:
+def pinned_kafka_versions() -> tuple[str, ...]:
+    """Every Kafka version the operator runs, oldest first (kafka.env KAFKA_VERSIONS)."""
+    return tuple(pinned_versions()["KAFKA_VERSIONS"].split())
+
+
+def tool_path(name: str, version: str | None = None) -> Path:
     """The launcher of a Kafka tool, e.g. tool_path("kafka-topics.sh")."""
-    path = kafka_home() / "bin" / name
+    path = kafka_home(version) / "bin" / name
     if not path.exists():
-        raise FileNotFoundError(f"{name} is not a Kafka tool in {kafka_home() / 'bin'}")
+        raise FileNotFoundError(f"{name} is not a Kafka tool in {kafka_home(version) / 'bin'}")
     return path
 
 
 def run_tool(name: str, *args: str, timeout: float = 120, check: bool = True,
-             input: str | None = None) -> subprocess.CompletedProcess[str]:
+             input: str | None = None, version: str | None = None) -> subprocess.CompletedProcess[str]:
     """Runs a real Kafka command-line tool and returns its completed process.
 
     With check=True a non-zero exit raises, carrying the tool's stderr.
@@ -53,7 +60,7 @@ def run_tool(name: str, *args: str, timeout: float = 120, check: bool = True,
     # Client tools start faster with the client JIT and a small heap.
     env.setdefault("KAFKA_HEAP_OPTS", "-Xmx256m")
     env.setdefault("KAFKA_JVM_PERFORMANCE_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Djava.awt.headless=true")
-    proc = subprocess.run([str(tool_path(name)), *args], check=False, capture_output=True, text=True,
+    proc = subprocess.run([str(tool_path(name, version)), *args], check=False, capture_output=True, text=True,
                           timeout=timeout, env=env, input=input)
     if check and proc.returncode != 0:
         raise RuntimeError(f"{name} {' '.join(args)} exited {proc.returncode}:\n{proc.stderr}{proc.stdout}")

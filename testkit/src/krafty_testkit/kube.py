@@ -45,13 +45,14 @@ class Image:
     name: str
     dockerfile: Path
     context: Path | None = None
+    build_args: tuple[str, ...] = ()  # ARG=VALUE
 
     @property
     def build_context(self) -> Path:
         return self.context or self.dockerfile.parent
 
     def spec(self) -> str:
-        return f"{self.name}={self.dockerfile}:{self.build_context}"
+        return ";".join([f"{self.name}={self.dockerfile}:{self.build_context}", *self.build_args])
 
 
 def run(argv: Sequence[str], timeout: float, stdin: str | None = None, env: dict[str, str] | None = None) -> str:
@@ -211,7 +212,9 @@ class KindCluster(KubeCluster):
 
     def load_images(self, images: Sequence[Image]) -> None:
         for image in images:
-            run(["docker", "build", "-t", image.name, "-f", str(image.dockerfile), str(image.build_context)], 3600)
+            args = [f"--build-arg={arg}" for arg in image.build_args]
+            run(["docker", "build", *args, "-t", image.name, "-f", str(image.dockerfile), str(image.build_context)],
+                3600)
             self._kind("load", "docker-image", "--name", KIND_CLUSTER_NAME, image.name, timeout=900)
 
     def _signal_container(self, container_id: str, signal: str) -> None:

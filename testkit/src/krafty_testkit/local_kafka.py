@@ -108,6 +108,7 @@ class Node:
     directory_id: str = field(default_factory=kraft_wire.random_kafka_uuid)
     process: subprocess.Popen[bytes] | None = None
     metrics_port: int | None = None
+    version: str | None = None  # the Kafka it runs; None: the pinned default
 
     @property
     def is_broker(self) -> bool:
@@ -170,7 +171,7 @@ class LocalKafkaCluster:
 
     def __init__(self, layout: Layout, workdir: Path, *, base_port: int | None = None,
                  config: Mapping[str, str] | None = None, heap: str = "384m", jmx_exporter: bool = False,
-                 tls: bool = False) -> None:
+                 tls: bool = False, version: str | None = None) -> None:
         self.layout = layout
         self.workdir = workdir
         # TLS checks names: the certificates name "localhost", and so do the addresses
@@ -192,7 +193,7 @@ class LocalKafkaCluster:
                 node_id, node_roles, workdir / f"node-{node_id}",
                 broker_port=next(ports) if BROKER in node_roles else None,
                 controller_port=next(ports) if CONTROLLER in node_roles else None,
-                metrics_port=next(ports) if jmx_exporter else None)
+                metrics_port=next(ports) if jmx_exporter else None, version=version)
         self.ready_seconds: float | None = None
         self._admin: Any = None
         if tls:
@@ -296,7 +297,7 @@ class LocalKafkaCluster:
             args += ["--initial-controllers", voters]
         else:
             args += ["--no-initial-controllers"]
-        kafka_dist.run_tool("kafka-storage.sh", *args)
+        kafka_dist.run_tool("kafka-storage.sh", *args, version=node.version)
         meta = node.directory / "data" / "meta.properties"
         if node.is_controller and node.directory_id not in meta.read_text():
             raise ClusterStartError(f"node {node.node_id}: {meta} does not hold directory id {node.directory_id}")
@@ -309,6 +310,8 @@ class LocalKafkaCluster:
         """
         for node in self.nodes.values():
             self._write_config(node)
+        for version in {node.version for node in self.nodes.values()}:
+            kafka_dist.kafka_home(version)  # resolved once, before the nodes format in parallel
         with ThreadPoolExecutor(max_workers=3) as pool:
             list(pool.map(self._format, self.nodes.values()))
         started = time.monotonic()
@@ -318,8 +321,10 @@ class LocalKafkaCluster:
         self.ready_seconds = time.monotonic() - started
         return self.ready_seconds
 
-    def start_node(self, node_id: int) -> None:
+    def start_node(self, node_id: int, version: str | None = None) -> None:
+        """Starts a node, on another Kafka version when one is given (an upgrade or downgrade of its binaries)."""
         node = self.nodes[node_id]
+        node.version = version or node.version
         if node.running:
             raise ClusterStartError(f"node {node_id} is already running (pid {node.process.pid})")  # type: ignore[union-attr]
         env = dict(os.environ)
@@ -328,13 +333,13 @@ class LocalKafkaCluster:
                        "-XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:TieredStopAtLevel=1 -Djava.awt.headless=true")
         if node.metrics_port is not None:
             # The broker image's exporter agent and rules, as in the pods.
-            home = kafka_dist.kafka_home()
+            home = kafka_dist.kafka_home(node.version)
             agent = next((home / "agent").glob("jmx_prometheus_javaagent-*.jar"))
             env["KAFKA_OPTS"] = (f"-javaagent:{agent}=127.0.0.1:{node.metrics_port}:{home}/config/jmx-exporter.yaml "
                                  + env.get("KAFKA_OPTS", ""))
         with node.log_path.open("ab") as log:
             node.process = subprocess.Popen(
-                [str(kafka_dist.tool_path("kafka-server-start.sh")), str(node.config_path)],
+                [str(kafka_dist.tool_path("kafka-server-start.sh", node.version)), str(node.config_path)],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
                 start_new_session=True,
                 preexec_fn=_set_parent_death_signal)  # noqa: PLW1509 - only calls prctl, which is async-signal-safe
@@ -348,11 +353,12 @@ class LocalKafkaCluster:
         """SIGKILL: an unclean crash."""
         return self._signal_and_wait(self.nodes[node_id], signal.SIGKILL, 30)
 
-    def restart_node(self, node_id: int, timeout: float = 120) -> float:
-        """Clean stop, start, and wait until the node is back; returns seconds to ready."""
+    def restart_node(self, node_id: int, timeout: float = 120, version: str | None = None) -> float:
+        """Clean stop, start (on another Kafka version when one is given), and wait until the node is back;
+        returns seconds to ready."""
         if self.nodes[node_id].running:
             self.stop_node(node_id)
-        self.start_node(node_id)
+        self.start_node(node_id, version)
         started = time.monotonic()
         self.wait_ready(timeout)
         return time.monotonic() - started

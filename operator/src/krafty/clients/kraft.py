@@ -60,7 +60,7 @@ def _exchange(address: tuple[str, int], api_key: int, version: int, body: bytes,
         sock.sendall(wire.frame(header + body))
         (size,) = struct.unpack(">i", _recv_exact(sock, 4))
         reader = wire.Reader(_recv_exact(sock, size))
-    if wire.read_response_header(reader) != correlation_id:
+    if wire.read_response_header(reader, flexible=api_key != wire.API_VERSIONS) != correlation_id:
         raise ConnectionError(f"{address}: response does not match the request")
     return reader
 
@@ -94,7 +94,8 @@ _NAMES = {wire.DESCRIBE_QUORUM: "DescribeQuorum", wire.DESCRIBE_CLUSTER: "Descri
           wire.LIST_PARTITION_REASSIGNMENTS: "ListPartitionReassignments",
           wire.INCREMENTAL_ALTER_CONFIGS: "IncrementalAlterConfigs",
           wire.DESCRIBE_CLIENT_QUOTAS: "DescribeClientQuotas", wire.ALTER_CLIENT_QUOTAS: "AlterClientQuotas",
-          wire.FIND_COORDINATOR: "FindCoordinator", wire.OFFSET_FETCH: "OffsetFetch"}
+          wire.FIND_COORDINATOR: "FindCoordinator", wire.OFFSET_FETCH: "OffsetFetch",
+          wire.API_VERSIONS: "ApiVersions", wire.UPDATE_FEATURES: "UpdateFeatures"}
 
 
 def describe_brokers(servers: Target, timeout: float = 10.0) -> tuple[wire.Broker, ...]:
@@ -157,3 +158,15 @@ def alter_user_quotas(servers: Target, changes: Mapping[str, Mapping[str, float 
         return {}
     return call(servers, wire.ALTER_CLIENT_QUOTAS, 1, wire.encode_alter_user_quotas(changes, validate_only),
                 wire.decode_alter_user_quotas, timeout)
+
+
+def finalized_features(servers: Target, timeout: float = 10.0) -> dict[str, int]:
+    """The cluster's finalized feature levels (metadata.version among them), as a broker knows them."""
+    return call(servers, wire.API_VERSIONS, 3, wire.encode_api_versions("krafty", "1"),
+                wire.decode_finalized_features, timeout)
+
+
+def upgrade_feature(servers: Target, feature: str, level: int, timeout: float = 30.0) -> None:
+    """Raises a feature's finalized level (metadata.version after every node runs the new release)."""
+    call(servers, wire.UPDATE_FEATURES, 1, wire.encode_upgrade_feature(feature, level, int(timeout * 1000)),
+         wire.decode_update_features, timeout + 5)

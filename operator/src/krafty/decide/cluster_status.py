@@ -9,6 +9,8 @@ from krafty.decide import roll
 from krafty.decide.health import summarize
 from krafty.decide.scaling import ScalePlan
 from krafty.decide.status import AVAILABLE, DEGRADED, PROGRESSING, READY, Condition
+from krafty.decide.upgrade import VersionPhase, VersionPlan
+from krafty.model import versions
 from krafty.model.context import ClusterContext
 from krafty.observed import ClusterObservation, NodeState, PodPhase
 
@@ -151,10 +153,12 @@ def _degraded(obs: ClusterObservation, step: roll.Step, scale: ScalePlan) -> Con
 
 
 def conditions(obs: ClusterObservation, step: roll.Step, desired_brokers: set[int],
-               scale: ScalePlan) -> list[Condition]:
+               scale: ScalePlan, version: VersionPlan) -> list[Condition]:
     """Ready (everything as the spec asks), Available (clients are served), Progressing (what changes and how
-    far) and Degraded (what needs attention)."""
+    far: a version change that waits to raise metadata.version too) and Degraded (what needs attention)."""
     available, progressing = _available(obs), _progressing(obs, step, scale)
+    if progressing.status is False and version.phase is VersionPhase.FINALIZING:
+        progressing = Condition(PROGRESSING, True, "FinalizingUpgrade", version.message)
     return [_ready(obs, desired_brokers, available, progressing, scale), available, progressing,
             _degraded(obs, step, scale)]
 
@@ -205,9 +209,20 @@ def fields(ctx: ClusterContext, obs: ClusterObservation, step: roll.Step, scale:
         "plannedActions": planned_actions(obs) + ([scale.message] if scale.busy else []),
         "scaling": scaling_fields(scale, obs, balanced_for, leaders_pending),
     }
-    if all(n.exists and n.revision_current for n in obs.nodes):
-        status["kafkaVersion"] = ctx.spec.version
+    running = sorted({n.version for n in obs.nodes if n.exists and n.version})
+    if running:
+        status["kafkaVersion"] = ",".join(running)
     for key, value in (("partitions", partition_summary(obs)), ("quorum", quorum_summary(obs))):
         if value is not None:
             status[key] = value
     return status
+
+
+def version_fields(target: str, obs: ClusterObservation, version: VersionPlan) -> dict[str, Any]:
+    """Where a version change stands: the target, each node's release, the cluster's metadata.version."""
+    level = obs.metadata_level
+    return {"target": target, "phase": version.phase.value, "message": version.message,
+            "nodes": {n.pod: n.version or "unknown" for n in obs.nodes if n.exists},
+            "metadataVersion": versions.metadata_name(level) if level is not None else None,
+            "metadataLevel": level,
+            "healthySince": version.healthy_since.isoformat() if version.healthy_since else None}

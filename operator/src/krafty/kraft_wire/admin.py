@@ -111,7 +111,7 @@ def decode_alter_configs(r: Reader) -> None:
 
     def response(x: Reader) -> None:
         code, message = x.int16(), x.compact_string()
-        x._take(1)
+        x.take(1)
         x.compact_string()
         x.skip_tags()
         check("IncrementalAlterConfigs", code, message)

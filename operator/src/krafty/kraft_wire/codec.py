@@ -14,7 +14,8 @@ T = TypeVar("T")
 ERROR_NAMES = {
     0: "NONE", 3: "UNKNOWN_TOPIC_OR_PARTITION", 6: "NOT_LEADER_OR_FOLLOWER", 7: "REQUEST_TIMED_OUT",
     8: "BROKER_NOT_AVAILABLE", 14: "COORDINATOR_LOAD_IN_PROGRESS", 15: "COORDINATOR_NOT_AVAILABLE",
-    16: "NOT_COORDINATOR", 30: "GROUP_AUTHORIZATION_FAILED", 69: "GROUP_ID_NOT_FOUND",
+    16: "NOT_COORDINATOR", 30: "GROUP_AUTHORIZATION_FAILED", 31: "CLUSTER_AUTHORIZATION_FAILED",
+    69: "GROUP_ID_NOT_FOUND", 95: "INVALID_UPDATE_VERSION", 96: "FEATURE_UPDATE_FAILED",
     38: "INVALID_REPLICATION_FACTOR", 39: "INVALID_REPLICA_ASSIGNMENT", 41: "NOT_CONTROLLER",
     40: "INVALID_CONFIG", 42: "INVALID_REQUEST", 60: "REASSIGNMENT_IN_PROGRESS", 85: "NO_REASSIGNMENT_IN_PROGRESS",
     94: "INCONSISTENT_VOTER_SET", 102: "BROKER_ID_NOT_REGISTERED", 104: "INCONSISTENT_CLUSTER_ID",
@@ -115,7 +116,7 @@ class Reader:
         self.data = data
         self.pos = 0
 
-    def _take(self, n: int) -> bytes:
+    def take(self, n: int) -> bytes:
         if self.pos + n > len(self.data):
             raise ValueError(f"truncated message: need {n} bytes at {self.pos} of {len(self.data)}")
         chunk = self.data[self.pos:self.pos + n]
@@ -123,30 +124,30 @@ class Reader:
         return chunk
 
     def int8(self) -> int:
-        return int(struct.unpack(">b", self._take(1))[0])
+        return int(struct.unpack(">b", self.take(1))[0])
 
     def boolean(self) -> bool:
         return self.int8() != 0
 
     def int16(self) -> int:
-        return int(struct.unpack(">h", self._take(2))[0])
+        return int(struct.unpack(">h", self.take(2))[0])
 
     def uint16(self) -> int:
-        return int(struct.unpack(">H", self._take(2))[0])
+        return int(struct.unpack(">H", self.take(2))[0])
 
     def int32(self) -> int:
-        return int(struct.unpack(">i", self._take(4))[0])
+        return int(struct.unpack(">i", self.take(4))[0])
 
     def int64(self) -> int:
-        return int(struct.unpack(">q", self._take(8))[0])
+        return int(struct.unpack(">q", self.take(8))[0])
 
     def float64(self) -> float:
-        return float(struct.unpack(">d", self._take(8))[0])
+        return float(struct.unpack(">d", self.take(8))[0])
 
     def uvarint(self) -> int:
         shift = value = 0
         while True:
-            byte = self._take(1)[0]
+            byte = self.take(1)[0]
             value |= (byte & 0x7F) << shift
             if not byte & 0x80:
                 return value
@@ -154,10 +155,10 @@ class Reader:
 
     def compact_string(self) -> str | None:
         n = self.uvarint()
-        return None if n == 0 else self._take(n - 1).decode()
+        return None if n == 0 else self.take(n - 1).decode()
 
     def uuid(self) -> str:
-        return uuid_to_kafka(self._take(16))
+        return uuid_to_kafka(self.take(16))
 
     def compact_array(self, read: Callable[[Reader], T]) -> list[T]:
         n = self.uvarint()
@@ -166,7 +167,7 @@ class Reader:
     def skip_tags(self) -> None:
         for _ in range(self.uvarint()):
             self.uvarint()
-            self._take(self.uvarint())
+            self.take(self.uvarint())
 
 
 def request_header(api_key: int, version: int, correlation_id: int, client_id: str) -> Writer:
@@ -178,10 +179,12 @@ def frame(payload: bytes) -> bytes:
     return struct.pack(">i", len(payload)) + payload
 
 
-def read_response_header(reader: Reader) -> int:
-    """Response header v1 (flexible); returns the correlation id."""
+def read_response_header(reader: Reader, flexible: bool = True) -> int:
+    """Response header v1 (flexible), or v0 (ApiVersions answers with it at every version); returns the
+    correlation id."""
     correlation_id = reader.int32()
-    reader.skip_tags()
+    if flexible:
+        reader.skip_tags()
     return correlation_id
 
 

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
 from krafty.model.common import ConfigValue, ObjectName, Quantity, Spec
 from krafty.model.network import NetworkPolicies, NetworkPolicyPeer
+from krafty.model.versions import (
+    DEFAULT_KAFKA_VERSION,
+    METADATA_VERSION_PATTERN,
+    KafkaVersion,
+)
 
-# broker-image/kafka.env pins the Kafka the images carry; a test keeps these equal to it.
-KafkaVersion = Literal["4.3.1"]
-DEFAULT_KAFKA_VERSION: KafkaVersion = "4.3.1"
-SUPPORTED_KAFKA_VERSIONS: tuple[str, ...] = get_args(KafkaVersion)
 RESERVED_PORTS = {9090: "reserved", 9091: "replication", 9093: "controller", 9404: "metrics"}
 
 
@@ -180,6 +181,15 @@ class Restarts(Spec):
     node_ready_timeout_seconds: int = Field(default=900, ge=60, le=86400)
 
 
+class Upgrade(Spec):
+    """How a version change finishes: metadata.version is raised (finalized) to the new release's once every
+    node runs it and the cluster stayed healthy for finalize_after_seconds; or, when metadata_version is set,
+    held at that (a release line such as 4.2, or a level name such as 4.2-IV1) until the user changes it."""
+
+    metadata_version: str | None = Field(default=None, pattern=METADATA_VERSION_PATTERN)
+    finalize_after_seconds: int = Field(default=600, ge=0, le=604800)
+
+
 class LeaderBalance(Spec):
     mode: LeaderBalanceMode = LeaderBalanceMode.OPERATOR
     imbalance_threshold_percent: int = Field(default=10, ge=0, le=100)
@@ -210,6 +220,7 @@ class KafkaClusterSpec(Spec):
     authorization: Authorization = Field(default_factory=Authorization)
     topic_defaults: TopicDefaults = Field(default_factory=TopicDefaults)
     restarts: Restarts = Field(default_factory=Restarts)
+    upgrade: Upgrade = Field(default_factory=Upgrade)
     leader_balance: LeaderBalance = Field(default_factory=LeaderBalance)
     metrics: Metrics = Field(default_factory=Metrics)
     network_policies: NetworkPolicies = Field(default_factory=NetworkPolicies)

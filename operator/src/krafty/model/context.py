@@ -4,7 +4,7 @@ sizes to run this pass (their own value: the spec is never rewritten to mean som
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from krafty import naming
 from krafty.model.cluster import ControllerMode, KafkaClusterSpec, Listener
@@ -75,6 +75,14 @@ class ClusterContext:
     clients_ca: str = ""  # a digest of the clients CA bundle (brokers with authentication tls listeners trust it)
     # The client listeners applications are sent to (status.listeners; krafty.decide.listeners); empty: the spec's
     announced_listeners: tuple[Listener, ...] = ()
+    broker_images: Mapping[str, str] = field(default_factory=dict)  # the operator's image of each Kafka version
+
+    def version_of(self, image: str | None) -> str | None:
+        """The Kafka release a pod's image carries: the operator's image of a version, or spec.image (which
+        carries spec.version, the user says); None for any other."""
+        if image is not None and image == self.spec.image:
+            return self.spec.version
+        return next((version for version, known in self.broker_images.items() if known == image), None)
 
     @property
     def running_sizes(self) -> Sizes:

@@ -19,7 +19,7 @@ from krafty.clients import kraft
 from krafty.clients.errors import KafkaUnavailable
 from krafty.clients.kafka_admin import KafkaAdmin
 from krafty.clients.kube import Kube, api_message
-from krafty.kraft_wire import KafkaProtocolError
+from krafty.kraft_wire import METADATA_VERSION, KafkaProtocolError
 from krafty.model.context import ClusterContext
 
 
@@ -40,7 +40,7 @@ class Actor:
             planned.Unregister: self._unregister, planned.DeleteVolumes: self._delete_volumes,
             planned.StartPreflight: self._start_preflight, planned.DeletePreflights: self._delete_preflights,
             planned.RestartNode: self._restart,
-            planned.ElectLeaders: self._elect,
+            planned.ElectLeaders: self._elect, planned.FinalizeMetadata: self._finalize,
         }
 
     def run(self, actions: Iterable[planned.Action]) -> bool:
@@ -151,3 +151,8 @@ class Actor:
         if failed:
             message += f"; not possible yet for {len(failed)}: {'; '.join(list(failed.values())[:3])}"
         self.say("LeadersRebalanced", message)
+
+    def _finalize(self, action: planned.FinalizeMetadata) -> None:
+        kraft.upgrade_feature(self.admin.connection, METADATA_VERSION, action.level)
+        self.say("MetadataVersionFinalized", f"{action.message}; from now on spec.version cannot go below "
+                                             f"{self.ctx.spec.version}")

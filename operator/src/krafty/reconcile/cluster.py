@@ -46,7 +46,7 @@ class Endpoints:
 
 @dataclass(frozen=True)
 class Settings:
-    broker_image: str
+    broker_images: Mapping[str, str]  # by Kafka version
     cluster_domain: str = "cluster.local"
     rack_binding: str | None = None  # the chart's ClusterRoleBinding for rack awareness; None: not installed
     operator: OperatorPeer | None = None  # the operator's pods, let in to the internal ports
@@ -126,8 +126,8 @@ class ClusterReconciler:
         meta = body["metadata"]
         config = self.kube.get("ConfigMap", naming.config_map(meta["name"]), meta["namespace"])
         draft = ClusterContext(meta["name"], meta["namespace"], meta["uid"], spec, "", (),
-                               spec.image or self.settings.broker_image, self.settings.cluster_domain,
-                               self.settings.operator)
+                               spec.image or self.settings.broker_images[spec.version], self.settings.cluster_domain,
+                               self.settings.operator, broker_images=self.settings.broker_images)
         try:
             found = identity.resolve((body.get("status") or {}).get("clusterId"),
                                      (config or {}).get("data") if config else None, draft.voter_ids(),

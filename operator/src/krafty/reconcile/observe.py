@@ -1,5 +1,6 @@
 """Observing a cluster, once per pass: StatefulSets, pods and preflight pods from Kubernetes; registered brokers,
-partition moves, partitions, topic throttles, the dynamic cluster config and the quorum from Kafka.
+metadata.version, partition moves, partitions, topic throttles, the dynamic cluster config and the quorum from
+Kafka.
 
 Each Kubernetes object and each Kafka fact is read once. Kafka sources fail on
 their own and say so, so one unreachable part never hides what the others show.
@@ -18,7 +19,7 @@ from krafty.clients import kraft
 from krafty.clients.errors import KafkaUnavailable
 from krafty.clients.kafka_admin import KafkaAdmin
 from krafty.clients.kube import Kube
-from krafty.kraft_wire import KafkaProtocolError
+from krafty.kraft_wire import METADATA_VERSION, KafkaProtocolError
 from krafty.model.context import ClusterContext, Sizes
 from krafty.naming import Pool
 from krafty.observed import (
@@ -53,10 +54,12 @@ class _KafkaFacts:
         self.partitions: tuple[PartitionState, ...] | None = None
         self.throttled: frozenset[str] | None = None
         self.defaults: dict[str, str] | None = None
+        self.metadata_level: int | None = None
         self.error: str | None = None
 
     def read(self, admin: KafkaAdmin) -> None:
         brokers = kraft.describe_brokers(admin.connection)
+        self.metadata_level = kraft.finalized_features(admin.connection).get(METADATA_VERSION)
         self.registrations = tuple(BrokerRegistration(b.node_id, b.fenced) for b in brokers)
         # Moves first, then the replica lists: with no move in flight, the lists read after it cannot
         # show a move that has just finished (target and old replicas together).
@@ -125,4 +128,4 @@ def observe(kube: Kube, admin: KafkaAdmin, controllers: Callable[[int], str], ct
                               revisions={pool: sts["status"]["updateRevision"] for pool, sts in statefulsets.items()
                                          if sts and (sts.get("status") or {}).get("updateRevision")},
                               templates={pool: sts["spec"]["template"] for pool, sts in statefulsets.items() if sts},
-                              preflights=preflights)
+                              preflights=preflights, metadata_level=kafka.metadata_level, observed_at=now)

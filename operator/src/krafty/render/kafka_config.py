@@ -185,9 +185,9 @@ def render_properties(props: dict[str, str]) -> str:
     return "".join(f"{_escape(key, _KEY_ESCAPES)}={_escape(value, _ESCAPES)}\n" for key, value in props.items())
 
 
-def dynamic_keys(props: dict[str, str]) -> set[str]:
-    """Keys Kafka applies cluster-wide at runtime (no restart needed)."""
-    brokers = catalog().broker
+def dynamic_keys(props: dict[str, str], version: str) -> set[str]:
+    """Keys a Kafka version applies cluster-wide at runtime (no restart needed)."""
+    brokers = catalog(version).broker
     return {key for key in props if key in brokers and brokers[key].dynamic_cluster_wide
             and not naming.owned_broker_key(key) and not props[key].startswith("${")}  # files are read at start
 
@@ -197,19 +197,19 @@ def dynamic_broker_config(ctx: ClusterContext) -> dict[str, str]:
     if not ctx.spec.brokers.replicas:
         return {}
     props = node_properties(ctx, Pool.BROKER, ctx.spec.brokers.replicas - 1)
-    return {key: props[key] for key in sorted(dynamic_keys(props))}
+    return {key: props[key] for key in sorted(dynamic_keys(props, ctx.spec.version))}
 
 
-def _static(props: dict[str, str]) -> dict[str, str]:
-    ignored = set(_NODE_IDENTITY) | set(_DISCOVERY_ONLY) | dynamic_keys(props)
+def _static(props: dict[str, str], version: str) -> dict[str, str]:
+    ignored = set(_NODE_IDENTITY) | set(_DISCOVERY_ONLY) | dynamic_keys(props, version)
     return {k: v for k, v in props.items() if k not in ignored}
 
 
 def static_config(ctx: ClusterContext, pool: Pool) -> dict[str, str]:
     """The restart-only settings of the pool's first node, secrets replaced by a digest."""
-    brokers = catalog().broker
+    brokers = catalog(ctx.spec.version).broker
     out = {}
-    for key, value in sorted(_static(node_properties(ctx, pool, 0)).items()):
+    for key, value in sorted(_static(node_properties(ctx, pool, 0), ctx.spec.version).items()):
         secret = key in brokers and brokers[key].type == "PASSWORD"
         out[key] = "sha256:" + hashlib.sha256(value.encode()).hexdigest()[:12] if secret else value
     return out
@@ -224,5 +224,6 @@ def restart_hash(ctx: ClusterContext, pool: Pool) -> str:
     shapes = {ctx.roles(pool, ordinal): ordinal for ordinal in range(ctx.replicas(pool))}
     digest = hashlib.sha256()
     for roles, ordinal in sorted(shapes.items()):
-        digest.update(repr((roles, sorted(_static(node_properties(ctx, pool, ordinal)).items()))).encode())
+        static = _static(node_properties(ctx, pool, ordinal), ctx.spec.version)
+        digest.update(repr((roles, sorted(static.items()))).encode())
     return digest.hexdigest()[:16]

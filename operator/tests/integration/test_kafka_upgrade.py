@@ -1,0 +1,48 @@
+"""The wire client's feature requests against real Kafka processes upgraded from one release to the next: the
+finalized metadata.version each release runs (the operator's version table), and raising it only once every
+node runs the new release."""
+
+from __future__ import annotations
+
+import pytest
+
+from krafty import kraft_wire as wire
+from krafty.clients import kraft
+from krafty.model import versions
+from krafty_testkit.kafka_dist import pinned_kafka_versions
+from krafty_testkit.local_kafka import Layout
+from krafty_testkit.waiting import wait_for
+
+OLDER, NEWER = pinned_kafka_versions()[0], pinned_kafka_versions()[-1]
+
+
+def test_the_version_table_is_the_pinned_one():
+    assert pinned_kafka_versions() == versions.SUPPORTED_KAFKA_VERSIONS
+    assert versions.DEFAULT_KAFKA_VERSION == NEWER
+
+
+def test_metadata_version_is_raised_once_every_node_runs_the_newer_release(local_kafka):
+    # Given a cluster formatted and started by the older release
+    cluster = local_kafka(Layout.dedicated(1, 2), version=OLDER)
+    older, newer = versions.release(OLDER), versions.release(NEWER)
+    assert older is not None
+    assert newer is not None
+    # Then it runs the metadata.version the table says that release finalizes
+    assert kraft.finalized_features(cluster.bootstrap_servers)[wire.METADATA_VERSION] == older.metadata_level
+    # When the controller and one broker run the newer release, the other broker the older one
+    controller, first, second = cluster.controllers[0], *cluster.brokers
+    cluster.restart_node(controller.node_id, version=NEWER)
+    cluster.restart_node(first.node_id, version=NEWER)
+    # Then the newer level is refused: a node could not run it
+    with pytest.raises(wire.KafkaProtocolError) as refused:
+        kraft.upgrade_feature(cluster.bootstrap_servers, wire.METADATA_VERSION, newer.metadata_level)
+    print(f"\nmetadata.version {newer.metadata_version} with a node on {OLDER}: {refused.value}")
+    assert refused.value.error_name == "INVALID_UPDATE_VERSION"
+    assert kraft.finalized_features(cluster.bootstrap_servers)[wire.METADATA_VERSION] == older.metadata_level
+    # And once every node runs the newer release, it is raised, and every broker knows it
+    cluster.restart_node(second.node_id, version=NEWER)
+    kraft.upgrade_feature(cluster.bootstrap_servers, wire.METADATA_VERSION, newer.metadata_level)
+    for broker in cluster.brokers:
+        address = f"{cluster.host}:{broker.broker_port}"
+        wait_for(lambda a=address: kraft.finalized_features(a)[wire.METADATA_VERSION],
+                 lambda level: level == newer.metadata_level, 30, f"{address} on {newer.metadata_version}")
