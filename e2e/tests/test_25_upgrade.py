@@ -1,0 +1,126 @@
+"""Kafka version changes on real pods: a cluster made with the older release upgraded under load through the safe
+roll, metadata.version raised after the healthy time, a downgrade before that (full set), and one after it
+refused without a restart."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from test_10_operator_core import make_topic, pod_uids, restart_events, wait_rolled
+
+from krafty_testkit.k8s_kafka import KAFKA_VERSIONS, ClientPod, KafkaClusterHandle, cluster_spec
+from krafty_testkit.kube import KubeCluster
+from krafty_testkit.plugin import report_table
+from krafty_testkit.waiting import wait_for
+
+OLDER, NEWER = KAFKA_VERSIONS[0], KAFKA_VERSIONS[-1]
+LEVELS = {"4.2.2": ("4.2-IV1", 29), "4.3.1": ("4.3-IV0", 30)}
+
+
+@pytest.fixture(scope="module")
+def legacy(operator: KubeCluster) -> Iterator[KafkaClusterHandle]:
+    """3 controllers + 3 brokers made with the older release; gone after the module."""
+    handle = KafkaClusterHandle(operator, "legacy")
+    handle.apply(cluster_spec("dedicated", version=OLDER, upgrade={"finalizeAfterSeconds": 30}))
+    handle.wait_ready(900)
+    yield handle
+    handle.delete()
+
+
+def image_versions(handle: KafkaClusterHandle) -> dict[str, str]:
+    """The Kafka release inside each running pod, read from the pod itself (the image's /opt/kafka/VERSION)."""
+    return {p["metadata"]["name"]: handle.kube.kubectl("exec", "-n", handle.namespace, p["metadata"]["name"], "-c",
+                                                       "kafka", "--", "cat", "/opt/kafka/VERSION").strip()
+            for pool in ("controller", "broker") for p in handle.pods(pool)}
+
+
+def roll_to(handle: KafkaClusterHandle, client: ClientPod, version: str, **spec: Any) -> dict[str, Any]:
+    """Changes spec.version under an idempotent acks=all producer and a consumer group (on a topic of their own:
+    RF 3, min ISR 2); returns what they saw and the restart order."""
+    topic = f"upgrade-to-{version.replace('.', '-')}-{int(time.time())}"
+    make_topic(handle.kube, topic, handle.name, partitions=6, replicas=3, config={"min.insync.replicas": 2})
+    before, started = pod_uids(handle), time.time()
+    active = handle.status()["quorum"]["leaderId"]
+    with (client.following_consumer(handle.bootstrap, topic, f"{topic}-reader") as followed,
+          client.steady_producer(handle.bootstrap, topic, rate=100) as produced):
+        time.sleep(10)
+        handle.patch_spec({"version": version, **spec})
+        wait_rolled(handle, before, set(before))
+        time.sleep(5)
+    verified = client.verify(handle.bootstrap, topic)
+    order = [pod for pod, _ in restart_events(handle, started)]
+    return {"produced": produced, "followed": followed, "verified": verified, "order": order,
+            "active": f"{handle.name}-controller-{active - 1000}"}
+
+
+def assert_safe(seen: dict[str, Any], handle: KafkaClusterHandle) -> None:
+    produced, verified = seen["produced"], seen["verified"]
+    assert produced["failed"] == {}
+    assert (verified["lost"], verified["duplicated"], verified["out_of_order_keys"]) == (0, 0, 0)
+    assert seen["followed"]["records"] == produced["acked"]
+    # controllers first, the active one last of them, then brokers; each node once
+    order = seen["order"]
+    assert sorted(order) == sorted(pod_uids(handle)), order
+    assert order[:3] == [p for p in order if "controller" in p], order
+    assert order[2] == seen["active"], order
+
+
+@pytest.mark.full  # one more roll of six nodes
+def test_a_downgrade_before_metadata_version_is_raised_rolls_back_under_load(legacy: KafkaClusterHandle,
+                                                                             client: ClientPod):
+    # Given the cluster upgraded with metadata.version held at the older release's (the user's choice)
+    up = roll_to(legacy, client, NEWER, upgrade={"metadataVersion": OLDER.rsplit(".", 1)[0]})
+    assert_safe(up, legacy)
+    assert legacy.status()["versions"]["phase"] == "Held"
+    # When spec.version goes back to the older release
+    down = roll_to(legacy, client, OLDER)
+    # Then every node runs it again, nothing was lost, and metadata.version never moved
+    assert_safe(down, legacy)
+    assert set(image_versions(legacy).values()) == {OLDER}
+    versions = legacy.status()["versions"]
+    assert (versions["metadataVersion"], versions["phase"]) == (LEVELS[OLDER][0], "Steady")
+    legacy.patch_spec({"upgrade": {"metadataVersion": None}})
+
+
+def test_an_upgrade_under_load_finalizes_metadata_version_and_a_later_downgrade_is_refused(
+        legacy: KafkaClusterHandle, client: ClientPod):
+    # Given a cluster of the older release, under an idempotent acks=all producer and a consumer group
+    assert set(image_versions(legacy).values()) == {OLDER}
+    assert legacy.status()["versions"]["metadataVersion"] == LEVELS[OLDER][0]
+    began = time.monotonic()
+    # When spec.version moves to the newer release
+    seen = roll_to(legacy, client, NEWER)
+    rolled = time.monotonic() - began
+    # Then the roll kept every write and the safe order, and every node runs the newer release
+    assert_safe(seen, legacy)
+    assert set(image_versions(legacy).values()) == {NEWER}
+    assert legacy.status()["kafkaVersion"] == NEWER
+    # And once it stayed healthy for finalizeAfterSeconds (30 s here), metadata.version was raised
+    versions = wait_for(lambda: legacy.status()["versions"], lambda v: v["phase"] == "Steady", 300,
+                        "metadata.version raised")
+    finalized = time.monotonic() - began
+    assert (versions["metadataVersion"], versions["metadataLevel"]) == LEVELS[NEWER]
+    assert legacy.events("MetadataVersionFinalized")
+    # When spec.version goes back to the older release after that
+    pods = pod_uids(legacy)
+    legacy.patch_spec({"version": OLDER})
+    refused = wait_for(lambda: legacy.condition("Ready"), lambda c: c.get("reason") == "VersionRefused", 120,
+                       "the downgrade refused")
+    time.sleep(20)
+    # Then it is refused, said why, and no pod restarted
+    assert "a downgrade is only possible before that" in refused["message"]
+    assert legacy.events("VersionRefused")
+    assert pod_uids(legacy) == pods
+    assert set(image_versions(legacy).values()) == {NEWER}
+    report_table(f"Kafka {OLDER} -> {NEWER} on 3 controllers + 3 brokers under acks=all load (100 records/s)",
+                 ["roll (s)", "metadata.version raised after (s)", "acked", "failed", "lost", "duplicated",
+                  "consumer read"],
+                 [[f"{rolled:.0f}", f"{finalized:.0f}", str(seen["produced"]["acked"]),
+                   str(len(seen["produced"]["failed"])), str(seen["verified"]["lost"]),
+                   str(seen["verified"]["duplicated"]), str(seen["followed"]["records"])]])
+    # And going back to the newer release clears it
+    legacy.patch_spec({"version": NEWER})
+    legacy.wait_ready(300)
