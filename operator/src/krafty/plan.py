@@ -273,8 +273,9 @@ def _result(step: roll.Step) -> PassResult:
 
 def plan(ctx: ClusterContext, obs: ClusterObservation, facts: Facts) -> ClusterPlan:
     """Everything this pass does, and the status it writes."""
-    decided = _plan(ctx, obs, facts)
-    refused = upgrade.refusal(_version_facts(ctx, obs))
+    version_facts = _version_facts(ctx, obs)
+    decided = _plan(ctx, obs, facts, version_facts)
+    refused = upgrade.refusal(version_facts)
     if refused is None:
         return decided
     # Like an invalid spec: nothing is applied, nothing restarts, and the status says why
@@ -285,7 +286,8 @@ def plan(ctx: ClusterContext, obs: ClusterObservation, facts: Facts) -> ClusterP
                    result=PassResult.INVALID, busy=False)
 
 
-def _plan(ctx: ClusterContext, obs: ClusterObservation, facts: Facts) -> ClusterPlan:
+def _plan(ctx: ClusterContext, obs: ClusterObservation, facts: Facts,
+          version_facts: upgrade.VersionFacts) -> ClusterPlan:
     scale = _scale(ctx, obs, facts)
     formed = _quorum_formed(ctx, obs)
     published = listeners.published(ctx.spec.listeners, ctx.announced_listeners, obs.nodes)
@@ -328,7 +330,7 @@ def _plan(ctx: ClusterContext, obs: ClusterObservation, facts: Facts) -> Cluster
         leaders_pending = leaders_pending and restore and not roll.leaders_settled(obs)
     actions += _step_actions(step)
     healthy = isinstance(step, roll.Done) and all(n.serving for n in obs.nodes)
-    version = upgrade.plan(_version_facts(ctx, obs), healthy, obs.observed_at, facts.healthy_since)
+    version = upgrade.plan(version_facts, healthy, obs.observed_at, facts.healthy_since)
     if version.finalize_to is not None:
         actions.append(FinalizeMetadata(version.finalize_to, version.message))
     next_facts = Facts(scale.balanced_for if scale.balanced_for is not None else facts.balanced_for, leaders_pending,

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from krafty import permissions
+from krafty.model.versions import SUPPORTED_KAFKA_VERSIONS
 from krafty.render.cluster import children
 from krafty_testkit.apiserver import LocalApiServer
 from krafty_testkit.tools import checkov, helm
@@ -93,8 +94,11 @@ def test_conventions_users_expect_a_subchart_renamed_objects_and_their_own_secur
     ("logLevel=TRACE", "/logLevel"),
     ("unknownValue=1", "unknownValue"),
     ("kafkaClusters[0].name=demo", "/kafkaClusters/0"),
+    ("brokerImage.overrides.4\\.1\\.0=registry.local/kafka:4.1.0", "propertyName '4.1.0'"),
+    ("brokerImage.tag=4.3.1", "/brokerImage"),
 ])
 def test_bad_values_are_refused_naming_the_value(setting: str, named: str):
+    # (brokerImage.overrides: only the Kafka versions the operator runs; brokerImage.tag: gone, one image per version)
     proc = run_helm("template", "t", str(CHART), "--kube-version", KUBE_VERSION, "--set", setting, check=False)
     assert proc.returncode != 0, f"{setting} was accepted"
     assert named in proc.stderr, proc.stderr
@@ -115,8 +119,10 @@ def test_rendered_chart_passes_a_server_side_dry_run(api: LocalApiServer, values
                         "-f", str(values)).stdout
     docs = [d for d in yaml.safe_load_all(rendered) if d]
     assert any(d["kind"] == "Deployment" for d in docs)
-    # (no -n: Roles for watched namespaces carry their own namespace)
-    proc = api.kubectl("apply", "--server-side", "--dry-run=server", "-f", "-", input=rendered, check=False)
+    # (no -n: Roles for watched namespaces carry their own namespace; objects other tests of the session applied
+    # with their own field manager are no conflict for a dry run)
+    proc = api.kubectl("apply", "--server-side", "--force-conflicts", "--dry-run=server", "-f", "-", input=rendered,
+                       check=False)
     assert proc.returncode == 0, proc.stderr
 
 
@@ -252,3 +258,9 @@ def test_checkov_finds_nothing_unexplained_in_the_chart_and_the_kafka_workloads(
     assert passed > 100, proc.stderr[-2000:]
     unexplained = sorted({finding for finding in failed if finding[0] not in EXPLAINED})
     assert not unexplained, unexplained
+
+
+def test_the_broker_image_overrides_name_exactly_the_versions_the_operator_runs():
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    overrides = schema["properties"]["brokerImage"]["properties"]["overrides"]
+    assert tuple(overrides["propertyNames"]["enum"]) == SUPPORTED_KAFKA_VERSIONS

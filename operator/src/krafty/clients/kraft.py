@@ -13,7 +13,7 @@ import itertools
 import socket
 import ssl
 import struct
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
 from krafty import kraft_wire as wire
@@ -170,3 +170,31 @@ def upgrade_feature(servers: Target, feature: str, level: int, timeout: float = 
     """Raises a feature's finalized level (metadata.version after every node runs the new release)."""
     call(servers, wire.UPDATE_FEATURES, 1, wire.encode_upgrade_feature(feature, level, int(timeout * 1000)),
          wire.decode_update_features, timeout + 5)
+
+
+def committed_offsets(target: Target, groups: Sequence[str], timeout: float = 10.0) -> dict[str, wire.GroupOffsets]:
+    """Each group's committed offsets (the partitions it committed, nothing else), or why they could not be read:
+    one FindCoordinator for every group, then each coordinator asked once for all of its groups."""
+    if not groups:
+        return {}
+    connection = Connection(target) if isinstance(target, str) else target
+    try:
+        coordinators = call(connection, wire.FIND_COORDINATOR, 4, wire.encode_find_coordinators(groups),
+                            wire.decode_find_coordinators, timeout)
+    except (KafkaUnavailable, wire.KafkaProtocolError) as error:
+        return {group: wire.GroupOffsets({}, f"no coordinator: {error}") for group in groups}
+    found = {group: wire.GroupOffsets({}, "no coordinator in the answer") for group in groups}
+    by_address: dict[str, list[str]] = {}
+    for group, coordinator in ((g, coordinators.get(g)) for g in groups):
+        if coordinator is not None and coordinator.error is not None:
+            found[group] = wire.GroupOffsets({}, f"coordinator: {coordinator.error}")
+        elif coordinator is not None:
+            by_address.setdefault(f"{coordinator.host}:{coordinator.port}", []).append(group)
+    for address, members in sorted(by_address.items()):
+        try:
+            answers = call(connection.to(address), wire.OFFSET_FETCH, 8, wire.encode_offset_fetch(members),
+                           wire.decode_offset_fetch, timeout)
+        except (KafkaUnavailable, wire.KafkaProtocolError) as error:
+            answers = {group: wire.GroupOffsets({}, f"coordinator {address}: {error}") for group in members}
+        found.update({group: answers[group] for group in members if group in answers})
+    return found

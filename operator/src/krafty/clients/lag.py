@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from concurrent.futures import TimeoutError as FutureTimeout
 
 from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from krafty import kraft_wire as wire
 from krafty import metrics
 from krafty.clients import kraft
 from krafty.clients.connection import Connection
@@ -64,7 +63,7 @@ class LagReader:
             selected = select_groups((g.group_id for g in listed.valid), self.selection)
             committed: dict[str, dict[TopicPartitionKey, int | None]] = {}
             unknown_groups = set()
-            for group, answer in self._committed(selected.groups).items():
+            for group, answer in kraft.committed_offsets(self.connection, selected.groups, TIMEOUT).items():
                 if answer.error is None:
                     committed[group] = {tp: offset for tp, offset in answer.offsets.items()
                                         if not tp[0].startswith("__")}
@@ -73,33 +72,6 @@ class LagReader:
                     unknown_groups.add(group)
             wanted = {tp for offsets in committed.values() for tp in offsets}
             return LagRead(committed, frozenset(unknown_groups), self.log_ranges(wanted), selected)
-
-    def _committed(self, groups: Sequence[str]) -> dict[str, wire.GroupOffsets]:
-        """Each group's committed offsets, or why they could not be read: its coordinator is found with
-        one FindCoordinator for all groups, then each coordinator is asked once for all of its groups."""
-        if not groups:
-            return {}
-        try:
-            coordinators = kraft.call(self.connection, wire.FIND_COORDINATOR, 4, wire.encode_find_coordinators(groups),
-                                      wire.decode_find_coordinators, TIMEOUT)
-        except (KafkaUnavailable, wire.KafkaProtocolError) as error:
-            return {group: wire.GroupOffsets({}, f"no coordinator: {error}") for group in groups}
-        found = {group: wire.GroupOffsets({}, "no coordinator in the answer") for group in groups}
-        by_address: dict[str, list[str]] = {}
-        for group in groups:
-            coordinator = coordinators.get(group)
-            if coordinator is not None and coordinator.error is not None:
-                found[group] = wire.GroupOffsets({}, f"coordinator: {coordinator.error}")
-            elif coordinator is not None:
-                by_address.setdefault(f"{coordinator.host}:{coordinator.port}", []).append(group)
-        for address, members in sorted(by_address.items()):
-            try:
-                answers = kraft.call(self.connection.to(address), wire.OFFSET_FETCH, 8,
-                                     wire.encode_offset_fetch(members), wire.decode_offset_fetch, TIMEOUT)
-            except (KafkaUnavailable, wire.KafkaProtocolError) as error:
-                answers = {group: wire.GroupOffsets({}, f"coordinator {address}: {error}") for group in members}
-            found.update({group: answers[group] for group in members if group in answers})
-        return found
 
     def log_ranges(self, partitions: Iterable[TopicPartitionKey]) -> dict[TopicPartitionKey, LogRange | None]:
         """The (log start, log end) of each partition; None where Kafka did not answer.
