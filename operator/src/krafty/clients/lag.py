@@ -55,6 +55,9 @@ class LagReader:
         with self._lock:
             try:
                 listed = self._admin.list_consumer_groups(request_timeout=TIMEOUT).result(timeout=TIMEOUT + 5)
+                # A fresh metadata request: it also refreshes the leader epochs that ListOffsets sends (after a
+                # roll, librdkafka's own refresh comes minutes later and every log range would be refused)
+                self._admin.list_topics(timeout=TIMEOUT)
             except (KafkaException, FutureTimeout) as error:
                 if self._admin_recycler.failed():
                     self._admin = AdminClient(admin_config(self.connection, CLIENT_ID))
