@@ -1,6 +1,6 @@
 """Kafka version changes on real pods: a cluster made with the older release upgraded under load through the safe
-roll, metadata.version raised after the healthy time, a downgrade before that (full set), and one after it
-refused without a restart."""
+roll (finished by the standby operator after the leading one is SIGKILLed), metadata.version raised after the
+healthy time, a downgrade before that (full set), and one after it refused without a restart."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from test_10_operator_core import make_topic, pod_uids, restart_events, wait_rolled
+from test_10_operator_core import kill_the_leading_operator, make_topic, pod_uids, restart_events, wait_rolled
 
-from krafty_testkit.k8s_kafka import KAFKA_VERSIONS, ClientPod, KafkaClusterHandle, cluster_spec
+from krafty_testkit.k8s_kafka import KAFKA_VERSIONS, ClientPod, KafkaClusterHandle, cluster_spec, operator_leader
 from krafty_testkit.kube import KubeCluster
 from krafty_testkit.plugin import report_table
 from krafty_testkit.waiting import wait_for
@@ -37,9 +37,11 @@ def image_versions(handle: KafkaClusterHandle) -> dict[str, str]:
             for pool in ("controller", "broker") for p in handle.pods(pool)}
 
 
-def roll_to(handle: KafkaClusterHandle, client: ClientPod, version: str, **spec: Any) -> dict[str, Any]:
+def roll_to(handle: KafkaClusterHandle, client: ClientPod, version: str, kill_leader: bool = False,
+            **spec: Any) -> dict[str, Any]:
     """Changes spec.version under an idempotent acks=all producer and a consumer group (on a topic of their own:
-    RF 3, min ISR 2); returns what they saw and the restart order."""
+    RF 3, min ISR 2); returns what they saw and the restart order. `kill_leader`: the leading operator is
+    SIGKILLed right after the first restart (the standby finishes the roll)."""
     topic = f"upgrade-to-{version.replace('.', '-')}-{int(time.time())}"
     make_topic(handle.kube, topic, handle.name, partitions=6, replicas=3, config={"min.insync.replicas": 2})
     before, started = pod_uids(handle), time.time()
@@ -48,12 +50,23 @@ def roll_to(handle: KafkaClusterHandle, client: ClientPod, version: str, **spec:
           client.steady_producer(handle.bootstrap, topic, rate=100) as produced):
         time.sleep(10)
         handle.patch_spec({"version": version, **spec})
+        takeover = _kill_leader(handle, started) if kill_leader else {}
         wait_rolled(handle, before, set(before))
         time.sleep(5)
     verified = client.verify(handle.bootstrap, topic)
     order = [pod for pod, _ in restart_events(handle, started)]
     return {"produced": produced, "followed": followed, "verified": verified, "order": order,
-            "active": f"{handle.name}-controller-{active - 1000}"}
+            "active": f"{handle.name}-controller-{active - 1000}", **takeover}
+
+
+def _kill_leader(handle: KafkaClusterHandle, started: float) -> dict[str, Any]:
+    wait_for(lambda: restart_events(handle, started), bool, 300, "the first restart")
+    leader, killed = kill_the_leading_operator(handle.kube)
+    successor = wait_for(lambda: operator_leader(handle.kube), lambda who: who not in (None, leader), 120,
+                         "a standby leading")
+    took_over = time.time() - killed
+    wait_for(lambda: restart_events(handle, killed + 1.5), bool, 600, "the next restart, by the new leader")
+    return {"killed": leader, "successor": successor, "took_over": took_over, "next_restart": time.time() - killed}
 
 
 def assert_safe(seen: dict[str, Any], handle: KafkaClusterHandle) -> None:
@@ -91,10 +104,11 @@ def test_an_upgrade_under_load_finalizes_metadata_version_and_a_later_downgrade_
     assert set(image_versions(legacy).values()) == {OLDER}
     assert legacy.status()["versions"]["metadataVersion"] == LEVELS[OLDER][0]
     began = time.monotonic()
-    # When spec.version moves to the newer release
-    seen = roll_to(legacy, client, NEWER)
+    # When spec.version moves to the newer release, and the leading operator is killed after the first restart
+    seen = roll_to(legacy, client, NEWER, kill_leader=True)
     rolled = time.monotonic() - began
-    # Then the roll kept every write and the safe order, and every node runs the newer release
+    # Then the standby finished the roll, which kept every write and the safe order, and every node runs the
+    # newer release
     assert_safe(seen, legacy)
     assert set(image_versions(legacy).values()) == {NEWER}
     assert legacy.status()["kafkaVersion"] == NEWER
@@ -121,6 +135,9 @@ def test_an_upgrade_under_load_finalizes_metadata_version_and_a_later_downgrade_
                  [[f"{rolled:.0f}", f"{finalized:.0f}", str(seen["produced"]["acked"]),
                    str(len(seen["produced"]["failed"])), str(seen["verified"]["lost"]),
                    str(seen["verified"]["duplicated"]), str(seen["followed"]["records"])]])
+    report_table("The leading operator killed during the upgrade",
+                 ["killed", "successor", "Lease taken after (s)", "next restart after (s)"],
+                 [[seen["killed"], seen["successor"], f"{seen['took_over']:.1f}", f"{seen['next_restart']:.1f}"]])
     # And going back to the newer release clears it
     legacy.patch_spec({"version": NEWER})
     legacy.wait_ready(300)
