@@ -166,6 +166,7 @@ class NodeState:
     phase: PodPhase
     revision_current: bool  # the pod runs the StatefulSet's current template
     restart_requested: bool = False  # the pod carries the manual-restart annotation
+    resize_waiting: str | None = None  # its volume grew and its file system grows only at a restart: why
     registered: bool = False  # brokers: registered and unfenced
     pending: tuple[PendingChange, ...] = ()  # how the pod differs from the current template
     trouble: str | None = None  # why the pod does not start, when it will not by itself
@@ -214,7 +215,8 @@ class NodeState:
 
     @property
     def needs_restart(self) -> bool:
-        return self.exists and not self.terminating and (not self.revision_current or self.restart_requested)
+        return self.exists and not self.terminating and (not self.revision_current or self.restart_requested
+                                                          or self.resize_waiting is not None)
 
 
 @dataclass(frozen=True)
@@ -240,6 +242,35 @@ class Preflight:
     message: str
 
 
+class VolumeResize(StrEnum):
+    """Where a data claim's growth stands, from its status (allocatedResourceStatuses and conditions)."""
+
+    AT_SIZE = "AtSize"  # it has what it asks for
+    EXPANDING = "Expanding"  # the storage driver grows the volume
+    FILE_SYSTEM_PENDING = "FileSystemResizePending"  # the volume grew; its file system grows when the node expands it
+    INFEASIBLE = "Infeasible"  # the driver refused the new size; the volume keeps the old one
+    FAILING = "Failing"  # the driver's last try failed; it tries again
+
+
+@dataclass(frozen=True)
+class VolumeState:
+    """One data PersistentVolumeClaim of the cluster."""
+
+    claim: str
+    requested: int  # bytes it asks for (spec.resources.requests.storage)
+    capacity: int | None  # bytes it has (status.capacity); None: not bound yet
+    storage_class: str | None  # its StorageClass; None: none named
+    resize: VolumeResize = VolumeResize.AT_SIZE
+    since: datetime.datetime | None = None  # when the resize reached its state
+    message: str = ""  # what the driver or the kubelet said of it
+
+
+@dataclass(frozen=True)
+class StorageClassState:
+    name: str
+    expandable: bool  # allowVolumeExpansion
+
+
 @dataclass(frozen=True)
 class ClusterObservation:
     """Everything one pass knows, read once at its start."""
@@ -254,13 +285,20 @@ class ClusterObservation:
     registrations: tuple[BrokerRegistration, ...] = ()  # every registered broker, fenced ones too
     cluster_defaults: Mapping[str, str] | None = None  # dynamic cluster-wide broker config; None: unread
     throttled_topics: frozenset[str] | None = frozenset()  # topics with replication throttles; None: unread
-    claims: frozenset[str] = frozenset()  # the cluster's PersistentVolumeClaims, by name
+    volumes: tuple[VolumeState, ...] = ()  # the cluster's PersistentVolumeClaims
+    storage_classes: Mapping[str, StorageClassState | None] = field(default_factory=dict)  # None: no such class
+    claim_templates: Mapping[Pool, str] = field(default_factory=dict)  # each StatefulSet's claim size, as created
     controller_servers: str = ""  # where the controllers were asked (every one that runs or is wanted)
     revisions: Mapping[Pool, str] = field(default_factory=dict)  # each StatefulSet's update revision
     templates: Mapping[Pool, Mapping[str, Any]] = field(default_factory=dict)  # each StatefulSet's pod template
     preflights: tuple[Preflight, ...] = ()
     metadata_level: int | None = None  # the finalized metadata.version; None: unread
     observed_at: datetime.datetime | None = None
+
+    @property
+    def claims(self) -> frozenset[str]:
+        """The cluster's PersistentVolumeClaims, by name."""
+        return frozenset(v.claim for v in self.volumes)
 
     def node(self, node_id: int) -> NodeState | None:
         return next((n for n in self.nodes if n.node_id == node_id), None)

@@ -4,7 +4,8 @@ The chart's Role/ClusterRole (charts/krafty-operator/templates/rbac.yaml, "kraft
 nothing more: test_chart compares the two, and the integration tests run the cluster, topic and rack passes
 with the chart's rights only (impersonating the operator's account), so a verb missing here fails them.
 Leader election (its Lease and Events in the operator's own namespace), rack awareness (one
-ClusterRoleBinding, by name) and kopf's discovery (CRDs, namespaces) have rules of their own in the chart.
+ClusterRoleBinding, by name) and kopf's discovery (CRDs, namespaces) have rules of their own in the chart;
+so has what it reads at cluster scope (CLUSTER_READS).
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ WATCHED_NAMESPACES: dict[Resource, dict[str, str]] = {
         "get": "the cluster's identity (cluster id, voters)", "create": "server-side apply of a new ConfigMap",
         "patch": "server-side apply", "delete": "a child the spec no longer asks for"},
     ("", "persistentvolumeclaims"): {
-        "list": "which volumes a cluster has", "delete": "volumes of removed nodes (deleteClaim)"},
+        "list": "which volumes a cluster has, and how their growth stands",
+        "patch": "a larger storage.size asked of each claim", "delete": "volumes of removed nodes (deleteClaim)"},
     ("", "services"): {
         "create": "server-side apply of a new Service", "patch": "server-side apply",
         "delete": "a Service the spec no longer asks for"},
@@ -57,4 +59,9 @@ WATCHED_NAMESPACES: dict[Resource, dict[str, str]] = {
     ("coordination.k8s.io", "leases"): {
         "get": "the install's claim on the namespace (another install watching it stays out)",
         "create": "the claim, first made", "update": "the claim renewed, taken over or let go"},
+}
+
+# Read at cluster scope, never written (the chart's discovery ClusterRole holds these besides kopf's own)
+CLUSTER_READS: dict[Resource, dict[str, str]] = {
+    ("storage.k8s.io", "storageclasses"): {"get": "whether a claim's class lets it grow (allowVolumeExpansion)"},
 }

@@ -5,8 +5,8 @@ start, as a tuple of named actions that krafty.reconcile.act carries out in
 order, stopping at the first one Kafka cannot carry out: remove a leaving
 voter, apply the children (rendered for the sizes to run this pass, never by
 rewriting the spec), set the cluster-wide dynamic config, move replicas or
-remove throttles, unregister removed brokers, delete their volumes, start or delete preflight
-pods (a new pod template is tried before any node restarts into it), then one
+remove throttles, unregister removed brokers, delete their volumes, grow the others to the spec's size, start or
+delete preflight pods (a new pod template is tried before any node restarts into it), then one
 roll step (restart a node, elect preferred leaders, or report what blocks), and
 once a version change is through, raise metadata.version (krafty.decide.upgrade).
 A spec version the cluster's metadata.version cannot run changes nothing.
@@ -111,6 +111,11 @@ class DeleteVolumes:
 
 
 @dataclass(frozen=True)
+class ExpandVolumes:
+    claims: tuple[tuple[str, str], ...]  # (claim, size)
+
+
+@dataclass(frozen=True)
 class StartPreflight:
     pod: Mapping[str, Any]
     message: str
@@ -143,7 +148,7 @@ class FinalizeMetadata:
 
 
 Action = (ApplyChildren | Announce | SetClusterDefaults | MoveReplicas | RemoveThrottles | RemoveVoter | AddVoter
-          | Unregister | DeleteVolumes | StartPreflight | DeletePreflights | RestartNode | ElectLeaders
+          | Unregister | DeleteVolumes | ExpandVolumes | StartPreflight | DeletePreflights | RestartNode | ElectLeaders
           | FinalizeMetadata)
 
 
@@ -286,12 +291,30 @@ def plan(ctx: ClusterContext, obs: ClusterObservation, facts: Facts) -> ClusterP
                    result=PassResult.INVALID, busy=False)
 
 
+def _growth(ctx: ClusterContext, obs: ClusterObservation) -> volumes.Growth:
+    running = Sizes.running(ctx.spec, obs.statefulset_replicas)
+    return volumes.growth(ctx.name, volumes.wanted_sizes(
+        (pool, storage.size if (storage := ctx.storage(pool)) else None, running.of_pool(pool))
+        for pool in ctx.pools()), obs.volumes, obs.storage_classes, obs.observed_at)
+
+
+def _volume_actions(growth: volumes.Growth) -> list[Action]:
+    actions: list[Action] = [ExpandVolumes(growth.expand)] if growth.expand else []
+    if growth.refused:
+        actions.append(Announce(growth.reason, growth.refused, warning=True))
+    return actions
+
+
 def _plan(ctx: ClusterContext, obs: ClusterObservation, facts: Facts,
           version_facts: upgrade.VersionFacts) -> ClusterPlan:
+    growth = _growth(ctx, obs)
+    # A file system that grows only when its pod starts: the node restarts in the roll
+    obs = replace(obs, nodes=tuple(replace(n, resize_waiting=growth.restarts.get(n.node_id)) for n in obs.nodes))
     scale = _scale(ctx, obs, facts)
     formed = _quorum_formed(ctx, obs)
     published = listeners.published(ctx.spec.listeners, ctx.announced_listeners, obs.nodes)
     sized = replace(ctx, sizes=Sizes(scale.brokers, scale.controllers), announced_listeners=published,
+                    claim_sizes=obs.claim_templates,
                     # once formed, a node formatting an empty disk joins the existing quorum instead
                     initial_voters=() if formed else ctx.initial_voters)
     # A voter leaving is removed before anything else: the StatefulSet stops it only once that went through.
@@ -323,6 +346,7 @@ def _plan(ctx: ClusterContext, obs: ClusterObservation, facts: Facts,
     claims = volumes.removable(ctx.name, obs.claims, obs, Sizes.of(ctx.spec), Sizes(scale.brokers, scale.controllers))
     if claims:
         actions.append(DeleteVolumes(claims))
+    actions += _volume_actions(growth)
     step, preflight_actions = _preflight(ctx, obs, _roll_step(ctx, obs, scale, leaders_pending))
     actions += preflight_actions
     if not scale.busy:
@@ -335,10 +359,11 @@ def _plan(ctx: ClusterContext, obs: ClusterObservation, facts: Facts,
         actions.append(FinalizeMetadata(version.finalize_to, version.message))
     next_facts = Facts(scale.balanced_for if scale.balanced_for is not None else facts.balanced_for, leaders_pending,
                        version.healthy_since)
-    conditions = cluster_status.conditions(obs, step, set(range(ctx.spec.brokers.replicas)), scale, version)
+    conditions = cluster_status.conditions(obs, step, set(range(ctx.spec.brokers.replicas)), scale, version, growth)
     status = {**cluster_status.fields(sized, obs, step, scale, next_facts.balanced_for, next_facts.leaders_pending),
-              "versions": cluster_status.version_fields(ctx.spec.version, obs, version)}
-    busy = bool(ctx.initial_voters) or scale.busy or not isinstance(step, roll.Done)
+              "versions": cluster_status.version_fields(ctx.spec.version, obs, version),
+              "volumes": cluster_status.volume_entries(obs)}
+    busy = bool(ctx.initial_voters) or scale.busy or not isinstance(step, roll.Done) or growth.growing is not None
     return ClusterPlan(Sizes(scale.brokers, scale.controllers), tuple(actions), step, scale, next_facts, status,
                        tuple(conditions), _result(step), busy)
 

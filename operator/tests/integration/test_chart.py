@@ -151,9 +151,11 @@ def test_namespaced_install_writes_nothing_cluster_wide():
                         "-f", str(CHART / "ci" / "namespaced-values.yaml")).stdout
     docs = [d for d in yaml.safe_load_all(rendered) if d]
     roles = {d["metadata"]["name"]: d["rules"] for d in docs if d["kind"] == "ClusterRole"}
-    # Without rack awareness: kopf's discovery alone, read-only
+    # Without rack awareness: kopf's discovery and the StorageClasses, read-only
     assert sorted(roles) == ["krafty-discovery"]
-    assert all(set(rule["verbs"]) <= {"list", "watch"} for rule in roles["krafty-discovery"])
+    assert all(set(rule["verbs"]) <= {"get", "list", "watch"} for rule in roles["krafty-discovery"])
+    granted = _granted(roles["krafty-discovery"])
+    assert all(granted.get(resource) == set(verbs) for resource, verbs in permissions.CLUSTER_READS.items())
     watched = {d["metadata"]["namespace"] for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == "krafty"}
     assert watched == {"kafka", "streaming"}
     # In its own namespace: its Lease (get and update by name) and the Events about it

@@ -289,6 +289,68 @@ def test_a_ca_the_user_brings_is_checked_then_moved_to_with_both_trusted(
     assert any(e["reason"] == "CaProvided" for e in kube.list("Event", NS))
 
 
+def _bound_claim(apiserver: LocalApiServer, cluster: str, ordinal: int, storage_class: str) -> str:
+    """What the StatefulSet controller and a provisioner would make of one node's data claim."""
+    name = naming.claim(cluster, Pool.BROKER, ordinal)
+    apiserver.apply({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                     "metadata": {"name": name, "namespace": NS, "labels": naming.labels(cluster, Pool.BROKER)},
+                     "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": storage_class,
+                              "volumeName": f"pv-{name}", "resources": {"requests": {"storage": "1Gi"}}}})
+    apiserver.kubectl("patch", "pvc", name, "-n", NS, "--subresource=status", "--type=merge", "-p", json.dumps(
+        {"status": {"phase": "Bound", "accessModes": ["ReadWriteOnce"], "capacity": {"storage": "1Gi"}}}))
+    return name
+
+
+@pytest.mark.parametrize(("cluster", "expandable"), [("grows", True), ("fixed", False)])
+def test_a_larger_storage_size_is_asked_of_each_claim_where_its_class_allows_it(
+        calm: Outcome, apiserver: LocalApiServer, kube: Kube, reconciler: ClusterReconciler, cluster: str,
+        expandable: bool):
+    # Given a cluster whose broker volumes are bound at 1Gi on a class that can (or cannot) grow
+    storage_class = f"{cluster}-class"
+    apiserver.apply({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": storage_class},
+                     "provisioner": "example.com/none", "allowVolumeExpansion": expandable})
+    storage = {"size": "1Gi", "storageClassName": storage_class}
+    apiserver.apply({"apiVersion": naming.API_VERSION, "kind": naming.CLUSTER_KIND,
+                     "metadata": {"name": cluster, "namespace": NS},
+                     "spec": {**SPEC, "brokers": {**SPEC["brokers"], "storage": storage}}})
+    body = kube.get(naming.CLUSTER_KIND, cluster, NS)
+    assert body is not None
+    reconciler.reconcile(body)  # its identity and StatefulSets first: claims with no identity are an earlier cluster's
+    claims = [_bound_claim(apiserver, cluster, i, storage_class) for i in range(3)]
+    # When its storage.size grows to 2Gi and a pass runs with the operator's rights
+    apiserver.kubectl("patch", "kafkacluster", cluster, "-n", NS, "--type=merge",
+                      "-p", json.dumps({"spec": {"brokers": {"storage": {"size": "2Gi"}}}}))
+    for _ in range(2):  # the second pass observes what the first asked for
+        body = kube.get(naming.CLUSTER_KIND, cluster, NS)
+        assert body is not None
+        reconciler.reconcile(body)
+    # Then each claim asks for 2Gi (or none does, and the status says why), the StatefulSet's claim template
+    # keeps 1Gi (Kubernetes refuses any change of it), and the status lists each volume
+    asked = {c: kube.get("PersistentVolumeClaim", c, NS)["spec"]["resources"]["requests"]["storage"]  # type: ignore[index]
+             for c in claims}
+    assert set(asked.values()) == {"2Gi" if expandable else "1Gi"}
+    sts = kube.get("StatefulSet", naming.statefulset(cluster, Pool.BROKER), NS)
+    assert sts is not None
+    assert sts["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"] == "1Gi"
+    status = kube.get(naming.CLUSTER_KIND, cluster, NS)["status"]  # type: ignore[index]
+    assert [v["claim"] for v in status["volumes"]] == claims
+    assert {v["capacity"] for v in status["volumes"]} == {"1Gi"}
+    ready = {c["type"]: c for c in status["conditions"]}["Ready"]
+    events = {e["reason"]: e["message"] for e in kube.list("Event", NS)
+              if e["involvedObject"]["name"] == cluster}
+    if expandable:
+        assert {v["state"] for v in status["volumes"]} == {"Expanding"}
+        assert "VolumeExpanding" in events
+    else:
+        assert (ready["status"], ready["reason"]) == ("False", "VolumeResizeRefused")
+        assert ready["message"] == (f"spec.brokers.storage.size asks for 2Gi, but StorageClass {storage_class} of "
+                                    f"{claims[0]} does not allow volume expansion (allowVolumeExpansion is not true)")
+        assert events["VolumeResizeRefused"] == ready["message"]
+    apiserver.kubectl("delete", "kafkacluster", cluster, "-n", NS, "--wait=false")
+    apiserver.kubectl("patch", "kafkacluster", cluster, "-n", NS, "--type=json",
+                      "-p", '[{"op": "remove", "path": "/metadata/finalizers"}]', check=False)
+
+
 def test_a_deleted_cluster_stops_its_brokers_before_its_controllers(calm: Outcome, apiserver: LocalApiServer,
                                                                      kube: Kube, reconciler: ClusterReconciler):
     """Last in this module: the cluster goes. No garbage collector runs here: the test deletes pods itself."""

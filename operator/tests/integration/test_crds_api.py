@@ -194,8 +194,12 @@ TRANSITIONS = {
                                       "clusterRef is immutable"),
     "quorum mode change": (cluster(), lambda d: d["spec"].update(controllers={"mode": "combined", "replicas": 3}),
                            "controllers.mode is immutable"),
-    "storage change": (cluster(), lambda d: d["spec"]["brokers"]["storage"].update(size="5Gi"),
-                       "storage size and class cannot change"),
+    "storage shrink": (cluster(), lambda d: d["spec"]["brokers"]["storage"].update(size="512Mi"),
+                       "size cannot shrink"),
+    "storage shrink to a plain number of bytes": (
+        cluster(), lambda d: d["spec"]["brokers"]["storage"].update(size=2**29), "size cannot shrink"),
+    "storage class change": (cluster(), lambda d: d["spec"]["brokers"]["storage"].update(storageClassName="fast"),
+                             "storageClassName cannot change after creation"),
     "internal TLS switched off": (cluster(tls={"internal": True}), lambda d: d["spec"]["tls"].update(internal=False),
                                   "tls.internal is chosen when the cluster is created and cannot change"),
 }
@@ -228,6 +232,20 @@ def test_growing_partitions_is_accepted(api: LocalApiServer):
     assert created is not None
     created["spec"]["partitions"] = 12
     assert _update(api, created) == (0, "")
+
+
+@pytest.mark.parametrize("size", ["3Gi", "2.5Gi", 2**32, "2Gi"])
+def test_growing_or_keeping_storage_is_accepted(api: LocalApiServer, size: str | int):
+    doc = cluster()
+    doc["metadata"]["name"] = f"grows-{str(size).replace('.', '-').lower()}"
+    code, error, created = create(api, doc, dry_run=False)
+    assert code == 0, error
+    assert created is not None
+    try:
+        created["spec"]["brokers"]["storage"]["size"] = size
+        assert _update(api, created) == (0, "")
+    finally:
+        api.kubectl("delete", "-n", NAMESPACE, "kafkacluster", doc["metadata"]["name"], "--wait=false")
 
 
 @pytest.mark.parametrize("example_name", ["kafkacluster-combined.yaml", "kafkacluster-dedicated.yaml"])

@@ -26,6 +26,7 @@ from krafty.observed import (
     PodPhase,
     QuorumState,
     ServedListener,
+    VolumeState,
     VoterState,
 )
 from krafty.plan import (
@@ -322,8 +323,8 @@ def test_under_replicated_partitions_keep_ready_false_while_the_cluster_is_avail
     assert conditions(result)["Progressing"] == (True, "CatchingUp")
 
 
-def claims(*names: str) -> frozenset[str]:
-    return frozenset(names)
+def claims(*names: str) -> tuple[VolumeState, ...]:
+    return tuple(VolumeState(name, 2**30, 2**30, "standard") for name in names)
 
 
 def deleted(result: Any) -> tuple[str, ...]:
@@ -336,23 +337,23 @@ def test_a_removed_brokers_volume_goes_only_once_it_is_emptied_and_unregistered(
     left = claims(*(naming.claim("prod", Pool.BROKER, i) for i in range(5)))
     fenced = (*(BrokerRegistration(b, False) for b in BROKERS), *(BrokerRegistration(b, True) for b in (3, 4)))
     # While Kafka still knows them, the volumes stay (they are unregistered first)
-    still_known = plan(c, observe(c, claims=left, registrations=fenced), Facts(BROKERS))
+    still_known = plan(c, observe(c, volumes=left, registrations=fenced), Facts(BROKERS))
     assert deleted(still_known) == ()
     assert [a for a in still_known.actions if isinstance(a, Unregister)] == [Unregister((3, 4))]
     # Once they are forgotten, their volumes go, and no other
-    forgotten = plan(c, observe(c, claims=left), Facts(BROKERS))
+    forgotten = plan(c, observe(c, volumes=left), Facts(BROKERS))
     assert deleted(forgotten) == ("data-prod-broker-3", "data-prod-broker-4")
     # Never while a replica is still on one of them, or while Kafka cannot be asked
     holding = (*partitions(), PartitionState("u", 0, 0, (0, 1, 4), (0, 1, 4), 2))
-    assert deleted(plan(c, observe(c, claims=left, partitions=holding), Facts(BROKERS))) == ("data-prod-broker-3",)
-    assert deleted(plan(c, observe(c, claims=left, partitions=None, kafka_error="down"), Facts(BROKERS))) == ()
+    assert deleted(plan(c, observe(c, volumes=left, partitions=holding), Facts(BROKERS))) == ("data-prod-broker-3",)
+    assert deleted(plan(c, observe(c, volumes=left, partitions=None, kafka_error="down"), Facts(BROKERS))) == ()
 
 
 def test_a_statefulset_shrunk_behind_the_operators_back_loses_no_volume():
     # Given kubectl scale sts prod-broker --replicas=2 while the spec still asks for 3
     c = ctx()
     two = [node(i) for i in (*CONTROLLERS, 0, 1)]
-    result = plan(c, observe(c, two, claims=claims(*(naming.claim("prod", Pool.BROKER, i) for i in BROKERS)),
+    result = plan(c, observe(c, two, volumes=claims(*(naming.claim("prod", Pool.BROKER, i) for i in BROKERS)),
                              statefulset_replicas={Pool.BROKER: 2, Pool.CONTROLLER: 3},
                              registrations=(BrokerRegistration(0, False), BrokerRegistration(1, False))),
                   Facts(BROKERS))
@@ -364,9 +365,9 @@ def test_a_statefulset_shrunk_behind_the_operators_back_loses_no_volume():
 def test_a_removed_controllers_volume_goes_once_it_is_no_longer_a_voter():
     c = ctx(controllers=3)
     left = claims(*(naming.claim("prod", Pool.CONTROLLER, i) for i in range(5)))
-    voter = plan(c, observe(c, claims=left, quorum=quorum((1000, 1001, 1002, 1004))), Facts(BROKERS))
+    voter = plan(c, observe(c, volumes=left, quorum=quorum((1000, 1001, 1002, 1004))), Facts(BROKERS))
     assert deleted(voter) == ("data-prod-controller-3",)
-    assert deleted(plan(c, observe(c, claims=left), Facts(BROKERS))) == ("data-prod-controller-3",
+    assert deleted(plan(c, observe(c, volumes=left), Facts(BROKERS))) == ("data-prod-controller-3",
                                                                           "data-prod-controller-4")
 
 

@@ -27,7 +27,7 @@ _API_VERSIONS = {
     "Node": "v1",
     "PersistentVolumeClaim": "v1", "StatefulSet": "apps/v1", "PodDisruptionBudget": "policy/v1",
     "ClusterRoleBinding": "rbac.authorization.k8s.io/v1", "NetworkPolicy": "networking.k8s.io/v1",
-    "Lease": "coordination.k8s.io/v1",
+    "Lease": "coordination.k8s.io/v1", "StorageClass": "storage.k8s.io/v1",
     naming.CLUSTER_KIND: naming.API_VERSION, naming.TOPIC_KIND: naming.API_VERSION,
     naming.USER_KIND: naming.API_VERSION,
 }
@@ -146,6 +146,12 @@ class Kube:
         metrics.KUBE_REQUESTS.labels("patch", kind).inc()
         self._resource(kind).patch(body=list(patch), name=meta["name"], namespace=meta.get("namespace"),
                                    content_type="application/json-patch+json", _request_timeout=REQUEST_TIMEOUT)
+
+    def merge_patch(self, kind: str, name: str, namespace: str, patch: dict[str, Any]) -> None:
+        """Changes only the fields the patch names (a claim's requested size: the rest of it is not ours)."""
+        metrics.KUBE_REQUESTS.labels("patch", kind).inc()
+        self._resource(kind).patch(body=patch, name=name, namespace=namespace,
+                                   content_type="application/merge-patch+json", _request_timeout=REQUEST_TIMEOUT)
 
     def patch_status(self, kind: str, name: str, namespace: str, status: dict[str, Any]) -> None:
         resource = self._resource(kind)

@@ -10,7 +10,8 @@ from krafty.decide.health import summarize
 from krafty.decide.scaling import ScalePlan
 from krafty.decide.status import AVAILABLE, DEGRADED, PROGRESSING, READY, Condition
 from krafty.decide.upgrade import VersionPhase, VersionPlan
-from krafty.model import versions
+from krafty.decide.volumes import Growth
+from krafty.model import format_bytes, versions
 from krafty.model.context import ClusterContext
 from krafty.observed import ClusterObservation, NodeState, PodPhase
 
@@ -153,14 +154,30 @@ def _degraded(obs: ClusterObservation, step: roll.Step, scale: ScalePlan) -> Con
 
 
 def conditions(obs: ClusterObservation, step: roll.Step, desired_brokers: set[int],
-               scale: ScalePlan, version: VersionPlan) -> list[Condition]:
+               scale: ScalePlan, version: VersionPlan, growth: Growth) -> list[Condition]:
     """Ready (everything as the spec asks), Available (clients are served), Progressing (what changes and how
-    far: a version change that waits to raise metadata.version too) and Degraded (what needs attention)."""
+    far: a version change that waits to raise metadata.version, volumes growing too) and Degraded (what needs
+    attention)."""
     available, progressing = _available(obs), _progressing(obs, step, scale)
     if progressing.status is False and version.phase is VersionPhase.FINALIZING:
         progressing = Condition(PROGRESSING, True, "FinalizingUpgrade", version.message)
-    return [_ready(obs, desired_brokers, available, progressing, scale), available, progressing,
-            _degraded(obs, step, scale)]
+    if progressing.status is False and growth.growing:
+        progressing = Condition(PROGRESSING, True, "ExpandingVolumes", growth.growing)
+    ready = _ready(obs, desired_brokers, available, progressing, scale)
+    if growth.refused:  # like a refused version: the spec asks what cannot be, whatever else the cluster does
+        ready = Condition(READY, False, growth.reason, growth.refused)
+    elif ready.status is True and progressing.reason == "ExpandingVolumes":
+        ready = Condition(READY, False, progressing.reason, progressing.message)
+    return [ready, available, progressing, _degraded(obs, step, scale)]
+
+
+def volume_entries(obs: ClusterObservation) -> list[dict[str, Any]] | None:
+    """Each data claim: what it asks for, what it has, how its growth stands."""
+    entries = [{"claim": v.claim, "requested": format_bytes(v.requested),
+                "capacity": format_bytes(v.capacity) if v.capacity is not None else None,
+                "state": v.resize.value, **({"message": v.message} if v.message else {})}
+               for v in sorted(obs.volumes, key=lambda v: v.claim)]
+    return entries or None
 
 
 def roll_summary(obs: ClusterObservation, step: roll.Step) -> dict[str, Any] | None:

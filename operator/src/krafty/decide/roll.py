@@ -32,6 +32,7 @@ class RestartReason(StrEnum):
     CERTIFICATES_CHANGED = "CertificatesChanged"
     POD_TEMPLATE_CHANGED = "PodTemplateChanged"
     MANUAL = "ManualRestart"
+    FILE_SYSTEM_RESIZE = "FileSystemResize"
     NOT_RUNNING = "PodNotRunning"
 
 
@@ -74,6 +75,8 @@ def restart_reason(node: NodeState) -> tuple[RestartReason, str]:
         return RestartReason.NOT_RUNNING, f"{node.pod} is not running and waits for a new configuration"
     if node.restart_requested and node.revision_current:
         return RestartReason.MANUAL, f"{node.pod} was annotated for a restart"
+    if node.resize_waiting is not None and node.revision_current:
+        return RestartReason.FILE_SYSTEM_RESIZE, f"{node.pod}: {node.resize_waiting}"
     config = [c.describe() for c in node.pending if c.kind is ChangeKind.CONFIG]
     details = []
     if config:

@@ -13,7 +13,7 @@ from krafty.model.cluster import (
     Listener,
     NodePool,
 )
-from krafty.model.common import parse_quantity
+from krafty.model.common import format_bytes, parse_quantity
 from krafty.model.topic import DeletionPolicy, TopicSpec
 
 __all__ = [
@@ -25,5 +25,6 @@ __all__ = [
     "Listener",
     "NodePool",
     "TopicSpec",
+    "format_bytes",
     "parse_quantity",
 ]

@@ -49,6 +49,15 @@ def parse_quantity(value: str | int) -> Decimal:
     return number * _SUFFIX[suffix]
 
 
+def format_bytes(count: int) -> str:
+    """A byte count as the shortest exact binary quantity (2Gi, 1536Mi, 1000)."""
+    for suffix in ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki"):
+        unit = int(_SUFFIX[suffix])
+        if count and count % unit == 0:
+            return f"{count // unit}{suffix}"
+    return str(count)
+
+
 def _quantity(value: Any) -> str:
     parse_quantity(value)
     return str(value)

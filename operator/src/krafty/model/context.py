@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from krafty import naming
-from krafty.model.cluster import ControllerMode, KafkaClusterSpec, Listener
+from krafty.model.cluster import ControllerMode, KafkaClusterSpec, Listener, NodePool, Storage
 from krafty.naming import Pool
 
 
@@ -76,6 +76,9 @@ class ClusterContext:
     # The client listeners applications are sent to (status.listeners; krafty.decide.listeners); empty: the spec's
     announced_listeners: tuple[Listener, ...] = ()
     broker_images: Mapping[str, str] = field(default_factory=dict)  # the operator's image of each Kafka version
+    # The size in each existing StatefulSet's claim template: Kubernetes never changes a template's claims, so it
+    # keeps the size the pool was created with, and the operator grows the claims themselves (krafty.decide.volumes)
+    claim_sizes: Mapping[Pool, str] = field(default_factory=dict)
 
     def version_of(self, image: str | None) -> str | None:
         """The Kafka release a pod's image carries: the operator's image of a version, or spec.image (which
@@ -98,6 +101,14 @@ class ClusterContext:
 
     def pools(self) -> list[Pool]:
         return [Pool.CONTROLLER, Pool.BROKER] if self.dedicated else [Pool.BROKER]
+
+    def pool_spec(self, pool: Pool) -> NodePool:
+        """A pool's settings: in combined mode the controllers are brokers and take the brokers' settings."""
+        return self.spec.controllers if pool is Pool.CONTROLLER else self.spec.brokers
+
+    def storage(self, pool: Pool) -> Storage | None:
+        """The pool's data volumes as the spec asks for them; None: an emptyDir."""
+        return self.pool_spec(pool).storage
 
     def replicas(self, pool: Pool) -> int:
         """Nodes of the pool to run this pass."""

@@ -38,6 +38,7 @@ class Actor:
             planned.RemoveThrottles: self._unthrottle, planned.RemoveVoter: self._remove_voter,
             planned.AddVoter: self._add_voter,
             planned.Unregister: self._unregister, planned.DeleteVolumes: self._delete_volumes,
+            planned.ExpandVolumes: self._expand_volumes,
             planned.StartPreflight: self._start_preflight, planned.DeletePreflights: self._delete_preflights,
             planned.RestartNode: self._restart,
             planned.ElectLeaders: self._elect, planned.FinalizeMetadata: self._finalize,
@@ -120,6 +121,20 @@ class Actor:
         for claim in action.claims:
             self.kube.delete("PersistentVolumeClaim", claim, self.ctx.namespace)
             self.say("VolumeDeleted", f"{claim} deleted: its node was removed, emptied and forgotten by Kafka")
+
+    def _expand_volumes(self, action: planned.ExpandVolumes) -> None:
+        for claim, size in action.claims:
+            try:
+                self.kube.merge_patch("PersistentVolumeClaim", claim, self.ctx.namespace,
+                                      {"spec": {"resources": {"requests": {"storage": size}}}})
+            except ApiException as error:
+                if error.status not in (403, 422):  # admission refused it (a quota, a policy): not ours to retry
+                    raise
+                self.refused.append(f"PersistentVolumeClaim {claim}: {api_message(error)}")
+                self.say("VolumeExpansionRefused", self.refused[-1], warning=True)
+                continue
+            self.say("VolumeExpanding", f"{claim} asked to grow to {size}: the storage driver grows the volume, "
+                                        "the kubelet its file system")
 
     def _start_preflight(self, action: planned.StartPreflight) -> None:
         try:

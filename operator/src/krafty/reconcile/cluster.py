@@ -80,8 +80,8 @@ class ClusterReconciler:
             self._write(body, {}, spec.conditions, moment)
             return Outcome(spec.result)
         meta = body["metadata"]
-        claims = observing.claims(self.kube, meta["name"], meta["namespace"])
-        ctx = self._context(body, spec, claims)
+        claims = observing.volumes(self.kube, meta["name"], meta["namespace"])
+        ctx = self._context(body, spec, frozenset(v.claim for v in claims))
         if ctx is None:
             return Outcome(PassResult.CONFLICT)
         held = self._authorization(body, ctx, moment) or self._rack(body, ctx, moment)

@@ -1,4 +1,5 @@
-"""Observing a cluster, once per pass: StatefulSets, pods and preflight pods from Kubernetes; registered brokers,
+"""Observing a cluster, once per pass: StatefulSets, pods, preflight pods, data claims and their StorageClasses
+from Kubernetes; registered brokers,
 metadata.version, partition moves, partitions, topic throttles, the dynamic cluster config and the quorum from
 Kafka.
 
@@ -14,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from krafty import naming, pods
+from krafty import naming, pods, volume_claims
 from krafty.clients import kraft
 from krafty.clients.errors import KafkaUnavailable
 from krafty.clients.kafka_admin import KafkaAdmin
@@ -28,6 +29,8 @@ from krafty.observed import (
     PartitionState,
     PodPhase,
     QuorumState,
+    StorageClassState,
+    VolumeState,
     VoterState,
 )
 
@@ -88,10 +91,23 @@ def _kafka(admin: KafkaAdmin, any_broker_ready: bool) -> _KafkaFacts:
     return facts
 
 
-def claims(kube: Kube, cluster: str, namespace: str) -> frozenset[str]:
-    """The cluster's PersistentVolumeClaims, by name (identity and volume decisions both need them)."""
-    return frozenset(c["metadata"]["name"] for c in kube.list("PersistentVolumeClaim", namespace,
-                                                              naming.selector_labels(cluster)))
+def volumes(kube: Kube, cluster: str, namespace: str) -> tuple[VolumeState, ...]:
+    """The cluster's PersistentVolumeClaims (identity and volume decisions both need them)."""
+    return tuple(volume_claims.volume_state(c) for c in kube.list("PersistentVolumeClaim", namespace,
+                                                                  naming.selector_labels(cluster)))
+
+
+def storage_classes(kube: Kube, found: tuple[VolumeState, ...]) -> dict[str, StorageClassState | None]:
+    """The StorageClasses the claims name, read once per pass."""
+    names = sorted({v.storage_class for v in found if v.storage_class})
+    return {name: volume_claims.storage_class_state(name, kube.get("StorageClass", name, None)) for name in names}
+
+
+def _claim_template_size(statefulset: dict[str, Any]) -> str | None:
+    for template in statefulset["spec"].get("volumeClaimTemplates") or []:
+        if template["metadata"]["name"] == naming.DATA_VOLUME:
+            return str(template["spec"]["resources"]["requests"]["storage"])
+    return None
 
 
 def cluster_pods(kube: Kube, ctx: ClusterContext) -> list[dict[str, Any]]:
@@ -100,7 +116,8 @@ def cluster_pods(kube: Kube, ctx: ClusterContext) -> list[dict[str, Any]]:
 
 
 def observe(kube: Kube, admin: KafkaAdmin, controllers: Callable[[int], str], ctx: ClusterContext,
-            claims: frozenset[str], listed: list[dict[str, Any]], now: datetime.datetime) -> ClusterObservation:
+            claims: tuple[VolumeState, ...], listed: list[dict[str, Any]],
+            now: datetime.datetime) -> ClusterObservation:
     """`controllers`: the controller addresses for a number of controllers (during a scale-down the quorum's
     leader can be one the spec no longer asks for: every controller that runs is asked); `listed`: the
     cluster's pods (`cluster_pods`)."""
@@ -124,7 +141,10 @@ def observe(kube: Kube, admin: KafkaAdmin, controllers: Callable[[int], str], ct
     return ClusterObservation(nodes, kafka.partitions, quorum, kafka_error=kafka.error, quorum_error=quorum_error,
                               statefulset_replicas=replicas, reassignments=kafka.reassignments,
                               registrations=kafka.registrations, cluster_defaults=kafka.defaults,
-                              throttled_topics=kafka.throttled, claims=claims, controller_servers=servers,
+                              throttled_topics=kafka.throttled, volumes=claims,
+                              storage_classes=storage_classes(kube, claims), controller_servers=servers,
+                              claim_templates={pool: size for pool, sts in statefulsets.items()
+                                               if sts and (size := _claim_template_size(sts))},
                               revisions={pool: sts["status"]["updateRevision"] for pool, sts in statefulsets.items()
                                          if sts and (sts.get("status") or {}).get("updateRevision")},
                               templates={pool: sts["spec"]["template"] for pool, sts in statefulsets.items() if sts},

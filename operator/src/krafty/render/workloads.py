@@ -17,10 +17,6 @@ RUN_AS = 1001
 DEFAULT_HEAP_MIB = 1024
 
 
-def pool_spec(ctx: ClusterContext, pool: Pool) -> NodePool:
-    return ctx.spec.controllers if pool is Pool.CONTROLLER else ctx.spec.brokers
-
-
 def heap_mib(spec: NodePool) -> int:
     """-Xmx in MiB: the spec's heap, else half the memory limit (or request), else 1 GiB."""
     if spec.jvm.heap:
@@ -167,7 +163,7 @@ def _pod_spec(ctx: ClusterContext, pool: Pool, spec: NodePool) -> dict[str, Any]
 
 
 def statefulset(ctx: ClusterContext, pool: Pool) -> dict[str, Any]:
-    spec = pool_spec(ctx, pool)
+    spec = ctx.pool_spec(pool)
     # In combined mode the controller settings live on the brokers.
     storage = spec.storage
     selector = naming.selector_labels(ctx.name, pool)
@@ -191,7 +187,8 @@ def statefulset(ctx: ClusterContext, pool: Pool) -> dict[str, Any]:
         },
     }
     if storage is not None:
-        claim: dict[str, Any] = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": storage.size}}}
+        size = ctx.claim_sizes.get(pool, storage.size)
+        claim: dict[str, Any] = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": size}}}
         if storage.storage_class_name:
             claim["storageClassName"] = storage.storage_class_name
         body["spec"]["volumeClaimTemplates"] = [{"metadata": {"name": naming.DATA_VOLUME,
