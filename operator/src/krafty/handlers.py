@@ -34,6 +34,7 @@ from krafty.model.versions import SUPPORTED_KAFKA_VERSIONS
 from krafty.plan import PassResult
 from krafty.reconcile import connection
 from krafty.reconcile.cluster import ClusterReconciler, Endpoints, Settings
+from krafty.reconcile.disks import DiskPass
 from krafty.reconcile.lag import LagPass
 from krafty.reconcile.topics import Held, TopicReconciler
 from krafty.reconcile.users import UserReconciler
@@ -42,7 +43,7 @@ from krafty.scheduler import Scheduler
 BUSY_INTERVAL = 5.0
 IDLE_INTERVAL = 30.0
 REFUSED_INTERVAL = 30.0  # a namespace another install operates: look again this often
-JOBS = ("cluster", "topics", "users", "lag")
+JOBS = ("cluster", "topics", "users", "lag", "disks")
 
 
 def _operator_peer() -> OperatorPeer | None:
@@ -126,9 +127,10 @@ class Operator:
         self.topics = TopicReconciler(self.kube, locate, self.topic_admins.get)
         self.user_admins = AdminPool(UserAdmin)
         self.users = UserReconciler(self.kube, locate, self.user_admins.get, cluster_domain=settings.cluster_domain)
-        self.lag = LagPass(self.lag_connection, _group_selection())
+        self.lag = LagPass(self.kafka_connection, _group_selection())
+        self.disks = DiskPass(self.kafka_connection)
         lease = _lease_settings()
-        # Each cluster's passes (cluster, topics, users, lag) use at most two workers at once
+        # Each cluster's passes (cluster, topics, users, lag, disks) use at most two workers at once
         self.scheduler = Scheduler(self.run, workers=8, leading=lease is None, group=_cluster_of, per_group=2)
         self.elector = None if lease is None else Elector(self.kube, lease, self.scheduler.lead, _stop_acting)
         # The install (its namespace and Lease), not the pod: another install watching a namespace it claims
@@ -178,7 +180,7 @@ class Operator:
     def run(self, key: Any) -> float | None:
         kind, namespace, name = key
         jobs = {"cluster": self.run_cluster, "topics": self.topics.reconcile, "users": self.users.reconcile,
-                "lag": self.lag.reconcile}
+                "lag": self.lag.reconcile, "disks": self.disks.reconcile}
         if self._refused(kind, namespace, name):
             return REFUSED_INTERVAL
         started = time.monotonic()
@@ -196,7 +198,8 @@ class Operator:
             metrics.RECONCILES.labels(kind, "ok" if delay is not None else "gone").inc()
         return delay
 
-    def lag_connection(self, namespace: str, cluster: str) -> Connection | None:
+    def kafka_connection(self, namespace: str, cluster: str) -> Connection | None:
+        """How the lag and disk passes reach a cluster's brokers; None once the cluster is gone."""
         spec = self.topics.cluster_spec(namespace, cluster)
         return None if spec is None else self.topics.locate(namespace, cluster)
 
@@ -263,7 +266,7 @@ def stop(memo: kopf.Memo, **_: Any) -> None:
 @kopf.on.event(naming.GROUP, naming.VERSION, naming.CLUSTER_PLURAL)
 def cluster_event(type: str | None, body: kopf.Body, namespace: str | None, name: str, memo: kopf.Memo,
                   **_: Any) -> None:
-    """A KafkaCluster appeared, changed or went: its cluster, topic, user and lag passes look now (or stop;
+    """A KafkaCluster appeared, changed or went: its cluster, topic, user, lag and disk passes look now (or stop;
     the user pass lets its users' deletions go)."""
     operator = _operator(memo)
     deleted = type == "DELETED"
@@ -272,6 +275,7 @@ def cluster_event(type: str | None, body: kopf.Body, namespace: str | None, name
     if deleted or body.get("metadata", {}).get("deletionTimestamp"):  # the cluster pass tears it down in order
         operator.scheduler.forget(("topics", namespace, name))
         operator.scheduler.forget(("lag", namespace, name))
+        operator.scheduler.forget(("disks", namespace, name))
         operator.scheduler.poke(("cluster", namespace, name))
         operator.scheduler.poke(("users", namespace, name))
         return

@@ -18,6 +18,7 @@ from prometheus_client.registry import Collector
 
 from krafty.decide.health import summarize
 from krafty.decide.lag import PartitionLag, SelectedGroups, by_topic
+from krafty.kraft_wire import LogDir
 from krafty.observed import ClusterObservation
 
 RECONCILES = Counter("krafty_reconcile_total", "Reconcile passes by resource kind and result", ["kind", "result"])
@@ -56,6 +57,7 @@ class Snapshot:
     topics: dict[tuple[str, str], dict[str, tuple[int, int]]] = field(default_factory=dict)  # partitions, URP
     lag: dict[tuple[str, str], list[PartitionLag]] = field(default_factory=dict)
     lag_groups: dict[tuple[str, str], SelectedGroups] = field(default_factory=dict)
+    log_dirs: dict[tuple[str, str], dict[int, tuple[LogDir, ...]]] = field(default_factory=dict)  # by broker
 
 
 class KafkaCollector(Collector):
@@ -71,6 +73,7 @@ class KafkaCollector(Collector):
                 self.snapshot.topics.pop((namespace, name), None)
                 self.snapshot.lag.pop((namespace, name), None)
                 self.snapshot.lag_groups.pop((namespace, name), None)
+                self.snapshot.log_dirs.pop((namespace, name), None)
             else:
                 self.snapshot.clusters[(namespace, name)] = facts
 
@@ -91,14 +94,20 @@ class KafkaCollector(Collector):
         with self.lock:
             self.snapshot.lag_groups[(namespace, cluster)] = selected
 
+    def set_log_dirs(self, namespace: str, cluster: str, dirs: dict[int, tuple[LogDir, ...]]) -> None:
+        """The log directories each broker that answered described (a broker that did not has no series)."""
+        with self.lock:
+            self.snapshot.log_dirs[(namespace, cluster)] = dirs
+
     def collect(self) -> Iterator[Metric]:
         with self.lock:
             snap = Snapshot(dict(self.snapshot.clusters), dict(self.snapshot.passes), dict(self.snapshot.topics),
-                            dict(self.snapshot.lag), dict(self.snapshot.lag_groups))
+                            dict(self.snapshot.lag), dict(self.snapshot.lag_groups), dict(self.snapshot.log_dirs))
         yield from _cluster_metrics(snap)
         yield from _pass_metrics(snap)
         yield from _topic_metrics(snap)
         yield from _lag_metrics(snap)
+        yield from _log_dir_metrics(snap)
 
 
 def _gauge(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
@@ -212,6 +221,27 @@ def _lag_metrics(snap: Snapshot) -> Iterator[Metric]:
     yield headroom
     yield unknown
     yield groups
+
+
+def _log_dir_metrics(snap: Snapshot) -> Iterator[Metric]:
+    labels = ["namespace", "cluster", "broker", "log_dir"]
+    total = _gauge("krafty_broker_log_dir_total_bytes", "Size of the volume holding a broker's log directory, as "
+                   "the broker sees it (DescribeLogDirs)", labels)
+    usable = _gauge("krafty_broker_log_dir_usable_bytes", "Bytes still free on the volume holding a broker's log "
+                    "directory; the disk-filling alert compares it with the total", labels)
+    online = _gauge("krafty_broker_log_dir_online", "1 while the log directory serves its replicas, 0 once the "
+                    "broker took it offline (an I/O error, a full or lost volume)", labels)
+    for (namespace, cluster), brokers in sorted(snap.log_dirs.items()):
+        for broker, dirs in sorted(brokers.items()):
+            for d in dirs:
+                key = [namespace, cluster, str(broker), d.path]
+                online.add_metric(key, 1 if d.online else 0)
+                if d.total_bytes >= 0 and d.usable_bytes >= 0:
+                    total.add_metric(key, d.total_bytes)
+                    usable.add_metric(key, d.usable_bytes)
+    yield total
+    yield usable
+    yield online
 
 
 COLLECTOR = KafkaCollector()

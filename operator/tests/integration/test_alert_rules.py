@@ -88,6 +88,12 @@ CASES = {
         {f'krafty_consumergroup_lag_unknown_partitions{{{C}, group="a", topic="t"}}': "0 1x18",
          f'krafty_consumergroup_lag_unknown_partitions{{{C}, group="b", topic="t"}}': "0 1 1 1 0x15"},  # a blip
         "50s", "2m", {"namespace": "ns", "cluster": "c", "group": "a", "topic": "t"}, "1"),
+    "KafkaBrokerDiskFilling": Case(
+        {f'krafty_broker_log_dir_total_bytes{{{C}, broker="1", log_dir="/var/lib/kafka/data"}}': "1024x20",
+         f'krafty_broker_log_dir_usable_bytes{{{C}, broker="1", log_dir="/var/lib/kafka/data"}}': "64x20",
+         f'krafty_broker_log_dir_total_bytes{{{C}, broker="0", log_dir="/var/lib/kafka/data"}}': "1024x20",
+         f'krafty_broker_log_dir_usable_bytes{{{C}, broker="0", log_dir="/var/lib/kafka/data"}}': "512x20"},
+        "50s", "2m", {"namespace": "ns", "cluster": "c", "broker": "1", "log_dir": "/var/lib/kafka/data"}, "93.75"),
     "KraftyReconcileErrors": Case(
         {'krafty_reconcile_errors_total{kind="cluster"}': "0+1x60",  # a failure every 10 s
          'krafty_reconcile_errors_total{kind="topics"}': "0+0x60"},

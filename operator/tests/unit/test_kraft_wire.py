@@ -120,3 +120,28 @@ def test_offset_fetch_answer_keeps_committed_offsets_and_marks_failed_ones():
     # partition 1 was never committed (-1): left out; partition 2 failed: unknown
     assert found == {"g1": wire.GroupOffsets({("t", 0): 42, ("t", 2): None}),
                      "g2": wire.GroupOffsets({}, "NOT_COORDINATOR")}
+
+
+def test_describe_log_dirs_asks_for_the_directories_without_any_partition():
+    # topics: an empty compact array (1), not null (0), which would list every partition's size
+    assert wire.encode_describe_log_dirs().bytes() == bytes([1, 0])
+
+
+def test_describe_log_dirs_answer_gives_each_directorys_volume_and_whether_it_is_online():
+    def int64(w: wire.Writer, value: int) -> wire.Writer:
+        w.parts.append(value.to_bytes(8, "big", signed=True))
+        return w
+
+    def topic(w: wire.Writer, name: str) -> None:
+        w.compact_string(name).compact_array([0], lambda p, i: int64(int64(p.int32(i), 1024), 0).int8(0).tags())
+        w.tags()
+
+    def result(w: wire.Writer, row: tuple[int, str, list[str], int, int]) -> None:
+        w.int16(row[0]).compact_string(row[1]).compact_array(row[2], topic)
+        int64(int64(w, row[3]), row[4]).tags()
+
+    rows = [(0, "/var/lib/kafka/data", ["t"], 2 * 2**30, 2**29), (56, "/mnt/bad", [], -1, -1)]
+    body = wire.Writer().int32(0).int16(0).compact_array(rows, result).tags()
+    assert wire.decode_describe_log_dirs(wire.Reader(body.bytes())) == (
+        wire.LogDir("/var/lib/kafka/data", 2 * 2**30, 2**29), wire.LogDir("/mnt/bad", -1, -1, "KAFKA_STORAGE_ERROR"))
+    assert [d.online for d in wire.decode_describe_log_dirs(wire.Reader(body.bytes()))] == [True, False]

@@ -95,12 +95,19 @@ _NAMES = {wire.DESCRIBE_QUORUM: "DescribeQuorum", wire.DESCRIBE_CLUSTER: "Descri
           wire.INCREMENTAL_ALTER_CONFIGS: "IncrementalAlterConfigs",
           wire.DESCRIBE_CLIENT_QUOTAS: "DescribeClientQuotas", wire.ALTER_CLIENT_QUOTAS: "AlterClientQuotas",
           wire.FIND_COORDINATOR: "FindCoordinator", wire.OFFSET_FETCH: "OffsetFetch",
-          wire.API_VERSIONS: "ApiVersions", wire.UPDATE_FEATURES: "UpdateFeatures"}
+          wire.API_VERSIONS: "ApiVersions", wire.UPDATE_FEATURES: "UpdateFeatures",
+          wire.DESCRIBE_LOG_DIRS: "DescribeLogDirs"}
 
 
 def describe_brokers(servers: Target, timeout: float = 10.0) -> tuple[wire.Broker, ...]:
     """Every registered broker, fenced ones too (sent to brokers: the bootstrap address)."""
     return call(servers, wire.DESCRIBE_CLUSTER, 2, wire.encode_describe_cluster(), wire.decode_describe_cluster,
+                timeout)
+
+
+def log_dirs(broker: Target, timeout: float = 10.0) -> tuple[wire.LogDir, ...]:
+    """The log directories of the broker asked (each broker answers for its own), with their volumes' sizes."""
+    return call(broker, wire.DESCRIBE_LOG_DIRS, 4, wire.encode_describe_log_dirs(), wire.decode_describe_log_dirs,
                 timeout)
 
 

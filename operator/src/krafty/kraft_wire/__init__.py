@@ -1,7 +1,8 @@
 """Kafka wire format for the admin requests no Python client offers.
 
 confluent-kafka covers topics, configs, groups, offsets, ACLs, SCRAM credentials and leader election;
-it has no committed offsets of many groups in one request, no client quotas, DescribeQuorum, DescribeCluster
+it has no committed offsets of many groups in one request, no log-dir sizes, no client quotas, DescribeQuorum,
+DescribeCluster
 with fenced brokers, RemoveRaftVoter, UnregisterBroker or partition reassignment calls. These are small
 flexible-version messages, encoded here as pure functions from typed values to
 bytes and back, and sent by krafty.clients.kraft. Field order follows Kafka's
@@ -52,6 +53,7 @@ from krafty.kraft_wire.groups import (
     encode_find_coordinators,
     encode_offset_fetch,
 )
+from krafty.kraft_wire.log_dirs import DESCRIBE_LOG_DIRS, LogDir, decode_describe_log_dirs, encode_describe_log_dirs
 from krafty.kraft_wire.nodes import (
     ADD_RAFT_VOTER,
     DESCRIBE_CLUSTER,
@@ -87,6 +89,7 @@ __all__ = [
     "API_VERSIONS",
     "DESCRIBE_CLIENT_QUOTAS",
     "DESCRIBE_CLUSTER",
+    "DESCRIBE_LOG_DIRS",
     "DESCRIBE_QUORUM",
     "ERROR_NAMES",
     "FIND_COORDINATOR",
@@ -102,6 +105,7 @@ __all__ = [
     "Coordinator",
     "GroupOffsets",
     "KafkaProtocolError",
+    "LogDir",
     "OngoingReassignment",
     "Quorum",
     "Reader",
@@ -112,6 +116,7 @@ __all__ = [
     "decode_alter_reassignments",
     "decode_alter_user_quotas",
     "decode_describe_cluster",
+    "decode_describe_log_dirs",
     "decode_describe_quorum",
     "decode_describe_user_quotas",
     "decode_finalized_features",
@@ -126,6 +131,7 @@ __all__ = [
     "encode_alter_user_quotas",
     "encode_api_versions",
     "encode_describe_cluster",
+    "encode_describe_log_dirs",
     "encode_describe_quorum",
     "encode_describe_user_quotas",
     "encode_find_coordinators",
