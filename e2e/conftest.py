@@ -10,8 +10,9 @@ KRAFTY_E2E_BUDGET_MINUTES (`make e2e` sets it from CI's time limit) ends the run
 past it: the summary of what failed is printed instead of the run being killed in the middle.
 
 Tests marked cluster_lifecycle take the cluster down and up again; they run before every other e2e test
-so nothing another test set up is lost, and they leave the cluster up. They need the local cluster
-(they inspect this machine): with another kind of cluster they are deselected, and the run says so.
+so nothing another test set up is lost, and they leave the cluster up. They, and tests marked
+local_cluster, inspect this machine (processes, files, loop devices), so they need the local cluster: with
+another kind of cluster they are deselected, and the run says so.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from krafty_testkit.k8s_kafka import IMAGES, NAMESPACE, ClientPod, install_opera
 from krafty_testkit.kube import KubeCluster
 
 LIFECYCLE = "cluster_lifecycle"
+LOCAL = "local_cluster"
 OPERATOR_LABEL = "app.kubernetes.io/name=krafty-operator"
 
 _timings: list[tuple[str, float]] = []
@@ -35,16 +37,16 @@ _started = time.monotonic()
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"{LIFECYCLE}: takes the local cluster down and up; runs first")
+    config.addinivalue_line("markers", f"{LOCAL}: inspects this machine, so it needs the local cluster")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     lifecycle = [item for item in items if item.get_closest_marker(LIFECYCLE)]
-    if not lifecycle:
-        return
-    if kube.chosen_kind() != "local":
-        config.hook.pytest_deselected(items=lifecycle)
-        items[:] = [item for item in items if item not in lifecycle]
-        print(f"\ndeselected {len(lifecycle)} {LIFECYCLE} test(s): they need the local cluster")
+    local = [item for item in items if item.get_closest_marker(LIFECYCLE) or item.get_closest_marker(LOCAL)]
+    if local and kube.chosen_kind() != "local":
+        config.hook.pytest_deselected(items=local)
+        items[:] = [item for item in items if item not in local]
+        print(f"\ndeselected {len(local)} {LIFECYCLE}/{LOCAL} test(s): they need the local cluster")
         return
     items[:] = lifecycle + [item for item in items if item not in lifecycle]
 

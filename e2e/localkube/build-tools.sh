@@ -4,6 +4,8 @@
 #   coredns, local-path-provisioner, helm, kind  Go modules through the Go
 #                                                 module proxy (`go env GOPROXY`)
 #   kube-router                                   the same, from k3s's fork (versions.env)
+#   csi-provisioner, csi-resizer                  the same, each in a copy of its own module
+#   csi-loop                                      our CSI driver, from csi-loop/ in this tree
 #   pause                                         the sandbox process, from the
 #                                                 pause.c of the k8s.io/kubernetes
 #                                                 module (static, gcc)
@@ -56,6 +58,41 @@ kube_router_tool() {
   ln -sfn "$dir/kube-router" "$bin/kube-router"
 }
 
+# The CSI sidecars: their go.mod pins the Kubernetes modules with replace lines, which `go install
+# module@version` refuses, so each is built inside a copy of its own module (with its own go.sum).
+csi_sidecar_tool() {
+  local name="$1" version="$2" module="$3" dir="$tools/$1-$2" moddir
+  if [[ ! -x "$dir/$name" ]]; then
+    say "building $name $version from source through $(go env GOPROXY) (first time only)"
+    moddir="$(cd /tmp && GOFLAGS=-mod=mod go mod download -json "$module@$version" \
+      | python3 -c 'import json,sys; d=json.load(sys.stdin); sys.exit(d["Error"]) if "Error" in d else print(d["Dir"])')"
+    rm -rf "$dir/.src" && mkdir -p "$dir"
+    cp -r "$moddir" "$dir/.src" && chmod -R u+w "$dir/.src"
+    (cd "$dir/.src" && GOWORK=off GOFLAGS="-mod=readonly -buildvcs=false" CGO_ENABLED=0 \
+      go build -trimpath -ldflags "-s -w -X main.version=$version" -o "../$name.partial" "./cmd/$name")
+    mv "$dir/$name.partial" "$dir/$name"
+    rm -rf "$dir/.src"
+  fi
+  ln -sfn "$dir/$name" "$bin/$name"
+}
+
+# csi-loop comes from this tree: its folder is named by a hash of the sources, so an edited driver is
+# rebuilt (and the build it replaces removed) and an unchanged one costs nothing.
+csi_loop_tool() {
+  local src="$here/csi-loop" hash dir
+  hash="$(cat "$src/go.mod" "$src/go.sum" "$src"/*.go | sha256sum | cut -c1-12)"
+  dir="$tools/csi-loop-$hash"
+  if [[ ! -x "$dir/csi-loop" ]]; then
+    say "building csi-loop from $src (first time only, and after each change)"
+    mkdir -p "$dir"
+    (cd "$src" && GOWORK=off GOFLAGS="-mod=readonly -buildvcs=false" CGO_ENABLED=0 \
+      go build -trimpath -ldflags "-s -w" -o "$dir/csi-loop.partial" .)
+    mv "$dir/csi-loop.partial" "$dir/csi-loop"
+    find "$tools" -maxdepth 1 -name 'csi-loop-*' ! -name "csi-loop-$hash" -exec rm -rf {} +
+  fi
+  ln -sfn "$dir/csi-loop" "$bin/csi-loop"
+}
+
 # The pause program comes with the Kubernetes sources build-k8s.sh already holds.
 pause_tool() {
   local dir="$tools/pause-$PAUSE_VERSION"
@@ -80,6 +117,10 @@ build() {
       "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean" ;;
     kind) go_tool kind "$KIND_VERSION" sigs.k8s.io/kind ;;
     kube-router) kube_router_tool ;;
+    csi-provisioner) csi_sidecar_tool csi-provisioner "$CSI_PROVISIONER_VERSION" \
+      github.com/kubernetes-csi/external-provisioner/v5 ;;
+    csi-resizer) csi_sidecar_tool csi-resizer "$CSI_RESIZER_VERSION" github.com/kubernetes-csi/external-resizer ;;
+    csi-loop) csi_loop_tool ;;
     pause) pause_tool ;;
     kubectl) kubectl_link ;;
     *) say "unknown tool: $1"; exit 2 ;;
@@ -92,5 +133,7 @@ kubectl_link() {
   ln -sfn "$cache/k8s/$K8S_VERSION/bin/kubectl" "$bin/kubectl"
 }
 
-if [[ $# -eq 0 ]]; then set -- kubectl pause coredns local-path-provisioner kube-router helm; fi
+if [[ $# -eq 0 ]]; then
+  set -- kubectl pause coredns local-path-provisioner kube-router helm csi-loop csi-provisioner csi-resizer
+fi
 for tool in "$@"; do build "$tool"; done

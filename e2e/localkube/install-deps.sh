@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the local cluster runs on: the container
 # runtime (containerd, runc, CNI plugins), etcd, the image tools (buildah,
-# umoci, debootstrap, podman) and the networking tools kube-proxy, kube-router and
-# the kubelet call. apt runs only when something is missing, and package
-# scripts are told not to start services: localkube starts its own.
+# umoci, debootstrap, podman), the networking tools kube-proxy, kube-router and
+# the kubelet call, and the disk tools of the csi-loop driver (losetup and
+# mount from mount, mkfs.xfs and xfs_growfs from xfsprogs). apt runs only when
+# something is missing, and package scripts are told not to start services:
+# localkube starts its own.
 set -euo pipefail
 packages=(containerd runc containernetworking-plugins iptables ipset conntrack socat iproute2
-          etcd-server umoci debootstrap buildah podman openssl gcc libc6-dev util-linux)
+          etcd-server umoci debootstrap buildah podman openssl gcc libc6-dev util-linux mount xfsprogs)
 
 missing=()
 for p in "${packages[@]}"; do

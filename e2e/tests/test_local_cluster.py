@@ -27,7 +27,7 @@ GRACE_SECONDS = 6
 PRESTOP_SECONDS = 1
 CLUSTER_PROGRAMS = {"etcd", "containerd", "containerd-shim-runc-v2", "runc", "kube-apiserver",
                     "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy", "coredns",
-                    "local-path-provisioner"}
+                    "local-path-provisioner", "csi-loop", "csi-provisioner", "csi-resizer"}
 
 
 # What the machine holds, seen independently of localkube's own bookkeeping

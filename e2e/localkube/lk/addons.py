@@ -1,12 +1,13 @@
-"""The cluster's add-ons as API objects (pure): cluster DNS and the local-path storage provisioner.
+"""The cluster's add-ons as API objects (pure): cluster DNS, the local-path storage provisioner, and the
+loop-file CSI driver with its provisioner and resizer (volumes that grow online).
 
-Both run as host processes next to the kubelet rather than as pods, each with its own client certificate
+All run as host processes next to the kubelet rather than as pods, each with its own client certificate
 and the RBAC below. Why not pods: the add-ons are then up as soon as the API server is (no image build,
 no pod network, no sandbox in the way of the first DNS answer or the first volume), they cannot be
 evicted, throttled or restarted by probes on a busy two-core machine, and `localkube up` watches and
 restarts them like every other node component. What the workloads see is unchanged: the kube-dns
-Service at 10.96.0.10 (its EndpointSlice points at CoreDNS on the node IP) and the default StorageClass
-whose helper pods run on the node from the locally built base image.
+Service at 10.96.0.10 (its EndpointSlice points at CoreDNS on the node IP), the default StorageClass
+whose helper pods run on the node from the locally built base image, and the StorageClass `expandable`.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ LOCAL_PATH_SERVICE_ACCOUNT = "local-path-provisioner-service-account"
 LOCAL_PATH_CONFIGMAP = "local-path-config"
 PROVISIONER = "rancher.io/local-path"
 STORAGE_CLASS = "standard"
+EXPANDABLE_STORAGE_CLASS = "expandable"
 
 
 def _cluster_role(name: str, rules: list[Obj]) -> Obj:
@@ -128,6 +130,41 @@ def storage(cfg: Settings) -> list[Obj]:
          "metadata": {"name": STORAGE_CLASS,
                       "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
          "provisioner": PROVISIONER, "volumeBindingMode": "WaitForFirstConsumer", "reclaimPolicy": "Delete"},
+    ]
+
+
+def expandable_storage() -> list[Obj]:
+    """The opt-in StorageClass whose volumes grow while mounted: csi-loop (csi-loop/main.go) and the upstream
+    external-provisioner and external-resizer (their deploy/kubernetes/rbac.yaml, less what is off here:
+    leader election, snapshots, capacity tracking, attaching). The default class stays local-path's."""
+    provisioner, resizer = "localkube:csi-provisioner", "localkube:csi-resizer"
+    read = ["get", "list", "watch"]
+    events = {"apiGroups": [""], "resources": ["events"], "verbs": ["list", "watch", "create", "update", "patch"]}
+    return [
+        _cluster_role(provisioner, [
+            {"apiGroups": [""], "resources": ["persistentvolumes"], "verbs": [*read, "create", "patch", "delete"]},
+            {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": [*read, "update"]},
+            {"apiGroups": [""], "resources": ["nodes"], "verbs": read},
+            {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses", "csinodes"], "verbs": read},
+            events,
+        ]),
+        _binding("ClusterRole", provisioner, [_user(provisioner)]),
+        _cluster_role(resizer, [
+            {"apiGroups": [""], "resources": ["persistentvolumes"], "verbs": [*read, "patch"]},
+            {"apiGroups": [""], "resources": ["persistentvolumeclaims", "pods"], "verbs": read},
+            {"apiGroups": [""], "resources": ["persistentvolumeclaims/status"], "verbs": ["patch"]},
+            {"apiGroups": ["storage.k8s.io"], "resources": ["volumeattributesclasses"], "verbs": read},
+            events,
+        ]),
+        _binding("ClusterRole", resizer, [_user(resizer)]),
+        # Nothing to attach (a loop device is set up where the volume is mounted), so no external-attacher;
+        # the kubelet gives the files to a pod's fsGroup (brokers run as non-root).
+        {"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver", "metadata": {"name": s.CSI_DRIVER},
+         "spec": {"attachRequired": False, "podInfoOnMount": False, "fsGroupPolicy": "File",
+                  "volumeLifecycleModes": ["Persistent"]}},
+        {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": EXPANDABLE_STORAGE_CLASS},
+         "provisioner": s.CSI_DRIVER, "parameters": {"csi.storage.k8s.io/fstype": "xfs"},
+         "allowVolumeExpansion": True, "volumeBindingMode": "WaitForFirstConsumer", "reclaimPolicy": "Delete"},
     ]
 
 

@@ -24,10 +24,15 @@ from .components import Component
 from .settings import Settings
 
 CONTROL_PLANE = ("etcd", "containerd", "kube-apiserver")
-NODE = ("kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy", "coredns", "local-path-provisioner")
+NODE = ("kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy", "coredns", "local-path-provisioner",
+        "csi-loop", "csi-provisioner", "csi-resizer")
 # Started once the node is registered and Ready: kube-router exits when it cannot read its node.
 NETWORK = ("kube-router",)
-API_CLIENTS = ("kube-router", "local-path-provisioner", "coredns", "kube-scheduler", "kube-controller-manager")
+API_CLIENTS = ("kube-router", "csi-resizer", "csi-provisioner", "local-path-provisioner", "coredns", "kube-scheduler",
+               "kube-controller-manager")
+# The CSI sidecars exit at their first call after the driver's socket went away (upstream's choice: in a
+# pod the kubelet restarts them), so a driver that `up` starts again takes fresh sidecars with it.
+CSI_SIDECARS = ("csi-provisioner", "csi-resizer")
 SYSCTLS = {"net/ipv4/ip_forward": "1", "net/bridge/bridge-nf-call-iptables": "1",
            "net/bridge/bridge-nf-call-ip6tables": "1"}
 PAUSE_DOCKERFILE = s.HERE / "images" / "pause" / "Dockerfile"
@@ -106,7 +111,7 @@ def kubectl(cfg: Settings, *args: str, stdin: str | None = None, timeout: float 
 
 
 def _apply_addons(cfg: Settings, node_ip: str) -> None:
-    objects = addons.dns(node_ip) + addons.storage(cfg) + addons.network_policies()
+    objects = addons.dns(node_ip) + addons.storage(cfg) + addons.expandable_storage() + addons.network_policies()
     kubectl(cfg, "apply", "--server-side", "--force-conflicts", "--field-manager", "localkube", "-f", "-",
             stdin=json.dumps(addons.manifest(objects)))
 
@@ -165,6 +170,8 @@ def up() -> float:
         _purge_containers(cfg)
     _system_images(cfg)
     _apply_addons(cfg, node_ip)
+    if procs.pid_of(cfg.pids, "csi-loop") is None:
+        _stop_parallel(cfg, CSI_SIDECARS, 10)
     start_missing(cfg, comps, NODE)
     wait_for(lambda: components.node_ready(cfg), lambda seen: seen == "ok", 180, f"node {s.NODE_NAME} Ready")
     start_missing(cfg, comps, NETWORK)
@@ -190,7 +197,7 @@ def down(quiet: bool = False) -> float:
     began = time.monotonic()
     cfg = Settings.from_env()
     _stop_parallel(cfg, API_CLIENTS, 10)
-    _stop_parallel(cfg, ("kubelet",), 15)
+    _stop_parallel(cfg, ("kubelet", "csi-loop"), 15)
     if procs.pid_of(cfg.pids, "containerd") is not None:
         _purge_containers(cfg)
     _stop_parallel(cfg, ("containerd", "kube-proxy"), 15)

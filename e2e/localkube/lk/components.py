@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import socket
 import ssl
 import subprocess
 import urllib.error
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from . import settings as s
 from .settings import Settings
@@ -49,6 +51,17 @@ def _ctr_probe(cfg: Settings) -> Callable[[], str]:
         result = subprocess.run(["ctr", "--address", str(cfg.containerd_socket), "version"],
                                 capture_output=True, text=True, timeout=10, check=False)
         return "ok" if result.returncode == 0 else result.stderr.strip()[:300]
+    return probe
+
+
+def _socket_probe(path: Path) -> Callable[[], str]:
+    def probe() -> str:
+        with socket.socket(socket.AF_UNIX) as sock:
+            try:
+                sock.connect(str(path))
+            except OSError as error:
+                return f"{path}: {error.strerror}"
+        return "ok"
     return probe
 
 
@@ -122,6 +135,20 @@ def components(cfg: Settings, node_ip: str) -> dict[str, Component]:
             "--namespace", "local-path-storage", "--configmap-name", "local-path-config",
             "--service-account-name", "local-path-provisioner-service-account",
             "--provisioner-name", "rancher.io/local-path", "--helper-image", s.BASE_IMAGE),
+            _always_ok),
+        # Volumes that grow online (StorageClass "expandable", addons.py): our loop-file CSI driver, which
+        # registers itself with the kubelet, and the upstream provisioner and resizer that drive it.
+        Component("csi-loop", (
+            str(bin_("csi-loop")), "--endpoint", str(cfg.csi_socket), "--registration-dir", str(cfg.plugins_registry),
+            "--volumes", str(cfg.csi_volumes), "--node-id", s.NODE_NAME, "--driver-name", s.CSI_DRIVER),
+            _socket_probe(cfg.csi_socket)),
+        Component("csi-provisioner", (
+            str(bin_("csi-provisioner")), "--kubeconfig", str(conf / "csi-provisioner.conf"),
+            "--csi-address", str(cfg.csi_socket), "--leader-election=false", "--v", "1"),
+            _always_ok),
+        Component("csi-resizer", (
+            str(bin_("csi-resizer")), "--kubeconfig", str(conf / "csi-resizer.conf"),
+            "--csi-address", str(cfg.csi_socket), "--leader-election=false", "--v", "1"),
             _always_ok),
         # The NetworkPolicy enforcer: kube-router's firewall only (the bridge plugin routes, kube-proxy
         # serves Services); its chains see bridged pod traffic through bridge-nf-call-iptables.

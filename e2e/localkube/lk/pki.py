@@ -1,7 +1,8 @@
 """Certificates, the service-account key pair and kubeconfigs, made locally with openssl.
 
 One CA signs everything (P-256 keys: fast to make, accepted by every component). The set is kept across
-`down` and remade only when it is incomplete or the node IP in the serving certificates changed.
+`down`: a missing certificate (a component added since) is made on its own, and all are remade when the
+node IP in the serving certificates changed.
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ def certificates(node_ip: str) -> tuple[Cert, ...]:
         Cert("coredns", "localkube:coredns"),
         Cert("local-path-provisioner", "localkube:local-path-provisioner"),
         Cert("kube-router", "localkube:kube-router"),
+        Cert("csi-provisioner", "localkube:csi-provisioner"),
+        Cert("csi-resizer", "localkube:csi-resizer"),
     )
 
 
@@ -54,6 +57,7 @@ KUBECONFIGS = {
     "admin": "admin", "controller-manager": "controller-manager", "scheduler": "scheduler",
     "kubelet": "kubelet", "kube-proxy": "kube-proxy", "coredns": "coredns",
     "local-path-provisioner": "local-path-provisioner", "kube-router": "kube-router",
+    "csi-provisioner": "csi-provisioner", "csi-resizer": "csi-resizer",
 }
 
 
@@ -135,8 +139,11 @@ def ensure(cfg: Settings, node_ip: str) -> bool:
     cfg.pki.chmod(0o700)
     if not (cfg.pki / "ca.key").exists():
         _make_ca(cfg.pki)
+    # Same node IP: only what is missing (a component added since), the running ones keep theirs.
+    same_node = marker.exists() and marker.read_text() == _marker(node_ip)
     for cert in certificates(node_ip):
-        _issue(cfg.pki, cert)
+        if not (same_node and (cfg.pki / f"{cert.name}.crt").exists()):
+            _issue(cfg.pki, cert)
     if not (cfg.pki / "sa.key").exists():
         _new_key(cfg.pki / "sa.key")
     _openssl("pkey", "-in", str(cfg.pki / "sa.key"), "-pubout", "-out", str(cfg.pki / "sa.pub"))

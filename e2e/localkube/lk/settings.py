@@ -44,6 +44,7 @@ KUBE_ROUTER_HEALTH_PORT = 20244
 
 PAUSE_IMAGE = "localhost/krafty-localkube/pause"  # tagged with PAUSE_VERSION
 BASE_IMAGE = "docker.io/library/debian:bookworm-slim"
+CSI_DRIVER = "loop.csi.localkube"  # our driver (csi-loop/): the provisioner of the StorageClass "expandable"
 
 
 def read_versions(path: Path = HERE / "versions.env") -> dict[str, str]:
@@ -140,6 +141,20 @@ class Settings:
     @property
     def volumes(self) -> Path:
         return self.cluster / "local-path"
+
+    @property
+    def csi_volumes(self) -> Path:
+        """The backing files of the volumes of csi-loop (one sparse file per volume)."""
+        return self.cluster / "csi-loop"
+
+    @property
+    def csi_socket(self) -> Path:
+        return self.kubelet_root / "plugins" / CSI_DRIVER / "csi.sock"
+
+    @property
+    def plugins_registry(self) -> Path:
+        """Where the kubelet looks for plugins' registration sockets."""
+        return self.kubelet_root / "plugins_registry"
 
     @property
     def cni_conf_dir(self) -> Path:

@@ -5,6 +5,7 @@ the bridge and its veths, iptables chains, cgroups and files.
 - processes: the cluster's programs whose command line names our state or run dir (every one does:
   its config, certificates or socket live there) and everything inside the kubelet's kubepods cgroups;
 - mounts: under the state dir, the run dir and containerd's root;
+- loop devices: those whose backing file is one of csi-loop's volumes (under the state dir);
 - network namespaces: containerd mounts them under our run dir; older `cni-*` ones in /run/netns
   (containerd's naming) with no process left in them;
 - iptables: every KUBE-* chain; CNI-* chains whose rules carry our CNI network name; the shared
@@ -36,7 +37,8 @@ KUBE_ROUTER_TAG = "kube-router"  # in the comment of every rule kube-router puts
 # The cluster's programs. Other people on the machine may run the same ones (an API server for
 # integration tests, say): a process is ours only when its command line names our state or run dir.
 PROGRAMS = ("etcd", "containerd", "containerd-shim-runc-v2", "runc", "kube-apiserver", "kube-controller-manager",
-            "kube-scheduler", "kubelet", "kube-proxy", "coredns", "local-path-provisioner", "kube-router")
+            "kube-scheduler", "kubelet", "kube-proxy", "coredns", "local-path-provisioner", "kube-router", "csi-loop",
+            "csi-provisioner", "csi-resizer")
 
 
 # Processes
@@ -54,7 +56,8 @@ def kubepods_pids() -> set[int]:
 
 def _is_ours(pid: int, markers: tuple[str, ...]) -> bool:
     try:
-        name = os.path.basename(os.readlink(f"/proc/{pid}/exe"))
+        # A program rebuilt while it ran (csi-loop after an edit) shows as "NAME (deleted)".
+        name = os.path.basename(os.readlink(f"/proc/{pid}/exe")).removesuffix(" (deleted)")
     except OSError:
         return False
     return name in PROGRAMS and any(m in arg for arg in procs.cmdline(pid) for m in markers)
@@ -94,6 +97,25 @@ def unmount_all(cfg: Settings) -> None:
         for point in sorted(set(mounts), key=lambda p: p.count("/"), reverse=True):
             if subprocess.run(["umount", point], capture_output=True, check=False).returncode != 0:
                 subprocess.run(["umount", "-l", point], capture_output=True, check=False)
+
+
+# Loop devices (csi-loop's volumes)
+
+def our_loop_devices(cfg: Settings) -> list[str]:
+    """"/dev/loopN <backing file>" for every loop device attached to one of our volumes' files."""
+    found = []
+    for backing in Path("/sys/block").glob("loop*/loop/backing_file"):
+        with contextlib.suppress(OSError):
+            file = backing.read_text().strip().removesuffix(" (deleted)")
+            if under(file, (cfg.csi_volumes,)):
+                found.append(f"/dev/{backing.parent.parent.name} {file}")
+    return found
+
+
+def detach_loop_devices(cfg: Settings) -> None:
+    """After unmount_all: a device still mounted somewhere (a lazy unmount) is freed once that mount goes."""
+    for device in our_loop_devices(cfg):
+        subprocess.run(["losetup", "--detach", device.split()[0]], capture_output=True, check=False)
 
 
 # Network namespaces and links
@@ -298,6 +320,7 @@ def leftovers(cfg: Settings) -> dict[str, list[str]]:
     return {
         "processes": [f"{pid} {' '.join(procs.cmdline(pid))[:120]}" for pid in sorted(our_processes(cfg))],
         "mounts": our_mounts(cfg),
+        "loop devices": our_loop_devices(cfg),
         "netns": dead_cni_netns(),
         "links": our_links(),
         "iptables": our_iptables_chains(),
@@ -315,6 +338,7 @@ def clean(cfg: Settings) -> None:
         kill_all(pids)
         procs.wait_gone(pids, timeout=10)
     unmount_all(cfg)
+    detach_loop_devices(cfg)
     delete_netns(dead_cni_netns())
     delete_links(our_links())
     clean_iptables()

@@ -1,0 +1,107 @@
+"""The local cluster's StorageClass `expandable` (the loop-file CSI driver of e2e/localkube/csi-loop): a claim
+grows while its pod runs, and a deleted claim leaves neither its backing file nor its loop device behind.
+
+Run: python -m pytest -q e2e/tests/test_05_expandable_storage.py   (as root; see docs/local-cluster.md; with
+another kind of cluster it is deselected, like the cluster_lifecycle tests)
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from krafty_testkit.kube import KubeCluster
+from krafty_testkit.waiting import wait_for
+
+STORAGE_CLASS = "expandable"
+IMAGE = "docker.io/library/debian:bookworm-slim"  # the base image every `localkube up` puts in containerd
+GI = 2**30
+
+
+# It looks for the volume's file and loop device on this machine
+pytestmark = pytest.mark.local_cluster
+
+
+@pytest.fixture
+def namespace(kube_cluster: KubeCluster) -> Iterator[str]:
+    name = f"e2e-expand-{uuid.uuid4().hex[:6]}"
+    kube_cluster.kubectl("create", "namespace", name)
+    yield name
+    kube_cluster.kubectl("delete", "namespace", name, "--wait=false")
+
+
+def _claim_and_pod() -> list[dict[str, Any]]:
+    return [
+        {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data"},
+         "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": STORAGE_CLASS,
+                  "resources": {"requests": {"storage": "1Gi"}}}},
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "user"}, "spec": {
+            "terminationGracePeriodSeconds": 1,
+            # Not root, like a broker: the volume is writable through fsGroup.
+            "securityContext": {"runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000},
+            "containers": [{"name": "main", "image": IMAGE, "imagePullPolicy": "Never",
+                            "command": ["sleep", "infinity"],
+                            "volumeMounts": [{"name": "data", "mountPath": "/data"}]}],
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]}},
+    ]
+
+
+def _df_size(cluster: KubeCluster, namespace: str) -> int:
+    shown = cluster.kubectl("exec", "-n", namespace, "user", "--", "df", "-B1", "--output=size", "/data")
+    return int(shown.split()[-1])
+
+
+def _loop_devices(volume: str) -> dict[str, Path]:
+    """Loop device -> backing file, for the devices attached to this volume's file."""
+    found = {}
+    for backing in Path("/sys/block").glob("loop*/loop/backing_file"):
+        file = Path(backing.read_text().strip().removesuffix(" (deleted)"))
+        if file.name == f"{volume}.img":
+            found[f"/dev/{backing.parent.parent.name}"] = file
+    return found
+
+
+def test_a_claim_grows_from_1gi_to_2gi_while_its_pod_runs_and_leaves_nothing_when_deleted(
+        kube_cluster: KubeCluster, namespace: str, cluster_timings: list[tuple[str, float]]) -> None:
+    # Given a pod using a 1Gi claim of the class `expandable`, with data on it
+    kube_cluster.apply(_claim_and_pod(), namespace)
+    kube_cluster.kubectl("wait", "-n", namespace, "--for=condition=Ready", "pod/user", "--timeout=60s", timeout=70)
+    assert 0.9 * GI < _df_size(kube_cluster, namespace) <= GI
+    kube_cluster.kubectl("exec", "-n", namespace, "user", "--", "sh", "-c", "echo kept > /data/marker")
+    pod_uid = kube_cluster.kubectl("get", "pod", "-n", namespace, "user", "-o", "jsonpath={.metadata.uid}")
+    volume = kube_cluster.kubectl("get", "pvc", "-n", namespace, "data", "-o", "jsonpath={.spec.volumeName}")
+    devices = _loop_devices(volume)
+    assert len(devices) == 1, devices
+    backing_file = next(iter(devices.values()))
+    # When the claim asks for 2Gi
+    patched = time.monotonic()
+    kube_cluster.kubectl("patch", "pvc", "-n", namespace, "data", "-p",
+                         '{"spec": {"resources": {"requests": {"storage": "2Gi"}}}}')
+    # Then the claim has 2Gi, and so has the file system inside the running pod
+    wait_for(lambda: kube_cluster.kubectl_json("get", "pvc", "-n", namespace, "data")["status"],
+             lambda status: status.get("capacity", {}).get("storage") == "2Gi", 60, "the claim's capacity at 2Gi")
+    size = wait_for(lambda: _df_size(kube_cluster, namespace), lambda bytes_: bytes_ > 1.8 * GI, 30,
+                    "`df` in the pod showing about 2Gi")
+    grown_after = time.monotonic() - patched
+    print(f"\nclaim patched to 2Gi -> `df` in the pod {size} bytes after {grown_after:.1f}s")
+    cluster_timings.append(("expandable claim patched 1Gi -> 2Gi: `df` in the running pod shows it", grown_after))
+    assert size <= 2 * GI
+    # And the pod is the same one, never restarted, its data kept, with room for more than the old size
+    pod = kube_cluster.kubectl_json("get", "pod", "-n", namespace, "user")
+    assert pod["metadata"]["uid"] == pod_uid
+    assert pod["status"]["containerStatuses"][0]["restartCount"] == 0
+    assert kube_cluster.kubectl("exec", "-n", namespace, "user", "--", "cat", "/data/marker").strip() == "kept"
+    kube_cluster.kubectl("exec", "-n", namespace, "user", "--", "fallocate", "-l", "1100M", "/data/more")
+    # When the pod and the claim are deleted
+    kube_cluster.kubectl("delete", "pod", "-n", namespace, "user", "--wait=true", timeout=60)
+    kube_cluster.kubectl("delete", "pvc", "-n", namespace, "data", "--wait=true", timeout=60)
+    # Then the volume, its backing file and its loop device are gone
+    wait_for(lambda: kube_cluster.kubectl("get", "pv", "--ignore-not-found", volume), lambda out: not out.strip(),
+             60, f"PersistentVolume {volume} deleted")
+    assert not backing_file.exists()
+    assert _loop_devices(volume) == {}
