@@ -87,13 +87,18 @@ def prometheus_objects() -> list[dict[str, Any]]:
     ]
 
 
-@pytest.fixture(scope="module")
-def prometheus(operator: KubeCluster, prod: KafkaClusterHandle) -> Prometheus:
+def start_prometheus(operator: KubeCluster) -> Prometheus:
+    """The Prometheus pod (the same one whichever module starts it first), once it is ready."""
     operator.load_images([PROMETHEUS_IMAGE])
     operator.apply(prometheus_objects())
     operator.kubectl("wait", "--for=condition=Ready", "pod/prometheus", "-n", NAMESPACE, "--timeout=180s",
                      timeout=200)
-    prom = Prometheus(operator)
+    return Prometheus(operator)
+
+
+@pytest.fixture(scope="module")
+def prometheus(operator: KubeCluster, prod: KafkaClusterHandle) -> Prometheus:
+    prom = start_prometheus(operator)
     wait_for(lambda: prom.query('up{pod=~"prod-broker-.*"} == 1'), lambda r: len(r) == 3, 120,
              "Prometheus scraping the three brokers")
     return prom

@@ -22,6 +22,9 @@
         writes each stdin line as one record value (acks=all); prints {"acked": N}
   traffic_cli.py blast BOOTSTRAP TOPIC --rate-mib R --warmup W --seconds S --size B
         offers B-byte records at R MiB/s; prints the rate acknowledged in the S seconds after W
+  traffic_cli.py fill BOOTSTRAP TOPIC --mib M [--size B]
+        writes M MiB of B-byte records of random bytes (incompressible) with acks=all, as fast as the
+        brokers take them; prints {"records": N, "failed": N}
   traffic_cli.py last-values BOOTSTRAP TOPIC
         reads the whole topic; prints {"values": {key: last value}}
   traffic_cli.py watch-leader SERVERS --seconds S
@@ -174,6 +177,28 @@ def blast(args: argparse.Namespace) -> dict[str, object]:
             "mib_per_s": round(acked * args.size / args.seconds / 2**20, 3)}
 
 
+def fill(args: argparse.Namespace) -> dict[str, object]:
+    from confluent_kafka import Producer
+
+    producer = Producer(traffic.client_config(args.bootstrap, **{"acks": "all", "linger.ms": 20}))
+    value, count, failed = os.urandom(args.size), int(args.mib * 2**20 // args.size) + 1, 0
+
+    def delivered(err: object, _msg: object) -> None:
+        nonlocal failed
+        failed += err is not None
+
+    for _ in range(count):
+        while True:
+            try:
+                producer.produce(args.topic, value=value, on_delivery=delivered)
+                break
+            except BufferError:  # the local queue is full: wait for the brokers
+                producer.poll(0.05)
+        producer.poll(0)
+    producer.flush(300)
+    return {"records": count, "failed": failed}
+
+
 def last_values(args: argparse.Namespace) -> dict[str, object]:
     from confluent_kafka import Consumer
 
@@ -298,6 +323,9 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--warmup", type=float, default=30)
     b.add_argument("--rate-mib", type=float, default=2)
     b.add_argument("--size", type=int, default=16384)
+    fl = _on_topic(sub, "fill")
+    fl.add_argument("--mib", type=float, required=True)
+    fl.add_argument("--size", type=int, default=100_000)
     for name in ("produce-lines", "last-values", "partitions"):
         _on_topic(sub, name)
     ql = sub.add_parser("watch-leader")
@@ -327,7 +355,7 @@ def main() -> int:
     commands = {"produce": produce, "verify": verify, "partitions": partitions,
                 "consume": consume, "produce-lines": produce_lines, "last-values": last_values,
                 "watch-leader": watch_leader, "watch-preferred": watch_preferred, "follow": follow, "blast": blast,
-                "groups": groups}
+                "groups": groups, "fill": fill}
     result = commands[args.command](args)
     print(json.dumps(result), flush=True)
     return 0

@@ -198,6 +198,15 @@ def test_a_file_system_that_waits_for_its_pod_restarts_the_node_through_the_roll
     assert not [a for a in blocked.actions if isinstance(a, RestartNode)]
 
 
+def test_a_claim_not_bound_yet_is_not_growing():
+    # A new broker's claim waits for its pod to be scheduled (WaitForFirstConsumer): nothing to grow or report
+    c = grown()
+    volumes = (*broker_volumes(3 * GI, 3 * GI)[:2], VolumeState("data-prod-broker-2", 3 * GI, None, "expandable"))
+    result = plan(c, observed(c, volumes), Facts(BROKERS))
+    assert result.conditions[2].reason != "ExpandingVolumes"
+    assert not [a for a in result.actions if isinstance(a, ExpandVolumes)]
+
+
 def test_claims_of_removed_nodes_are_left_as_they_are():
     c = grown()
     kept = VolumeState(naming.claim("prod", Pool.BROKER, 5), 2 * GI, 2 * GI, "fixed")

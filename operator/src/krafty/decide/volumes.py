@@ -143,7 +143,8 @@ def growth(cluster: str, wanted: Sequence[WantedSize], volumes: Sequence[VolumeS
             elif volume.resize is VolumeResize.INFEASIBLE:
                 refused.append((FAILED, f"the storage driver cannot grow {volume.claim} to {size.size}"
                                         f"{': ' + volume.message if volume.message else ''}"))
-            elif volume.resize is not VolumeResize.AT_SIZE or (volume.capacity or 0) < size.bytes:
+            elif volume.resize is not VolumeResize.AT_SIZE or (volume.capacity is not None
+                                                               and volume.capacity < size.bytes):
                 growing.append(_state(volume, size.size))
                 waited = now - volume.since if now and volume.since else None
                 if volume.resize is VolumeResize.FILE_SYSTEM_PENDING and waited and waited > ONLINE_RESIZE_WAIT:
