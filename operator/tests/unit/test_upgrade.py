@@ -54,9 +54,10 @@ def test_metadata_version_waits_for_every_node_then_for_the_healthy_time():
     assert (unhealthy.phase, unhealthy.finalize_to, unhealthy.healthy_since) == (VersionPhase.FINALIZING, None, None)
     started = plan(facts(), True, T0, None)
     assert (started.finalize_to, started.healthy_since) == (None, T0)
-    assert "in 600s" in started.message
+    assert f"at {(T0 + datetime.timedelta(seconds=600)).isoformat(timespec='seconds')} " in started.message
     later = plan(facts(), True, T0 + datetime.timedelta(seconds=599), T0)
     assert later.finalize_to is None
+    assert later.message == started.message  # the status is not rewritten by every pass of the wait
     due = plan(facts(), True, T0 + datetime.timedelta(seconds=600), T0)
     assert due.finalize_to == NEW_LEVEL
     # A pass that saw the cluster unhealthy starts the wait again

@@ -95,12 +95,13 @@ def _finalize(facts: VersionFacts, wanted: int, healthy: bool, since: datetime.d
         return VersionPlan(VersionPhase.FINALIZING, f"every node runs Kafka {facts.target}; metadata.version "
                                                     f"{name} waits for the cluster to be healthy")
     since = since or now
-    left = wait_seconds - (now - since).total_seconds()
-    if left > 0:
+    due = since + datetime.timedelta(seconds=wait_seconds)
+    if now < due:
+        # The time it is due, not a countdown: the status (and its message) stays the same from pass to pass
         return VersionPlan(VersionPhase.FINALIZING, f"every node runs Kafka {facts.target}; metadata.version is "
-                                                    f"raised to {name} in {left:.0f}s if the cluster stays healthy "
-                                                    "(spec.upgrade.finalizeAfterSeconds): until then spec.version can "
-                                                    "go back", healthy_since=since)
+                                                    f"raised to {name} at {due.isoformat(timespec='seconds')} if the "
+                                                    "cluster stays healthy (spec.upgrade.finalizeAfterSeconds): until "
+                                                    "then spec.version can go back", healthy_since=since)
     return VersionPlan(VersionPhase.FINALIZING, f"raising metadata.version to {name}: every node runs Kafka "
                                                 f"{facts.target} and the cluster stayed healthy",
                        finalize_to=wanted, healthy_since=since)
