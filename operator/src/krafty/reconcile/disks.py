@@ -14,6 +14,7 @@ from krafty.reconcile.lag import Locate
 
 log = logging.getLogger(__name__)
 DISK_INTERVAL = 30.0
+CALL_TIMEOUT = 5.0
 
 
 class DiskPass:
@@ -26,13 +27,16 @@ class DiskPass:
             return None
         found: dict[int, tuple[LogDir, ...]] = {}
         try:
-            brokers = kraft.describe_brokers(connection)
+            brokers = kraft.describe_brokers(connection, timeout=CALL_TIMEOUT)
         except (KafkaUnavailable, KafkaProtocolError) as error:
             log.info("log dirs of %s/%s unreadable: %s", namespace, cluster, error)
             brokers = ()
-        for broker in brokers:
+        # A fenced broker is down or cut off: asking it would only hold one of the cluster's two workers for a
+        # timeout (the lag pass waits behind it), and a short timeout keeps a hung one from doing the same
+        for broker in (b for b in brokers if not b.fenced):
             try:
-                found[broker.node_id] = kraft.log_dirs(connection.to(f"{broker.host}:{broker.port}"))
+                found[broker.node_id] = kraft.log_dirs(connection.to(f"{broker.host}:{broker.port}"),
+                                                       timeout=CALL_TIMEOUT)
             except (KafkaUnavailable, KafkaProtocolError) as error:
                 log.info("log dirs of broker %d of %s/%s unreadable: %s", broker.node_id, namespace, cluster, error)
         metrics.COLLECTOR.set_log_dirs(namespace, cluster, found)
