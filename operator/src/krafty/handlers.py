@@ -127,7 +127,7 @@ class Operator:
         self.topics = TopicReconciler(self.kube, locate, self.topic_admins.get)
         self.user_admins = AdminPool(UserAdmin)
         self.users = UserReconciler(self.kube, locate, self.user_admins.get, cluster_domain=settings.cluster_domain)
-        self.lag = LagPass(self.kafka_connection, _group_selection())
+        self.lag = LagPass(self.kafka_connection, self.tell_cluster, _group_selection())
         self.disks = DiskPass(self.kafka_connection)
         lease = _lease_settings()
         # Each cluster's passes (cluster, topics, users, lag, disks) use at most two workers at once
@@ -202,6 +202,12 @@ class Operator:
         """How the lag and disk passes reach a cluster's brokers; None once the cluster is gone."""
         spec = self.topics.cluster_spec(namespace, cluster)
         return None if spec is None else self.topics.locate(namespace, cluster)
+
+    def tell_cluster(self, namespace: str, cluster: str, reason: str, message: str, warning: bool) -> None:
+        """An Event on a KafkaCluster (and its log line) from a pass that does not hold its body."""
+        body = self.kube.get(naming.CLUSTER_KIND, cluster, namespace)
+        if body is not None:
+            self.kube.event(body, naming.CLUSTER_KIND, reason, message, warning=warning)
 
     def run_cluster(self, namespace: str, name: str) -> float | None:
         body = self.kube.get(naming.CLUSTER_KIND, name, namespace)

@@ -199,10 +199,22 @@ def _lag_metrics(snap: Snapshot) -> Iterator[Metric]:
     unknown = _gauge("krafty_consumergroup_lag_unknown_partitions",
                      "Partitions of a topic whose lag for the group cannot be read now (0: the lag shown is complete)",
                      labels)
+    seconds = _gauge("krafty_consumergroup_lag_seconds", "Age of the oldest record of a partition a consumer group "
+                     "has not processed, from its timestamp (0: it has read everything; absent while unreadable)",
+                     [*labels, "partition"])
+    left = _gauge("krafty_consumergroup_retention_seconds_left",
+                  "Seconds until retention may delete the oldest record of a partition a consumer group has not "
+                  "read, at the rate its lag in seconds grew over the last 5 minutes (+Inf: not growing; absent: "
+                  "the topic deletes nothing for its age, or unreadable)", [*labels, "partition"])
     for (namespace, cluster), entries in sorted(snap.lag.items()):
         for e in entries:
+            key = [namespace, cluster, e.group, e.topic, str(e.partition)]
             if e.lag is not None:
-                lag.add_metric([namespace, cluster, e.group, e.topic, str(e.partition)], e.lag)
+                lag.add_metric(key, e.lag)
+            if e.seconds is not None:
+                seconds.add_metric(key, e.seconds)
+            if e.retention_left is not None:
+                left.add_metric(key, e.retention_left)
         for topic in by_topic(entries):
             key = [namespace, cluster, topic.group, topic.topic]
             unknown.add_metric(key, topic.unknown)
@@ -217,6 +229,8 @@ def _lag_metrics(snap: Snapshot) -> Iterator[Metric]:
                              ("over_limit", selected.over_limit)):
             groups.add_metric([namespace, cluster, state], count)
     yield lag
+    yield seconds
+    yield left
     yield total
     yield headroom
     yield unknown

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from krafty.decide.lag import (
@@ -9,10 +11,16 @@ from krafty.decide.lag import (
     LagRead,
     LogRange,
     PartitionLag,
+    Retention,
+    RetentionRisk,
     SelectedGroups,
     by_topic,
     partition_lag,
+    retention_of,
+    risk_changes,
+    risk_message,
     select_groups,
+    unread_records,
     unreadable,
 )
 
@@ -78,3 +86,109 @@ def test_a_failed_read_keeps_every_series_visible_as_unknown():
 def test_the_groups_read_are_chosen_by_pattern_and_bounded(selection: GroupSelection, read: tuple[str, ...],
                                                            excluded: int, over_limit: int) -> None:
     assert select_groups(["spark-x", "b", "a"], selection) == SelectedGroups(read, excluded, over_limit)
+
+
+# Lag in time: the records are stamped 1,000 s after the epoch, one per second from offset 0
+def _stamps(topic: str, offsets: range, first_ms: int = 1_000_000) -> dict[tuple[str, int, int], int | None]:
+    return {(topic, 0, o): first_ms + 1000 * o for o in offsets}
+
+
+def _read(committed: int, end: int, at: float, start: int = 0, retention: float | None = 600.0) -> LagRead:
+    return LagRead({"g": {("t", 0): committed}}, frozenset(), {("t", 0): LogRange(start, end)}, at=at,
+                   timestamps=_stamps("t", range(end)), retention={"t": Retention(retention)})
+
+
+def test_the_lag_in_seconds_is_the_age_of_the_oldest_unread_record():
+    # Given a group that read 10 records and the record at offset 10 was stamped at 1,010 s
+    [entry] = partition_lag(_read(committed=10, end=50, at=1100.0))
+    # Then it is 90 s behind, and with 600 s of retention and no history (the worst: stalled) 510 s remain
+    assert (entry.seconds, entry.retention_left) == (90.0, 510.0)
+    # And a group that has read everything is 0 s behind, never at risk
+    [caught_up] = partition_lag(_read(committed=50, end=50, at=1100.0))
+    assert (caught_up.seconds, caught_up.retention_left) == (0.0, math.inf)
+
+
+def test_only_each_groups_first_unread_record_is_asked_for():
+    committed = {"g": {("t", 0): 10, ("t", 1): 7}, "h": {("t", 0): 3, ("u", 0): 2}, "i": {("t", 0): None}}
+    logs = {("t", 0): LogRange(5, 20), ("t", 1): LogRange(0, 7), ("u", 0): None}
+    # g: offset 10; g on t-1 read everything; h on t-0 is below the log start: the oldest retained, 5, is first
+    assert unread_records(committed, logs) == {("t", 0, 10), ("t", 0, 5)}
+
+
+def test_the_forecast_follows_the_rate_the_age_grows():
+    # Given a stalled group: the age grows 1 s each second over the window
+    entries = partition_lag(_read(10, 50, at=1100.0))
+    entries = partition_lag(_read(10, 60, at=1160.0), entries)
+    [stalled] = entries
+    assert (stalled.seconds, stalled.retention_left) == (150.0, 450.0)
+    # Given a group that consumes as fast as records come: the age stays at 90 s
+    steady = partition_lag(_read(10, 50, at=1100.0))
+    steady = partition_lag(_read(70, 110, at=1160.0), steady)
+    assert (steady[0].seconds, steady[0].retention_left) == (90.0, math.inf)
+    # Given one that falls behind at half speed: the age grows from 90 to 120 s in 60 s
+    slow = partition_lag(_read(10, 50, at=1100.0))
+    slow = partition_lag(_read(40, 110, at=1160.0), slow)
+    assert (slow[0].seconds, slow[0].retention_left) == (120.0, 960.0)
+
+
+def test_a_group_that_had_read_everything_and_stalls_is_forecast_as_stalled():
+    # Given a group that read everything for two minutes, then stopped while records kept coming
+    entries: list[PartitionLag] = []
+    for step in range(12):
+        entries = partition_lag(_read(10 + step, 10 + step, at=1000.0 + 10 * step), entries)
+    assert entries[0].history == ()
+    entries = partition_lag(_read(22, 40, at=1130.0), entries)  # offset 22 was stamped at 1,022 s
+    entries = partition_lag(_read(22, 60, at=1170.0), entries)
+    # Then its age grows 1 s each second (its caught-up past does not make that look slower)
+    assert (entries[0].seconds, entries[0].retention_left) == (148.0, 452.0)
+
+
+def test_age_samples_are_kept_for_the_window_and_spaced():
+    entries: list[PartitionLag] = []
+    for step in range(40):  # a read every 10 s for 400 s
+        entries = partition_lag(_read(10, 50 + step, at=1100.0 + 10 * step), entries)
+    [entry] = entries
+    assert [s.at for s in entry.history] == [1100.0 + 10 * step for step in range(9, 40, 3)]
+    assert entry.history[-1].at - entry.history[0].at <= 300
+
+
+def test_no_forecast_without_time_retention_or_a_readable_timestamp():
+    [forever] = partition_lag(_read(10, 50, at=1100.0, retention=None))
+    assert (forever.seconds, forever.retention_left) == (90.0, None)
+    unknown = LagRead({"g": {("t", 0): 10}}, frozenset(), {("t", 0): LogRange(0, 50)}, at=1100.0,
+                      timestamps={("t", 0, 10): None}, retention={"t": Retention(600.0)})
+    [entry] = partition_lag(unknown)
+    assert (entry.lag, entry.seconds, entry.retention_left) == (40, None, None)
+    [topic] = by_topic([entry])
+    assert not topic.judged  # its risk is not told from what could not be read
+    assert risk_changes({}, [topic]) == []
+
+
+@pytest.mark.parametrize(("configs", "seconds"), [
+    ({"retention.ms": "604800000", "cleanup.policy": "delete"}, 604800.0),
+    ({"retention.ms": "-1", "cleanup.policy": "delete"}, None),
+    ({"retention.ms": "60000", "cleanup.policy": "compact"}, None),
+    ({"retention.ms": "60000", "cleanup.policy": "compact,delete"}, 60.0),
+], ids=["delete", "forever", "compact", "compact-and-delete"])
+def test_retention_from_topic_configs(configs: dict[str, str], seconds: float | None) -> None:
+    assert retention_of(configs) == Retention(seconds)
+
+
+def test_risk_is_told_when_it_changes_with_what_to_do():
+    # Given a stalled group 50 minutes before retention deletes its oldest unread record
+    entries = partition_lag(_read(10, 50, at=1100.0, retention=3090.0))
+    [topic] = by_topic(entries)
+    assert topic.risk is RetentionRisk.AT_RISK
+    assert risk_changes({}, [topic]) == [topic]
+    assert risk_message(topic) == ("consumer group g on topic t is 1m30s behind; at the rate that grows, retention "
+                                   "may delete records it has not read in 50m00s")
+    # Told once: the same risk again is no change
+    assert risk_changes({("g", "t"): RetentionRisk.AT_RISK}, [topic]) == []
+    # When retention deleted records it had not read (its committed offset below the log start), it lost some
+    [lost] = by_topic(partition_lag(_read(10, 50, at=1100.0, start=20)))
+    assert (lost.risk, lost.seconds) == (RetentionRisk.LOST, 80.0)  # the oldest still retained is offset 20
+    assert "retention deleted records that consumer group g on topic t had not read" in risk_message(lost)
+    # And once it caught up, it is safe again
+    [safe] = by_topic(partition_lag(_read(50, 50, at=1100.0, start=20)))
+    assert risk_changes({("g", "t"): RetentionRisk.LOST}, [safe]) == [safe]
+    assert safe.risk.event_reason == "DataLossForecastCleared"

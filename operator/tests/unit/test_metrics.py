@@ -5,7 +5,7 @@ from __future__ import annotations
 from prometheus_client import generate_latest
 from prometheus_client.registry import CollectorRegistry
 
-from krafty.decide.lag import LagRead, LogRange, SelectedGroups, partition_lag
+from krafty.decide.lag import LagRead, LogRange, Retention, SelectedGroups, partition_lag
 from krafty.metrics import ClusterFacts, KafkaCollector
 from krafty.naming import Pool
 from krafty.observed import ClusterObservation, NodeState, PartitionState, PodPhase, QuorumState, VoterState
@@ -55,6 +55,24 @@ def test_lag_series_are_complete_or_absent_and_the_unknown_gauge_says_which():
     assert 'krafty_consumergroup_lag_unknown_partitions{cluster="c",group="g",namespace="ns",topic="b"} 1.0' in text
     assert 'krafty_consumergroup_lag_unknown_partitions{cluster="c",group="g",namespace="ns",topic="a"} 0.0' in text
     assert 'krafty_consumergroup_lag{cluster="c",group="g",namespace="ns",partition="0",topic="b"} 3.0' in text
+
+
+def test_lag_in_seconds_and_the_retention_forecast_are_per_partition_and_absent_where_unknown():
+    collector, registry = _collector()
+    read = LagRead({"g": {("a", 0): 5, ("a", 1): 9, ("b", 0): 1}}, frozenset(),
+                   {("a", 0): LogRange(0, 10), ("a", 1): LogRange(0, 9), ("b", 0): LogRange(0, 4)}, at=100.0,
+                   timestamps={("a", 0, 5): 40_000, ("b", 0, 1): None}, retention={"a": Retention(600.0)})
+    collector.set_lag("ns", "c", partition_lag(read))
+    text = generate_latest(registry).decode()
+    labels = 'cluster="c",group="g",namespace="ns"'
+    assert f'krafty_consumergroup_lag_seconds{{{labels},partition="0",topic="a"}} 60.0' in text
+    assert f'krafty_consumergroup_retention_seconds_left{{{labels},partition="0",topic="a"}} 540.0' in text
+    # a group that read everything is 0 s behind and not heading for any loss
+    assert f'krafty_consumergroup_lag_seconds{{{labels},partition="1",topic="a"}} 0.0' in text
+    assert f'krafty_consumergroup_retention_seconds_left{{{labels},partition="1",topic="a"}} +Inf' in text
+    # an unreadable timestamp has no series, never a 0
+    assert 'krafty_consumergroup_lag_seconds{' + labels + ',partition="0",topic="b"}' not in text
+    assert 'topic="b"' in text  # (its lag in records is there)
 
 
 def test_every_pass_outcome_is_shown_and_replaces_the_one_before():

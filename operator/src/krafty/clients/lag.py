@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Iterable
 from concurrent.futures import TimeoutError as FutureTimeout
 
-from confluent_kafka import KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec, ResourceType
 
 from krafty import metrics
 from krafty.clients import kraft
@@ -26,24 +27,33 @@ from krafty.decide.lag import (
     GroupSelection,
     LagRead,
     LogRange,
+    RecordKey,
+    Retention,
     TopicPartitionKey,
+    retention_of,
     select_groups,
+    unread_records,
 )
 
 log = logging.getLogger(__name__)
 TIMEOUT = 10.0
+STAMP_BUDGET = 5.0  # seconds a read spends fetching the timestamps of first unread records
+RETENTION_REFRESH = 60.0  # seconds between reads of a topic's retention
 CLIENT_ID = "krafty-operator-lag"
 
 
 class LagReader:
-    """The clients of one cluster's lag pass: an AdminClient (groups, log ranges) and the wire client's
-    batched OffsetFetch (committed offsets: one request per group coordinator, every selected group in it)."""
+    """The clients of one cluster's lag pass: an AdminClient (groups, log ranges, retention), the wire client's
+    batched OffsetFetch (committed offsets: one request per group coordinator, every selected group in it) and a
+    consumer that joins no group (the timestamps of first unread records: fetched once, kept while wanted)."""
 
     def __init__(self, connection: Connection, selection: GroupSelection = DEFAULT_GROUPS) -> None:
         self.connection = connection
         self.selection = selection
         self._admin = AdminClient(admin_config(connection, CLIENT_ID))
         self._admin_recycler = Recycler()
+        self._stamps = RecordStamps(connection)
+        self._retention: dict[str, tuple[float, Retention]] = {}  # topic -> (read at, monotonic), retention
         self._lock = threading.Lock()
 
     def read(self) -> LagRead:
@@ -74,7 +84,39 @@ class LagReader:
                     log.info("committed offsets of group %s unreadable: %s", group, answer.error)
                     unknown_groups.add(group)
             wanted = {tp for offsets in committed.values() for tp in offsets}
-            return LagRead(committed, frozenset(unknown_groups), self.log_ranges(wanted), selected)
+            logs = self.log_ranges(wanted)
+            at = time.time()
+            return LagRead(committed, frozenset(unknown_groups), logs, selected, at,
+                           self._stamps.read(unread_records(committed, logs)),
+                           self.retention({topic for topic, _ in wanted}))
+
+    def retention(self, topics: set[str]) -> dict[str, Retention]:
+        """Each topic's retention, read again once it is RETENTION_REFRESH old; absent where unreadable."""
+        now = time.monotonic()
+        kept = {t: value for t, value in self._retention.items() if t in topics}
+        stale = sorted(t for t in topics if t not in kept or now - kept[t][0] >= RETENTION_REFRESH)
+        kept.update((topic, (now, retention)) for topic, retention in self._read_retention(stale).items())
+        self._retention = kept
+        return {t: retention for t, (_, retention) in kept.items()}
+
+    def _read_retention(self, topics: list[str]) -> dict[str, Retention]:
+        if not topics:
+            return {}
+        try:
+            futures = self._admin.describe_configs([ConfigResource(ResourceType.TOPIC, t) for t in topics],
+                                                   request_timeout=TIMEOUT)
+        except KafkaException as error:
+            log.info("topic configs unreadable: %s", describe_error(error))
+            return {}
+        found = {}
+        for resource, future in futures.items():
+            try:
+                entries = future.result(timeout=TIMEOUT + 5)
+            except (KafkaException, FutureTimeout) as error:
+                log.info("configs of topic %s unreadable: %s", resource.name, describe_error(error))
+                continue
+            found[resource.name] = retention_of({name: entry.value for name, entry in entries.items()})
+        return found
 
     def log_ranges(self, partitions: Iterable[TopicPartitionKey]) -> dict[TopicPartitionKey, LogRange | None]:
         """The (log start, log end) of each partition; None where Kafka did not answer.
@@ -114,3 +156,60 @@ class LagReader:
         return {tp: (LogRange(start, end) if start is not None and end is not None else None)
                 for tp, (start, end) in found.items()}
 
+
+
+class RecordStamps:
+    """The timestamps of records at given offsets, read with a consumer that joins no group and commits
+    nothing (assign, one record per partition, then let go); each is kept while it is asked for."""
+
+    def __init__(self, connection: Connection) -> None:
+        self._config = {**admin_config(connection, f"{CLIENT_ID}-stamps"), "group.id": f"{CLIENT_ID}-stamps",
+                        "enable.auto.commit": False, "enable.auto.offset.store": False,
+                        # a record below the log start was deleted: the oldest one retained is the first unread
+                        "auto.offset.reset": "earliest", "fetch.wait.max.ms": 100,
+                        "queued.min.messages": 1, "queued.max.messages.kbytes": 1024}
+        self._consumer: Consumer | None = None
+        self._known: dict[RecordKey, int] = {}
+
+    def read(self, wanted: set[RecordKey]) -> dict[RecordKey, int | None]:
+        missing = sorted(wanted - self._known.keys())
+        if missing:
+            try:
+                self._known.update(self._fetch(missing, time.monotonic() + STAMP_BUDGET))
+            except KafkaException as error:
+                log.info("record timestamps unreadable: %s", describe_error(error))
+                self._consumer = None
+        self._known = {key: stamp for key, stamp in self._known.items() if key in wanted}
+        return {key: self._known.get(key) for key in wanted}
+
+    def _fetch(self, missing: list[RecordKey], deadline: float) -> dict[RecordKey, int]:
+        if self._consumer is None:
+            self._consumer = Consumer(self._config)
+        found: dict[RecordKey, int] = {}
+        while missing and time.monotonic() < deadline:
+            # One offset per partition at a time (two groups can wait at different offsets of one partition)
+            batch: dict[TopicPartitionKey, int] = {}
+            for topic, partition, offset in missing:
+                batch.setdefault((topic, partition), offset)
+            found.update(self._fetch_batch(self._consumer, batch, deadline))
+            missing = [key for key in missing if batch.get(key[:2]) != key[2]]
+        return found
+
+    @staticmethod
+    def _fetch_batch(consumer: Consumer, batch: dict[TopicPartitionKey, int],
+                     deadline: float) -> dict[RecordKey, int]:
+        found: dict[RecordKey, int] = {}
+        assigned = [TopicPartition(t, p, offset) for (t, p), offset in batch.items()]
+        consumer.assign(assigned)
+        try:
+            while len(found) < len(batch) and time.monotonic() < deadline:
+                for message in consumer.consume(num_messages=len(batch), timeout=0.5):
+                    tp = (message.topic() or "", message.partition() or 0)
+                    kind, stamp = message.timestamp()
+                    if message.error() is None and tp in batch and kind != TIMESTAMP_NOT_AVAILABLE:
+                        found.setdefault((*tp, batch[tp]), stamp)
+                        consumer.pause([TopicPartition(*tp)])
+        finally:
+            consumer.resume(assigned)  # (a partition paused here stays paused when it is assigned again)
+            consumer.unassign()
+        return found

@@ -1,18 +1,33 @@
-"""Consumer lag from committed offsets and the log's start and end: right, or marked unknown.
+"""Consumer lag from committed offsets and the log's start and end: right, or marked unknown; and lag in time.
 
 A partition whose log range could not be read, a committed offset that could
 not be read, or a whole group whose offsets could not be read is never
 counted as zero or left out: its lag is None. A group that could not be read
 keeps the partitions it had in the last report, so what went dark is named.
+
+Lag in time is the age of the oldest record a group has not processed (the
+timestamp of the record at its committed offset, against the clock of the
+read). Retention deletes a record once it is older than the topic's
+retention.ms (a little later: Kafka deletes whole segments, every few
+minutes), so the age also forecasts data loss: the seconds left before the
+oldest unread record may be deleted, at the rate the age grows over the last
+minutes while the group had records to read (1 s each second while it is
+stalled; not growing: never).
 """
 
 from __future__ import annotations
 
+import enum
+import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 TopicPartitionKey = tuple[str, int]
+RecordKey = tuple[str, int, int]  # topic, partition, offset
+FORECAST_WINDOW = 300.0  # seconds of age samples the growth rate is measured over
+SAMPLE_SPACING = 30.0  # seconds between the age samples kept for it
+RISK_HORIZON = 3600.0  # a group is at risk when retention may delete its unread records within this (the alert's)
 
 
 @dataclass(frozen=True)
@@ -50,6 +65,27 @@ class LogRange:
 
 
 @dataclass(frozen=True)
+class Retention:
+    """How long a topic keeps a record for its age; seconds None: age never deletes one (retention.ms -1, or
+    a cleanup.policy without delete)."""
+
+    seconds: float | None
+
+
+def retention_of(configs: Mapping[str, str | None]) -> Retention:
+    """A topic's retention from its effective configs."""
+    policies = {p.strip() for p in (configs.get("cleanup.policy") or "delete").split(",")}
+    ms = int(configs.get("retention.ms") or -1)
+    return Retention(ms / 1000 if "delete" in policies and ms >= 0 else None)
+
+
+def first_unread(committed: int, log_range: LogRange) -> int | None:
+    """The offset of the oldest record a group has not read and Kafka still holds (None: it read them all)."""
+    offset = max(committed, log_range.start)
+    return offset if offset < log_range.end else None
+
+
+@dataclass(frozen=True)
 class LagRead:
     """One read of a cluster's consumer groups (krafty.clients.lag)."""
 
@@ -57,6 +93,29 @@ class LagRead:
     unknown_groups: frozenset[str]  # groups whose committed offsets could not be read at all
     logs: Mapping[TopicPartitionKey, LogRange | None]  # None: unreadable
     selected: SelectedGroups = SelectedGroups((), 0, 0)  # which groups were read, which left out
+    at: float = 0.0  # wall-clock seconds when it was read
+    # The timestamp (ms) of the record at each first unread offset; None or absent: unreadable
+    timestamps: Mapping[RecordKey, int | None] = field(default_factory=dict)
+    retention: Mapping[str, Retention] = field(default_factory=dict)  # per topic; absent: unreadable
+
+
+def unread_records(committed: Mapping[str, Mapping[TopicPartitionKey, int | None]],
+                   logs: Mapping[TopicPartitionKey, LogRange | None]) -> set[RecordKey]:
+    """The records whose timestamps give the groups' lag in time: each group's first unread one."""
+    wanted = set()
+    for offsets in committed.values():
+        for (topic, partition), offset in offsets.items():
+            log_range = logs.get((topic, partition))
+            first = None if offset is None or log_range is None else first_unread(offset, log_range)
+            if first is not None:
+                wanted.add((topic, partition, first))
+    return wanted
+
+
+@dataclass(frozen=True)
+class AgeSample:
+    at: float
+    age: float
 
 
 @dataclass(frozen=True)
@@ -68,23 +127,69 @@ class PartitionLag:
     partition: int
     lag: int | None  # records between the committed offset and the log end
     headroom: float | None  # (committed - log start) / (log end - log start): near 0, retention deletes unread data
+    seconds: float | None = None  # age of the oldest record not read (0: none); None: unreadable
+    # Seconds until retention may delete the oldest unread record (inf: the age is not growing); None: unreadable,
+    # or the topic's records are never deleted for their age
+    retention_left: float | None = None
+    unread_deleted: bool = False  # the committed offset is below the log start: retention deleted unread records
+    # Age samples of the last FORECAST_WINDOW, SAMPLE_SPACING apart, since the group last had nothing to read
+    history: tuple[AgeSample, ...] = ()
 
     @property
     def known(self) -> bool:
         return self.lag is not None
 
 
-def _entry(group: str, tp: TopicPartitionKey, offset: int | None, log_range: LogRange | None) -> PartitionLag:
+def growth(history: tuple[AgeSample, ...], now: AgeSample) -> float:
+    """How many seconds the age grows each second, over the samples kept since the group last had nothing to read;
+    1 (stalled, the worst) while they span less than SAMPLE_SPACING."""
+    if not history or now.at - history[0].at < SAMPLE_SPACING:
+        return 1.0
+    return (now.age - history[0].age) / (now.at - history[0].at)
+
+
+def retention_left(age: float, retention: Retention | None, history: tuple[AgeSample, ...], at: float) -> float | None:
+    if retention is None or retention.seconds is None:
+        return None
+    left = retention.seconds - age
+    if left <= 0:
+        return 0.0
+    rate = growth(history, AgeSample(at, age))
+    return math.inf if rate <= 0 else left / rate
+
+
+def _kept(history: tuple[AgeSample, ...], sample: AgeSample) -> tuple[AgeSample, ...]:
+    recent = tuple(s for s in history if sample.at - s.at <= FORECAST_WINDOW)
+    return recent if recent and sample.at - recent[-1].at < SAMPLE_SPACING else (*recent, sample)
+
+
+def _entry(group: str, tp: TopicPartitionKey, offset: int | None, read: LagRead,
+           before: PartitionLag | None) -> PartitionLag:
+    log_range = read.logs.get(tp)
     if offset is None or log_range is None:
         return PartitionLag(group, tp[0], tp[1], None, None)
     retained = log_range.end - log_range.start
     headroom = 1.0 if retained <= 0 else max(0.0, min(1.0, (offset - log_range.start) / retained))
-    return PartitionLag(group, tp[0], tp[1], max(0, log_range.end - offset), headroom)
+    lag = max(0, log_range.end - offset)
+    history = before.history if before is not None else ()
+    first = first_unread(offset, log_range)
+    stamp = None if first is None else read.timestamps.get((*tp, first))
+    if first is not None and stamp is None:
+        return PartitionLag(group, tp[0], tp[1], lag, headroom, unread_deleted=offset < log_range.start,
+                            history=history)
+    if stamp is None:  # nothing unread: no age, and samples of the backlog that is gone say nothing of the next one
+        return PartitionLag(group, tp[0], tp[1], lag, headroom, 0.0, math.inf)
+    age = max(0.0, read.at - stamp / 1000)
+    left = retention_left(age, read.retention.get(tp[0]), history, read.at)
+    return PartitionLag(group, tp[0], tp[1], lag, headroom, age, left, offset < log_range.start,
+                        _kept(history, AgeSample(read.at, age)))
 
 
 def partition_lag(read: LagRead, previous: Iterable[PartitionLag] = ()) -> list[PartitionLag]:
     """Every (group, partition) with its lag, or None where any part of it could not be read."""
-    out = [_entry(group, tp, offset, read.logs.get(tp))
+    previous = list(previous)
+    before = {(p.group, p.topic, p.partition): p for p in previous}
+    out = [_entry(group, tp, offset, read, before.get((group, *tp)))
            for group, offsets in sorted(read.committed.items()) for tp, offset in sorted(offsets.items())]
     out += [PartitionLag(p.group, p.topic, p.partition, None, None)
             for p in previous if p.group in read.unknown_groups]
@@ -96,9 +201,24 @@ def unreadable(previous: Iterable[PartitionLag]) -> list[PartitionLag]:
     return [PartitionLag(p.group, p.topic, p.partition, None, None) for p in previous]
 
 
+class RetentionRisk(enum.Enum):
+    """Whether retention deletes records a group has not read: forecast within RISK_HORIZON, or already did."""
+
+    SAFE = "Safe"
+    AT_RISK = "AtRisk"
+    LOST = "Lost"
+
+    @property
+    def event_reason(self) -> str:
+        """The reason of the Event a change to this risk gets (a Warning, except back to safe)."""
+        return {RetentionRisk.SAFE: "DataLossForecastCleared", RetentionRisk.AT_RISK: "DataLossForecast",
+                RetentionRisk.LOST: "ConsumerDataLost"}[self]
+
+
 @dataclass(frozen=True)
 class TopicLag:
-    """One group on one topic: the sum and the worst headroom over its partitions, when all are known."""
+    """One group on one topic: the sum and the worst headroom over its partitions, when all are known; the worst
+    lag in time and forecast over the partitions where they are known."""
 
     group: str
     topic: str
@@ -106,6 +226,22 @@ class TopicLag:
     unknown: int  # partitions whose lag cannot be seen now
     total: int | None  # None unless every partition is known
     headroom: float | None
+    seconds: float | None = None  # the oldest unread record's age, over every partition where it is known
+    retention_left: float | None = None  # the least, over every partition where it is forecast
+    unread_deleted: int = 0  # partitions where retention deleted records the group had not read
+    judged: bool = True  # every partition's lag and lag in time were read: its risk can be told
+
+    @property
+    def risk(self) -> RetentionRisk:
+        if self.unread_deleted:
+            return RetentionRisk.LOST
+        if self.retention_left is not None and self.retention_left < RISK_HORIZON:
+            return RetentionRisk.AT_RISK
+        return RetentionRisk.SAFE
+
+
+def _known(values: Iterable[float | None]) -> list[float]:
+    return [v for v in values if v is not None]
 
 
 def by_topic(entries: Iterable[PartitionLag]) -> list[TopicLag]:
@@ -116,7 +252,35 @@ def by_topic(entries: Iterable[PartitionLag]) -> list[TopicLag]:
     for (group, topic), parts in sorted(grouped.items()):
         unknown = sum(not p.known for p in parts)
         complete = unknown == 0
+        ages = _known(p.seconds for p in parts)
+        forecasts = _known(p.retention_left for p in parts)
         out.append(TopicLag(group, topic, len(parts), unknown,
                             sum(p.lag or 0 for p in parts) if complete else None,
-                            min(p.headroom or 0.0 for p in parts) if complete else None))
+                            min(p.headroom or 0.0 for p in parts) if complete else None,
+                            max(ages) if ages else None, min(forecasts) if forecasts else None,
+                            sum(p.unread_deleted for p in parts), complete and len(ages) == len(parts)))
     return out
+
+
+def _duration(seconds: float) -> str:
+    whole = int(seconds)
+    return f"{whole // 3600}h{whole % 3600 // 60:02}m" if whole >= 3600 else f"{whole // 60}m{whole % 60:02}s"
+
+
+def risk_message(topic: TopicLag) -> str:
+    """What an Event says when a group's risk changes (to the risk the topic has now)."""
+    name = f"consumer group {topic.group} on topic {topic.topic}"
+    if topic.risk is RetentionRisk.LOST:
+        return (f"retention deleted records that {name} had not read, on {topic.unread_deleted} of "
+                f"{topic.partitions} partitions (its committed offset is below the log start)")
+    if topic.risk is RetentionRisk.AT_RISK and topic.retention_left is not None and topic.seconds is not None:
+        return (f"{name} is {_duration(topic.seconds)} behind; at the rate that grows, retention may delete records "
+                f"it has not read in {_duration(topic.retention_left)}")
+    return f"{name} is no longer at risk of losing records to retention"
+
+
+def risk_changes(known: Mapping[tuple[str, str], RetentionRisk],
+                 topics: Iterable[TopicLag]) -> list[TopicLag]:
+    """The group topics whose risk differs from the one last told (never told: SAFE); one not fully read now
+    keeps the last one."""
+    return [t for t in topics if t.judged and t.risk is not known.get((t.group, t.topic), RetentionRisk.SAFE)]

@@ -11,7 +11,18 @@ from krafty import metrics
 from krafty.clients.connection import Connection
 from krafty.clients.errors import KafkaUnavailable
 from krafty.clients.lag import LagReader
-from krafty.decide.lag import DEFAULT_GROUPS, GroupSelection, PartitionLag, SelectedGroups, partition_lag, unreadable
+from krafty.decide.lag import (
+    DEFAULT_GROUPS,
+    GroupSelection,
+    PartitionLag,
+    RetentionRisk,
+    SelectedGroups,
+    by_topic,
+    partition_lag,
+    risk_changes,
+    risk_message,
+    unreadable,
+)
 
 log = logging.getLogger(__name__)
 LAG_INTERVAL = 10.0
@@ -19,12 +30,16 @@ LAG_INTERVAL = 10.0
 # (namespace, cluster) -> how to connect, or None when the cluster is gone; raises KafkaUnavailable while it
 # cannot be reached yet
 Locate = Callable[[str, str], Connection | None]
+# (namespace, cluster, reason, message, warning): an Event on the KafkaCluster, and the same line in the log
+Tell = Callable[[str, str, str, str, bool], None]
 
 
 class LagPass:
-    def __init__(self, locate: Locate, selection: GroupSelection = DEFAULT_GROUPS) -> None:
+    def __init__(self, locate: Locate, tell: Tell, selection: GroupSelection = DEFAULT_GROUPS) -> None:
         self._locate = locate
         self._selection = selection
+        self._tell = tell
+        self._risks: dict[tuple[str, str], dict[tuple[str, str], RetentionRisk]] = {}
         self._left_out: dict[tuple[str, str], int] = {}
         self._readers: dict[tuple[str, str], LagReader] = {}
         self._last: dict[tuple[str, str], list[PartitionLag]] = {}
@@ -49,7 +64,19 @@ class LagPass:
             log.info("lag of %s/%s: %d of %d group partitions unreadable", namespace, cluster, unknown, len(entries))
         self._last[key] = entries
         metrics.COLLECTOR.set_lag(namespace, cluster, entries)
+        self._risk(namespace, cluster, entries)
         return LAG_INTERVAL
+
+    def _risk(self, namespace: str, cluster: str, entries: list[PartitionLag]) -> None:
+        """Tells when a group starts or stops being at risk of losing records to retention, or lost some."""
+        topics = by_topic(entries)
+        present = {(t.group, t.topic) for t in topics}
+        known = {key: risk for key, risk in self._risks.get((namespace, cluster), {}).items() if key in present}
+        self._risks[(namespace, cluster)] = known
+        for topic in risk_changes(known, topics):
+            risk = topic.risk
+            known[(topic.group, topic.topic)] = risk
+            self._tell(namespace, cluster, risk.event_reason, risk_message(topic), risk is not RetentionRisk.SAFE)
 
     def _groups(self, namespace: str, cluster: str, selected: SelectedGroups) -> None:
         metrics.COLLECTOR.set_lag_groups(namespace, cluster, selected)
@@ -69,6 +96,7 @@ class LagPass:
     def release(self, namespace: str, cluster: str) -> None:
         """Forgets a deleted cluster: its report and its clients."""
         self._last.pop((namespace, cluster), None)
+        self._risks.pop((namespace, cluster), None)
         self._left_out.pop((namespace, cluster), None)
         with self._lock:
             self._readers.pop((namespace, cluster), None)
