@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -132,10 +133,14 @@ def as_user(client: k.ClientPod, handle: k.KafkaClusterHandle, name: str) -> tup
 def produce(client: k.ClientPod, handle: k.KafkaClusterHandle) -> None:
     lines = events()
     options, address = as_user(client, handle, PRODUCER)
-    result = client.cli(*options, "produce-lines", address, "page-views", stdin="\n".join(lines))
+    result = client.cli(*options, "produce-lines", address, "page-views", "--key-field", "user",
+                        stdin="\n".join(lines))
     if result["acked"] != len(lines):
         raise RuntimeError(f"only {result['acked']} of {len(lines)} events were acknowledged")
-    print(f"  {len(lines)} page-view events written with acks=all as User:{PRODUCER} (SCRAM over TLS) to {address}")
+    print(f"  {len(lines)} page-view events written with acks=all as User:{PRODUCER} (SCRAM over TLS) to {address},")
+    ends = admin_tool(client.kube, handle, "kafka-get-offsets.sh", "--topic", "page-views")
+    spread = ", ".join(f"{p}: {n}" for p, n in re.findall(r"^page-views:(\d+):(\d+)$", ends, re.M))
+    print(f"  keyed by user, so each user's views stay in order in one partition; records per partition: {spread}")
 
 
 def handle_id(kube: KubeCluster) -> str:

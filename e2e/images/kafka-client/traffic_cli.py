@@ -18,8 +18,9 @@
   traffic_cli.py follow BOOTSTRAP TOPIC --group G --until-file F
         reads with a consumer group until F exists and nothing new arrived for 10 s;
         prints {"records": N}: the distinct (key, sequence) records it saw
-  traffic_cli.py produce-lines BOOTSTRAP TOPIC < LINES
-        writes each stdin line as one record value (acks=all); prints {"acked": N}
+  traffic_cli.py produce-lines BOOTSTRAP TOPIC [--key-field F] < LINES
+        writes each stdin line as one record value (acks=all), keyed by the line's JSON field F if given
+        (records of one key go to one partition; keys spread over them all); prints {"acked": N}
   traffic_cli.py blast BOOTSTRAP TOPIC --rate-mib R --warmup W --seconds S --size B
         offers B-byte records at R MiB/s; prints the rate acknowledged in the S seconds after W
   traffic_cli.py fill BOOTSTRAP TOPIC --mib M [--size B]
@@ -138,7 +139,9 @@ def produce_lines(args: argparse.Namespace) -> dict[str, object]:
     producer = Producer(traffic.durable_producer_config(args.bootstrap))
     acked: list[int] = []
     for line in sys.stdin.read().splitlines():
-        producer.produce(args.topic, value=line.encode(), on_delivery=lambda err, _m: acked.append(err is None))
+        key = str(json.loads(line)[args.key_field]).encode() if args.key_field else None
+        producer.produce(args.topic, key=key, value=line.encode(),
+                         on_delivery=lambda err, _m: acked.append(err is None))
         producer.poll(0)
     producer.flush(60)
     return {"acked": sum(acked), "failed": len(acked) - sum(acked)}
@@ -326,7 +329,9 @@ def _parser() -> argparse.ArgumentParser:
     fl = _on_topic(sub, "fill")
     fl.add_argument("--mib", type=float, required=True)
     fl.add_argument("--size", type=int, default=100_000)
-    for name in ("produce-lines", "last-values", "partitions"):
+    pl = _on_topic(sub, "produce-lines")
+    pl.add_argument("--key-field")
+    for name in ("last-values", "partitions"):
         _on_topic(sub, name)
     ql = sub.add_parser("watch-leader")
     ql.add_argument("servers")
