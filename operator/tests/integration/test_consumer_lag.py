@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import threading
+import time
 
 import pytest
 from confluent_kafka import Consumer, ElectionType, KafkaException, Producer, TopicPartition
@@ -198,3 +200,29 @@ def test_lag_in_seconds_comes_from_the_timestamp_of_the_first_unread_record(lagg
     assert topic.seconds == pytest.approx(read.at - 1030.0)
     # And the consumer that reads timestamps joined no group and committed nothing
     assert sorted(g.group_id for g in lagged.admin().list_consumer_groups().result().valid) == [*GROUPS, "stamps"]
+
+
+def test_a_group_behind_only_a_transaction_marker_is_not_behind_in_time(lagged: LocalKafkaCluster):
+    # Given a transaction of 5 records, committed (offsets 0-4, its marker at 5), and a group that read all 5
+    kafka_admin.create_topic(lagged.admin(), "txn", 1, 3)
+    producer = Producer({"bootstrap.servers": lagged.bootstrap_servers, "transactional.id": "lag-test"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for _ in range(5):
+        producer.produce("txn", value=b"v", partition=0)
+    producer.commit_transaction(30)
+    committer = Consumer({"bootstrap.servers": lagged.bootstrap_servers, "group.id": "txn-reader"})
+    committer.commit(offsets=[TopicPartition("txn", 0, 5)], asynchronous=False)
+    committer.close()
+    reader = LagReader(Connection(lagged.bootstrap_servers), GroupSelection(include=("txn-reader",)))
+    # Then its lag is the marker, 1, and nothing is left for it to process: 0 s behind, not heading for any loss
+    [entry] = partition_lag(reader.read())
+    assert (entry.lag, entry.seconds, entry.retention_left) == (1, 0.0, math.inf)
+    # When a record of an open transaction follows, the group waits behind it: its age counts
+    producer.begin_transaction()
+    producer.produce("txn", value=b"v", partition=0, timestamp=int(time.time() * 1000) - 60_000)
+    producer.flush(30)
+    [entry] = partition_lag(reader.read())
+    assert entry.lag == 2
+    assert entry.seconds == pytest.approx(60, abs=5)
+    producer.abort_transaction(30)

@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterable
 from concurrent.futures import TimeoutError as FutureTimeout
 
-from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaException, TopicPartition
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, Message, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec, ResourceType
 
 from krafty import metrics
@@ -24,6 +24,7 @@ from krafty.clients.errors import KafkaUnavailable, describe_error
 from krafty.clients.kafka_admin import Recycler, admin_config
 from krafty.decide.lag import (
     DEFAULT_GROUPS,
+    NO_RECORD,
     GroupSelection,
     LagRead,
     LogRange,
@@ -165,6 +166,9 @@ class RecordStamps:
     def __init__(self, connection: Connection) -> None:
         self._config = {**admin_config(connection, f"{CLIENT_ID}-stamps"), "group.id": f"{CLIENT_ID}-stamps",
                         "enable.auto.commit": False, "enable.auto.offset.store": False,
+                        # records of open transactions count (a group waits behind them too), and the end of a
+                        # partition is told (only transaction markers after the offset: nothing to process)
+                        "isolation.level": "read_uncommitted", "enable.partition.eof": True,
                         # a record below the log start was deleted: the oldest one retained is the first unread
                         "auto.offset.reset": "earliest", "fetch.wait.max.ms": 100,
                         "queued.min.messages": 1, "queued.max.messages.kbytes": 1024}
@@ -172,15 +176,19 @@ class RecordStamps:
         self._known: dict[RecordKey, int] = {}
 
     def read(self, wanted: set[RecordKey]) -> dict[RecordKey, int | None]:
+        """Each record's timestamp (ms); NO_RECORD where the log holds only transaction markers from that offset
+        to its end (asked again each time: a record can come after them); None where unreadable."""
         missing = sorted(wanted - self._known.keys())
+        fetched: dict[RecordKey, int] = {}
         if missing:
             try:
-                self._known.update(self._fetch(missing, time.monotonic() + STAMP_BUDGET))
+                fetched = self._fetch(missing, time.monotonic() + STAMP_BUDGET)
             except KafkaException as error:
                 log.info("record timestamps unreadable: %s", describe_error(error))
                 self._consumer = None
-        self._known = {key: stamp for key, stamp in self._known.items() if key in wanted}
-        return {key: self._known.get(key) for key in wanted}
+        self._known = {key: stamp for key, stamp in {**self._known, **fetched}.items()
+                       if key in wanted and stamp != NO_RECORD}
+        return {key: self._known.get(key, fetched.get(key)) for key in wanted}
 
     def _fetch(self, missing: list[RecordKey], deadline: float) -> dict[RecordKey, int]:
         if self._consumer is None:
@@ -205,11 +213,20 @@ class RecordStamps:
             while len(found) < len(batch) and time.monotonic() < deadline:
                 for message in consumer.consume(num_messages=len(batch), timeout=0.5):
                     tp = (message.topic() or "", message.partition() or 0)
-                    kind, stamp = message.timestamp()
-                    if message.error() is None and tp in batch and kind != TIMESTAMP_NOT_AVAILABLE:
+                    stamp = _stamp(message)
+                    if tp in batch and stamp is not None:
                         found.setdefault((*tp, batch[tp]), stamp)
                         consumer.pause([TopicPartition(*tp)])
         finally:
             consumer.resume(assigned)  # (a partition paused here stays paused when it is assigned again)
             consumer.unassign()
         return found
+
+
+def _stamp(message: Message) -> int | None:
+    """A fetched record's timestamp; NO_RECORD at the end of its partition; None for anything else."""
+    error = message.error()
+    if error is not None:
+        return NO_RECORD if error.code() == KafkaError._PARTITION_EOF else None
+    kind, stamp = message.timestamp()
+    return None if kind == TIMESTAMP_NOT_AVAILABLE else stamp

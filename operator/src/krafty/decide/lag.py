@@ -27,6 +27,7 @@ TopicPartitionKey = tuple[str, int]
 RecordKey = tuple[str, int, int]  # topic, partition, offset
 FORECAST_WINDOW = 300.0  # seconds of age samples the growth rate is measured over
 SAMPLE_SPACING = 30.0  # seconds between the age samples kept for it
+NO_RECORD = -1  # a first unread "record" that is only transaction markers up to the log end: nothing to process
 RISK_HORIZON = 3600.0  # a group is at risk when retention may delete its unread records within this (the alert's)
 
 
@@ -94,7 +95,8 @@ class LagRead:
     logs: Mapping[TopicPartitionKey, LogRange | None]  # None: unreadable
     selected: SelectedGroups = SelectedGroups((), 0, 0)  # which groups were read, which left out
     at: float = 0.0  # wall-clock seconds when it was read
-    # The timestamp (ms) of the record at each first unread offset; None or absent: unreadable
+    # The timestamp (ms) of the record at each first unread offset (NO_RECORD: none up to the log end, only
+    # transaction markers); None or absent: unreadable
     timestamps: Mapping[RecordKey, int | None] = field(default_factory=dict)
     retention: Mapping[str, Retention] = field(default_factory=dict)  # per topic; absent: unreadable
 
@@ -174,6 +176,8 @@ def _entry(group: str, tp: TopicPartitionKey, offset: int | None, read: LagRead,
     history = before.history if before is not None else ()
     first = first_unread(offset, log_range)
     stamp = None if first is None else read.timestamps.get((*tp, first))
+    if stamp == NO_RECORD:
+        first = stamp = None
     if first is not None and stamp is None:
         return PartitionLag(group, tp[0], tp[1], lag, headroom, unread_deleted=offset < log_range.start,
                             history=history)
