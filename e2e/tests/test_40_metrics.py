@@ -25,7 +25,7 @@ from krafty_testkit.k8s_kafka import (
 )
 from krafty_testkit.kube import Image, KubeCluster
 from krafty_testkit.plugin import report_table
-from krafty_testkit.waiting import wait_for
+from krafty_testkit.waiting import WaitTimeout, wait_for
 
 OPERATOR_PODS = "krafty-operator-pods"  # a headless Service: one address per operator replica
 PROMETHEUS_IMAGE = Image("krafty/prometheus:e2e", repo_path("e2e", "images", "prometheus", "Dockerfile"),
@@ -160,12 +160,44 @@ def test_lag_grows_while_the_consumer_is_paused_and_drains_after(prometheus: Pro
     client.cli("produce", prod.bootstrap, "metrics-lag", "--count", "1000", "--acked", "/tmp/acked-lag1.json")
     assert client.cli("consume", prod.bootstrap, "metrics-lag", "--group", "lag-test")["consumed"] == 1000
     wait_for(lambda: prometheus.value(lag), lambda v: v == 0, 180, "lag 0 after consuming")
-    # While the consumer is paused, 2000 more records arrive: the lag shows them
+    # While the consumer is paused, 2000 more records arrive: the lag shows them, partition by partition
+    produced_from = time.time()
     client.cli("produce", prod.bootstrap, "metrics-lag", "--count", "2000", "--acked", "/tmp/acked-lag2.json")
-    wait_for(lambda: prometheus.value(lag), lambda v: v == 2000, 180, "lag 2000 while paused")
+    produced_to = time.time()
+    try:
+        wait_for(lambda: operator_lag(prometheus, "lag-test", "metrics-lag"), lambda v: sum(v.values()) == 2000,
+                 180, "lag 2000 while paused")
+    except WaitTimeout as timeout:
+        raise AssertionError(f"{timeout}; kafka-consumer-groups.sh: {tool_lag(prod, 'lag-test')}") from None
+    # And the lag in seconds is the age of the first record it has not read, growing with the wall clock, while the
+    # time left before retention (7 days) may delete it falls as fast
+    ages = [lag_in_seconds(prometheus, "lag-test", "metrics-lag", produced_from, produced_to)]
+    time.sleep(30)
+    ages.append(lag_in_seconds(prometheus, "lag-test", "metrics-lag", produced_from, produced_to))
+    grown = ages[1][0] - ages[0][0]
+    fallen = ages[0][1] - ages[1][1]
+    print(f"\nlag in seconds {ages[0][0]:.1f} -> {ages[1][0]:.1f}, retention left {ages[0][1]:.0f} -> "
+          f"{ages[1][1]:.0f} s, {ages[1][2] - ages[0][2]:.0f} s apart")
+    assert 15 <= grown <= 45, ages
+    assert 15 <= fallen <= 45, ages
+    assert 7 * 86400 - 600 < ages[1][1] < 7 * 86400
     # When it resumes, the lag drains
     assert client.cli("consume", prod.bootstrap, "metrics-lag", "--group", "lag-test")["consumed"] == 2000
     wait_for(lambda: prometheus.value(lag), lambda v: v == 0, 180, "lag drained")
+    seconds = 'max(krafty_consumergroup_lag_seconds{cluster="prod", group="lag-test", topic="metrics-lag"})'
+    wait_for(lambda: prometheus.value(seconds), lambda v: v == 0, 60, "lag in seconds back to 0")
+
+
+def lag_in_seconds(prometheus: Prometheus, group: str, topic: str, produced_from: float,
+                   produced_to: float) -> tuple[float, float, float]:
+    """(lag in seconds, retention left, when Prometheus sampled them); the age must be the wall clock since the
+    records were produced, as read at most a lag interval and a scrape (10 + 5 s) before the sample."""
+    selector = f'{{cluster="prod", group="{group}", topic="{topic}"}}'
+    [age] = prometheus.query(f"max(krafty_consumergroup_lag_seconds{selector})")
+    [left] = prometheus.query(f"min(krafty_consumergroup_retention_seconds_left{selector})")
+    sampled, value = float(age["value"][0]), float(age["value"][1])
+    assert sampled - produced_to - 16 <= value <= sampled - produced_from + 1, (value, sampled, produced_from)
+    return value, float(left["value"][1]), sampled
 
 
 def tool_lag(prod: KafkaClusterHandle, group: str) -> dict[int, int]:
