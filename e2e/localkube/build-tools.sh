@@ -5,12 +5,14 @@
 #                                                 module proxy (`go env GOPROXY`)
 #   kube-router                                   the same, from k3s's fork (versions.env)
 #   csi-provisioner, csi-resizer                  the same, each in a copy of its own module
+#   spark-operator                                the Kubeflow Spark operator the same way, and the Helm
+#                                                 chart its module holds (only when asked for: Spark e2e)
 #   csi-loop                                      our CSI driver, from csi-loop/ in this tree
 #   pause                                         the sandbox process, from the
 #                                                 pause.c of the k8s.io/kubernetes
 #                                                 module (static, gcc)
 # Usage: build-tools.sh [TOOL...]   (default: everything `localkube up` needs;
-#                                    kind only when asked for)
+#                                    kind and spark-operator only when asked for)
 # Output: $KRAFTY_CACHE/localkube/tools/<tool>-<version>/<tool>, linked from
 # $KRAFTY_CACHE/localkube/bin/<tool>. Reruns are no-ops.
 set -euo pipefail
@@ -76,6 +78,34 @@ csi_sidecar_tool() {
   ln -sfn "$dir/$name" "$bin/$name"
 }
 
+# The Kubeflow Spark operator: its go.mod pins the Kubernetes modules with replace lines (to published
+# versions), which `go install module@version` refuses, so it is built inside a copy of its module, like the
+# CSI sidecars. The module zip also holds its Helm chart (charts/spark-operator-chart, CRDs included): copied
+# next to the binary, so the folder is both what the chart is installed from and the build context of its
+# image (e2e/images/spark-operator/Dockerfile).
+spark_operator_tool() {
+  local version="$SPARK_OPERATOR_VERSION" module=github.com/kubeflow/spark-operator/v2
+  local dir="$tools/spark-operator-$version" found moddir commit
+  if [[ ! -x "$dir/spark-operator" || ! -f "$dir/chart/Chart.yaml" ]]; then
+    say "building spark-operator $version from source through $(go env GOPROXY) (first time only, minutes)"
+    # (the module's folder, and the commit its tag named, which the proxy records as its origin)
+    found="$(cd /tmp && GOFLAGS=-mod=mod go mod download -json "$module@$version" | python3 -c 'import json, sys
+d = json.load(sys.stdin)
+sys.exit(d["Error"]) if "Error" in d else print(d["Dir"], d.get("Origin", {}).get("Hash", ""))')"
+    read -r moddir commit <<<"$found"
+    rm -rf "$dir" && mkdir -p "$dir"
+    cp -r "$moddir" "$dir/.src" && chmod -R u+w "$dir/.src"
+    (cd "$dir/.src" && GOWORK=off GOFLAGS="-mod=readonly -buildvcs=false" CGO_ENABLED=0 \
+      go build -trimpath -o ../spark-operator.partial -ldflags "-s -w -X $module.version=$version \
+        -X $module.gitTag=$version -X $module.gitCommit=$commit -X $module.gitTreeState=clean" ./cmd/operator)
+    cp -r "$dir/.src/charts/spark-operator-chart" "$dir/chart"
+    mv "$dir/spark-operator.partial" "$dir/spark-operator"
+    rm -rf "$dir/.src"
+    say "spark-operator $version: binary and chart in $dir"
+  fi
+  ln -sfn "$dir/spark-operator" "$bin/spark-operator"
+}
+
 # csi-loop comes from this tree: its folder is named by a hash of the sources, so an edited driver is
 # rebuilt (and the build it replaces removed) and an unchanged one costs nothing.
 csi_loop_tool() {
@@ -116,6 +146,7 @@ build() {
     helm) go_tool helm "$HELM_VERSION" helm.sh/helm/v3/cmd/helm \
       "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean" ;;
     kind) go_tool kind "$KIND_VERSION" sigs.k8s.io/kind ;;
+    spark-operator) spark_operator_tool ;;
     kube-router) kube_router_tool ;;
     csi-provisioner) csi_sidecar_tool csi-provisioner "$CSI_PROVISIONER_VERSION" \
       github.com/kubernetes-csi/external-provisioner/v5 ;;
