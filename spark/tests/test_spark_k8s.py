@@ -31,8 +31,8 @@ def by_kind(name: str) -> dict[str, dict]:
 
 def test_every_manifest_parses_and_names_its_kind():
     kinds = sorted(d["kind"] for path in K8S.glob("*.yaml") for d in documents(path.name))
-    assert kinds == ["PersistentVolumeClaim", "Pod", "Pod", "Role", "RoleBinding", "ServiceAccount",
-                     "SparkApplication", "Topic"]
+    assert kinds == ["PersistentVolumeClaim", "Pod", "Pod", "Role", "Role", "RoleBinding", "RoleBinding",
+                     "ServiceAccount", "SparkApplication", "Topic"]
 
 
 def test_the_driver_role_is_namespaced_and_least_privilege():
@@ -104,6 +104,41 @@ def test_spark_application_runs_the_image_job_with_valid_options():
                           "kafka-user": str(DEFAULT_USER_DIR), "data": "/data"}
     # And it runs as the KafkaUser named after it, when there is one
     assert volumes["kafka-user"]["secret"] == {"secretName": app["metadata"]["name"], "optional": True}
+
+
+def test_spark_application_is_a_stream_restarted_always_with_a_short_trigger_and_its_resources_requested():
+    spec = documents("spark-application.yaml")[0]["spec"]
+    options = parse_args(spec["arguments"], mounted=MOUNTED)
+    assert options.trigger is not None
+    assert options.trigger.spark_interval == "5 seconds"
+    assert spec["restartPolicy"]["type"] == "Always"
+    assert spec["restartPolicy"]["onFailureRetryInterval"] <= 10
+    # (a quarter core each, as submit.sh asks: Spark's default would be a whole core per pod)
+    assert (spec["driver"]["coreRequest"], spec["executor"]["coreRequest"]) == ("250m", "250m")
+
+
+def test_spark_application_serves_spark_metrics_to_prometheus_from_the_driver():
+    spec = documents("spark-application.yaml")[0]["spec"]
+    conf = spec["sparkConf"]
+    sink = "spark.metrics.conf.*.sink.prometheusServlet"
+    assert conf[f"{sink}.class"] == "org.apache.spark.metrics.sink.PrometheusServlet"
+    assert conf["spark.sql.streaming.metricsEnabled"] == "true"
+    assert conf["spark.ui.prometheus.enabled"] == "true"
+    # Series named after the app, not its id (new on every restart)
+    assert conf["spark.metrics.namespace"] == "${spark.app.name}"
+    annotations = spec["driver"]["annotations"]
+    assert annotations == {"prometheus.io/scrape": "true", "prometheus.io/port": "4040",
+                           "prometheus.io/path": conf[f"{sink}.path"]}
+
+
+def test_the_spark_operator_controller_may_manage_network_policies_in_the_job_namespace_and_nothing_else():
+    rbac = by_kind("spark-operator-rbac.yaml")
+    assert rbac["Role"]["rules"] == [{"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"],
+                                      "verbs": ["get", "create", "patch", "delete"]}]
+    binding = rbac["RoleBinding"]
+    assert binding["roleRef"]["name"] == rbac["Role"]["metadata"]["name"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "spark-operator-controller",
+                                    "namespace": "spark-operator"}]
 
 
 def dry_submit(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
