@@ -186,26 +186,20 @@ def _topic_metrics(snap: Snapshot) -> Iterator[Metric]:
     yield urp
 
 
+GROUP_TOPIC = ["namespace", "cluster", "group", "topic"]
+
+
 def _lag_metrics(snap: Snapshot) -> Iterator[Metric]:
-    labels = ["namespace", "cluster", "group", "topic"]
+    """Each group's lag on each partition, in records and in seconds, and the retention forecast."""
     lag = _gauge("krafty_consumergroup_lag", "Records a consumer group is behind the end of a partition (absent "
-                 "while it cannot be read)", [*labels, "partition"])
-    total = _gauge("krafty_consumergroup_lag_sum", "Records a consumer group is behind, summed over a topic (only "
-                   "when every partition of it was read)", labels)
-    headroom = _gauge("krafty_consumergroup_retention_headroom_ratio",
-                      "Smallest share of a topic's retained records a group has not yet read past the oldest one: "
-                      "near 0, retention deletes records before the group reads them (only when every partition "
-                      "was read)", labels)
-    unknown = _gauge("krafty_consumergroup_lag_unknown_partitions",
-                     "Partitions of a topic whose lag for the group cannot be read now (0: the lag shown is complete)",
-                     labels)
+                 "while it cannot be read)", [*GROUP_TOPIC, "partition"])
     seconds = _gauge("krafty_consumergroup_lag_seconds", "Age of the oldest record of a partition a consumer group "
                      "has not processed, from its timestamp (0: it has read everything; absent while unreadable)",
-                     [*labels, "partition"])
+                     [*GROUP_TOPIC, "partition"])
     left = _gauge("krafty_consumergroup_retention_seconds_left",
                   "Seconds until retention may delete the oldest record of a partition a consumer group has not "
                   "read, at the rate its lag in seconds grew over the last 5 minutes (+Inf: not growing; absent: "
-                  "the topic deletes nothing for its age, or unreadable)", [*labels, "partition"])
+                  "the topic deletes nothing for its age, or unreadable)", [*GROUP_TOPIC, "partition"])
     for (namespace, cluster), entries in sorted(snap.lag.items()):
         for e in entries:
             key = [namespace, cluster, e.group, e.topic, str(e.partition)]
@@ -215,12 +209,10 @@ def _lag_metrics(snap: Snapshot) -> Iterator[Metric]:
                 seconds.add_metric(key, e.seconds)
             if e.retention_left is not None:
                 left.add_metric(key, e.retention_left)
-        for topic in by_topic(entries):
-            key = [namespace, cluster, topic.group, topic.topic]
-            unknown.add_metric(key, topic.unknown)
-            if topic.total is not None and topic.headroom is not None:
-                total.add_metric(key, topic.total)
-                headroom.add_metric(key, topic.headroom)
+    yield lag
+    yield seconds
+    yield left
+    yield from _topic_lag_metrics(snap)
     groups = _gauge("krafty_consumergroup_lag_groups", "Consumer groups whose lag is read (state read), left out by "
                     "the include/exclude patterns (excluded) or by the maximum (over_limit)",
                     ["namespace", "cluster", "state"])
@@ -228,13 +220,37 @@ def _lag_metrics(snap: Snapshot) -> Iterator[Metric]:
         for state, count in (("read", len(selected.groups)), ("excluded", selected.excluded),
                              ("over_limit", selected.over_limit)):
             groups.add_metric([namespace, cluster, state], count)
-    yield lag
-    yield seconds
-    yield left
+    yield groups
+
+
+def _topic_lag_metrics(snap: Snapshot) -> Iterator[Metric]:
+    """Each group's lag over each topic: its sum, headroom and risk, where every partition was read."""
+    total = _gauge("krafty_consumergroup_lag_sum", "Records a consumer group is behind, summed over a topic (only "
+                   "when every partition of it was read)", GROUP_TOPIC)
+    headroom = _gauge("krafty_consumergroup_retention_headroom_ratio",
+                      "Smallest share of a topic's retained records a group has not yet read past the oldest one: "
+                      "near 0, retention deletes records before the group reads them (only when every partition "
+                      "was read)", GROUP_TOPIC)
+    unknown = _gauge("krafty_consumergroup_lag_unknown_partitions",
+                     "Partitions of a topic whose lag for the group cannot be read now (0: the lag shown is complete)",
+                     GROUP_TOPIC)
+    risk = _gauge("krafty_consumergroup_retention_risk", "1 for a group's risk of losing a topic's records to "
+                  "retention (risk: Safe; AtRisk: they may be deleted unread within the hour, or half the "
+                  "retention; Lost: some were), as the KafkaCluster's Events tell it (absent while unreadable)",
+                  [*GROUP_TOPIC, "risk"])
+    for (namespace, cluster), entries in sorted(snap.lag.items()):
+        for topic in by_topic(entries):
+            key = [namespace, cluster, topic.group, topic.topic]
+            unknown.add_metric(key, topic.unknown)
+            if topic.judged:
+                risk.add_metric([*key, topic.risk.value], 1)
+            if topic.total is not None and topic.headroom is not None:
+                total.add_metric(key, topic.total)
+                headroom.add_metric(key, topic.headroom)
     yield total
     yield headroom
     yield unknown
-    yield groups
+    yield risk
 
 
 def _log_dir_metrics(snap: Snapshot) -> Iterator[Metric]:

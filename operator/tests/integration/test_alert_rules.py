@@ -89,12 +89,11 @@ CASES = {
          f'krafty_consumergroup_lag_unknown_partitions{{{C}, group="b", topic="t"}}': "0 1 1 1 0x15"},  # a blip
         "50s", "2m", {"namespace": "ns", "cluster": "c", "group": "a", "topic": "t"}, "1"),
     "KafkaConsumerDataLossForecast": Case(
-        # group a falls behind on partition 0 (its forecast falls 10 s each 10 s); group b is not heading for loss
-        {f'krafty_consumergroup_retention_seconds_left{{{C}, group="a", topic="t", partition="0"}}': "3700-10x20",
-         f'krafty_consumergroup_retention_seconds_left{{{C}, group="a", topic="t", partition="1"}}': " ".join(
-             ["Inf"] * 20),
-         f'krafty_consumergroup_retention_seconds_left{{{C}, group="b", topic="t", partition="0"}}': "86400x20"},
-        "50s", "3m", {"namespace": "ns", "cluster": "c", "group": "a", "topic": "t"}, "3520"),
+        # group a is at risk on topic t from the second minute; group b is safe
+        {f'krafty_consumergroup_retention_risk{{{C}, group="a", topic="t", risk="Safe"}}': "1x5 _x15",
+         f'krafty_consumergroup_retention_risk{{{C}, group="a", topic="t", risk="AtRisk"}}': "_x5 1x15",
+         f'krafty_consumergroup_retention_risk{{{C}, group="b", topic="t", risk="Safe"}}': "1x20"},
+        "100s", "3m", {"namespace": "ns", "cluster": "c", "group": "a", "topic": "t", "risk": "AtRisk"}, "1"),
     "KafkaBrokerDiskFilling": Case(
         {f'krafty_broker_log_dir_total_bytes{{{C}, broker="1", log_dir="/var/lib/kafka/data"}}': "1024x20",
          f'krafty_broker_log_dir_usable_bytes{{{C}, broker="1", log_dir="/var/lib/kafka/data"}}': "64x20",
@@ -149,9 +148,3 @@ def test_the_alert_waits_out_its_window_then_fires_for_the_cluster_in_trouble_on
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "SUCCESS" in proc.stdout
 
-
-def test_the_data_loss_alert_fires_where_the_operator_tells_a_group_is_at_risk():
-    # (the same horizon: the KafkaCluster's DataLossForecast Event and the alert speak of the same groups)
-    from krafty.decide.lag import RISK_HORIZON
-
-    assert shipped_rules()["KafkaConsumerDataLossForecast"]["expr"].endswith(f"< {RISK_HORIZON:.0f}")

@@ -175,13 +175,13 @@ def test_retention_from_topic_configs(configs: dict[str, str], seconds: float | 
 
 
 def test_risk_is_told_when_it_changes_with_what_to_do():
-    # Given a stalled group 50 minutes before retention deletes its oldest unread record
-    entries = partition_lag(_read(10, 50, at=1100.0, retention=3090.0))
+    # Given a stalled group 51 minutes behind on a topic keeping records 100 minutes: 48 minutes are left
+    entries = partition_lag(_read(10, 5000, at=4110.0, retention=6000.0))
     [topic] = by_topic(entries)
     assert topic.risk is RetentionRisk.AT_RISK
     assert risk_changes({}, [topic]) == [topic]
-    assert risk_message(topic) == ("consumer group g on topic t is 1m30s behind; at the rate that grows, retention "
-                                   "may delete records it has not read in 50m00s")
+    assert risk_message(topic) == ("consumer group g on topic t is 51m40s behind; at the rate that grows, retention "
+                                   "may delete records it has not read in 48m20s")
     # Told once: the same risk again is no change
     assert risk_changes({("g", "t"): RetentionRisk.AT_RISK}, [topic]) == []
     # When retention deleted records it had not read (its committed offset below the log start), it lost some
@@ -192,3 +192,16 @@ def test_risk_is_told_when_it_changes_with_what_to_do():
     [safe] = by_topic(partition_lag(_read(50, 50, at=1100.0, start=20)))
     assert risk_changes({("g", "t"): RetentionRisk.LOST}, [safe]) == [safe]
     assert safe.risk.event_reason == "DataLossForecastCleared"
+
+
+@pytest.mark.parametrize(("retention", "at", "risk"), [
+    (604800.0, 1100.0, RetentionRisk.SAFE),  # 90 s behind, a week kept
+    (604800.0, 1010.0 + 604800 - 3000, RetentionRisk.AT_RISK),  # 50 minutes left
+    (300.0, 1110.0, RetentionRisk.SAFE),  # 100 s behind, 5 minutes kept: 200 s left, more than half
+    (300.0, 1170.0, RetentionRisk.AT_RISK),  # 160 s behind: 140 s left
+], ids=["week-safe", "week-hour", "minutes-safe", "minutes-half"])
+def test_at_risk_within_the_hour_or_half_the_retention_if_shorter(retention: float, at: float,
+                                                                   risk: RetentionRisk) -> None:
+    # (a stalled group: nothing but its age counts, its first unread record was stamped at 1,010 s)
+    [topic] = by_topic(partition_lag(_read(10, 50, at=at, retention=retention)))
+    assert topic.risk is risk

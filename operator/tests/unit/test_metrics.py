@@ -73,6 +73,9 @@ def test_lag_in_seconds_and_the_retention_forecast_are_per_partition_and_absent_
     # an unreadable timestamp has no series, never a 0
     assert 'krafty_consumergroup_lag_seconds{' + labels + ',partition="0",topic="b"}' not in text
     assert 'topic="b"' in text  # (its lag in records is there)
+    # the risk is told for topics read whole (a: 540 s left of 600, more than half), not for b
+    assert f'krafty_consumergroup_retention_risk{{{labels},risk="Safe",topic="a"}} 1.0' in text
+    assert 'krafty_consumergroup_retention_risk{' + labels + ',risk="Safe",topic="b"}' not in text
 
 
 def test_every_pass_outcome_is_shown_and_replaces_the_one_before():

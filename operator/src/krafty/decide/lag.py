@@ -28,7 +28,7 @@ RecordKey = tuple[str, int, int]  # topic, partition, offset
 FORECAST_WINDOW = 300.0  # seconds of age samples the growth rate is measured over
 SAMPLE_SPACING = 30.0  # seconds between the age samples kept for it
 NO_RECORD = -1  # a first unread "record" that is only transaction markers up to the log end: nothing to process
-RISK_HORIZON = 3600.0  # a group is at risk when retention may delete its unread records within this (the alert's)
+RISK_HORIZON = 3600.0  # at risk: retention may delete unread records within this, or half the retention if shorter
 
 
 @dataclass(frozen=True)
@@ -134,6 +134,7 @@ class PartitionLag:
     # or the topic's records are never deleted for their age
     retention_left: float | None = None
     unread_deleted: bool = False  # the committed offset is below the log start: retention deleted unread records
+    retention: float | None = None  # the topic's retention (s), when it deletes records for their age
     # Age samples of the last FORECAST_WINDOW, SAMPLE_SPACING apart, since the group last had nothing to read
     history: tuple[AgeSample, ...] = ()
 
@@ -184,9 +185,10 @@ def _entry(group: str, tp: TopicPartitionKey, offset: int | None, read: LagRead,
     if stamp is None:  # nothing unread: no age, and samples of the backlog that is gone say nothing of the next one
         return PartitionLag(group, tp[0], tp[1], lag, headroom, 0.0, math.inf)
     age = max(0.0, read.at - stamp / 1000)
-    left = retention_left(age, read.retention.get(tp[0]), history, read.at)
+    retention = read.retention.get(tp[0])
+    left = retention_left(age, retention, history, read.at)
     return PartitionLag(group, tp[0], tp[1], lag, headroom, age, left, offset < log_range.start,
-                        _kept(history, AgeSample(read.at, age)))
+                        None if retention is None else retention.seconds, _kept(history, AgeSample(read.at, age)))
 
 
 def partition_lag(read: LagRead, previous: Iterable[PartitionLag] = ()) -> list[PartitionLag]:
@@ -234,12 +236,16 @@ class TopicLag:
     retention_left: float | None = None  # the least, over every partition where it is forecast
     unread_deleted: int = 0  # partitions where retention deleted records the group had not read
     judged: bool = True  # every partition's lag and lag in time were read: its risk can be told
+    retention: float | None = None  # the topic's retention (s), when it deletes records for their age
 
     @property
     def risk(self) -> RetentionRisk:
+        """Lost; at risk when retention may delete unread records within the hour, or within half the retention
+        when that is shorter (on a topic keeping records minutes, an hour says nothing); else safe."""
         if self.unread_deleted:
             return RetentionRisk.LOST
-        if self.retention_left is not None and self.retention_left < RISK_HORIZON:
+        if self.retention_left is not None and self.retention is not None \
+                and self.retention_left < min(RISK_HORIZON, self.retention / 2):
             return RetentionRisk.AT_RISK
         return RetentionRisk.SAFE
 
@@ -258,11 +264,13 @@ def by_topic(entries: Iterable[PartitionLag]) -> list[TopicLag]:
         complete = unknown == 0
         ages = _known(p.seconds for p in parts)
         forecasts = _known(p.retention_left for p in parts)
+        retention = _known(p.retention for p in parts)
         out.append(TopicLag(group, topic, len(parts), unknown,
                             sum(p.lag or 0 for p in parts) if complete else None,
                             min(p.headroom or 0.0 for p in parts) if complete else None,
                             max(ages) if ages else None, min(forecasts) if forecasts else None,
-                            sum(p.unread_deleted for p in parts), complete and len(ages) == len(parts)))
+                            sum(p.unread_deleted for p in parts), complete and len(ages) == len(parts),
+                            retention[0] if retention else None))
     return out
 
 
