@@ -198,7 +198,7 @@ def _lag_metrics(snap: Snapshot) -> Iterator[Metric]:
                      [*GROUP_TOPIC, "partition"])
     left = _gauge("krafty_consumergroup_retention_seconds_left",
                   "Seconds until retention may delete the oldest record of a partition a consumer group has not "
-                  "read, at the rate its lag in seconds grew over the last 5 minutes (+Inf: not growing; absent: "
+                  "read, at the rate its lag in seconds grew over the last minute (+Inf: not growing; absent: "
                   "the topic deletes nothing for its age, or unreadable)", [*GROUP_TOPIC, "partition"])
     for (namespace, cluster), entries in sorted(snap.lag.items()):
         for e in entries:

@@ -148,8 +148,20 @@ def test_age_samples_are_kept_for_the_window_and_spaced():
     for step in range(40):  # a read every 10 s for 400 s
         entries = partition_lag(_read(10, 50 + step, at=1100.0 + 10 * step), entries)
     [entry] = entries
-    assert [s.at for s in entry.history] == [1100.0 + 10 * step for step in range(9, 40, 3)]
-    assert entry.history[-1].at - entry.history[0].at <= 300
+    assert [s.at for s in entry.history] == [1100.0 + 10 * step for step in (30, 33, 36, 39)]
+
+
+def test_the_forecast_follows_the_pace_now_not_an_earlier_one():
+    # Given a group that kept up for five minutes (10 s behind), then stalled
+    entries: list[PartitionLag] = []
+    for step in range(30):  # (record o is stamped 1,000 + o s: a read every 10 s, 10 records behind)
+        entries = partition_lag(_read(10 * step, 10 * step + 10, at=1010.0 + 10 * step), entries)
+    for step in range(30, 36):
+        entries = partition_lag(_read(290, 10 * step + 10, at=1010.0 + 10 * step), entries)
+    [entry] = entries
+    # Then, a minute after, its age grows 1 s each second and so does what is left fall
+    assert entry.seconds == 70.0
+    assert entry.retention_left == 530.0
 
 
 def test_no_forecast_without_time_retention_or_a_readable_timestamp():

@@ -10,9 +10,9 @@ timestamp of the record at its committed offset, against the clock of the
 read). Retention deletes a record once it is older than the topic's
 retention.ms (a little later: Kafka deletes whole segments, every few
 minutes), so the age also forecasts data loss: the seconds left before the
-oldest unread record may be deleted, at the rate the age grows over the last
-minutes while the group had records to read (1 s each second while it is
-stalled; not growing: never).
+oldest unread record may be deleted, at the rate the age grew over the last
+half minute to minute while the group had records to read (its pace now: 1 s
+each second while it is stalled; not growing: never).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 
 TopicPartitionKey = tuple[str, int]
 RecordKey = tuple[str, int, int]  # topic, partition, offset
-FORECAST_WINDOW = 300.0  # seconds of age samples the growth rate is measured over
-SAMPLE_SPACING = 30.0  # seconds between the age samples kept for it
+SAMPLE_SPACING = 30.0  # the growth rate is measured from the newest age sample at least this old
+FORECAST_WINDOW = 3 * SAMPLE_SPACING  # seconds of age samples kept for it
 NO_RECORD = -1  # a first unread "record" that is only transaction markers up to the log end: nothing to process
 RISK_HORIZON = 3600.0  # at risk: retention may delete unread records within this, or half the retention if shorter
 
@@ -144,11 +144,12 @@ class PartitionLag:
 
 
 def growth(history: tuple[AgeSample, ...], now: AgeSample) -> float:
-    """How many seconds the age grows each second, over the samples kept since the group last had nothing to read;
-    1 (stalled, the worst) while they span less than SAMPLE_SPACING."""
-    if not history or now.at - history[0].at < SAMPLE_SPACING:
+    """How many seconds the age grows each second: since the newest sample at least SAMPLE_SPACING old (the pace
+    now, not mixed with an earlier one); 1 (stalled, the worst) until there is one."""
+    old = [s for s in history if now.at - s.at >= SAMPLE_SPACING]
+    if not old:
         return 1.0
-    return (now.age - history[0].age) / (now.at - history[0].at)
+    return (now.age - old[-1].age) / (now.at - old[-1].at)
 
 
 def retention_left(age: float, retention: Retention | None, history: tuple[AgeSample, ...], at: float) -> float | None:
