@@ -3,6 +3,8 @@ data and its id together; with its volumes deleted (the id's ConfigMap left behi
 
 from __future__ import annotations
 
+import pytest
+
 from krafty_testkit.k8s_kafka import (
     NAMESPACE,
     ClientPod,
@@ -25,6 +27,8 @@ def gone(handle: KafkaClusterHandle, kube: KubeCluster) -> None:
              lambda out: not out.strip(), 300, f"the pods of {NAME} gone")
 
 
+# About two minutes: in the full set since the Spark operator's stream joined CI, to keep CI within the hour
+@pytest.mark.full
 def test_a_cluster_created_again_finds_its_data_or_starts_clean(small: KafkaClusterHandle, client: ClientPod,
                                                                 operator: KubeCluster):
     small.delete()  # its CPU goes to this cluster (the Helm test after this one deletes it too)
