@@ -125,7 +125,7 @@ def test_the_forecast_follows_the_rate_the_age_grows():
     steady = partition_lag(_read(10, 50, at=1100.0))
     steady = partition_lag(_read(70, 110, at=1160.0), steady)
     assert (steady[0].seconds, steady[0].retention_left) == (90.0, math.inf)
-    # Given one that falls behind at half speed: the age grows from 90 to 120 s in 60 s
+    # Given one that falls behind at half speed: the age grows from 90 to 120 s in 60 s (it made progress)
     slow = partition_lag(_read(10, 50, at=1100.0))
     slow = partition_lag(_read(40, 110, at=1160.0), slow)
     assert (slow[0].seconds, slow[0].retention_left) == (120.0, 960.0)
@@ -162,6 +162,19 @@ def test_the_forecast_follows_the_pace_now_not_an_earlier_one():
     # Then, a minute after, its age grows 1 s each second and so does what is left fall
     assert entry.seconds == 70.0
     assert entry.retention_left == 530.0
+
+
+def test_a_group_that_makes_no_progress_is_forecast_as_stalled_at_once():
+    # Given a group 10 s behind for five minutes, that stops 30 s ago (its samples of 30-60 s ago are from before)
+    entries: list[PartitionLag] = []
+    for step in range(30):
+        entries = partition_lag(_read(10 * step, 10 * step + 10, at=1010.0 + 10 * step), entries)
+    for step in range(30, 33):
+        entries = partition_lag(_read(290, 10 * step + 10, at=1010.0 + 10 * step), entries)
+    [entry] = entries
+    # Then its first unread record, the same as at the last read, says it is stalled: 600 - 40 s left, not the
+    # 933 s a growth measured across the stop would say
+    assert (entry.seconds, entry.retention_left) == (40.0, 560.0)
 
 
 def test_no_forecast_without_time_retention_or_a_readable_timestamp():

@@ -158,7 +158,6 @@ class LagReader:
                 for tp, (start, end) in found.items()}
 
 
-
 class RecordStamps:
     """The timestamps of records at given offsets, read with a consumer that joins no group and commits
     nothing (assign, one record per partition, then let go); each is kept while it is asked for."""

@@ -10,9 +10,10 @@ timestamp of the record at its committed offset, against the clock of the
 read). Retention deletes a record once it is older than the topic's
 retention.ms (a little later: Kafka deletes whole segments, every few
 minutes), so the age also forecasts data loss: the seconds left before the
-oldest unread record may be deleted, at the rate the age grew over the last
-half minute to minute while the group had records to read (its pace now: 1 s
-each second while it is stalled; not growing: never).
+oldest unread record may be deleted, at the pace the age grows now: 1 s each
+second while the group makes no progress (its first unread record the same as
+at the last read), else as it grew over the last half minute to minute while
+the group had records to read (not growing: never).
 """
 
 from __future__ import annotations
@@ -137,6 +138,7 @@ class PartitionLag:
     retention: float | None = None  # the topic's retention (s), when it deletes records for their age
     # Age samples of the last FORECAST_WINDOW, SAMPLE_SPACING apart, since the group last had nothing to read
     history: tuple[AgeSample, ...] = ()
+    first_unread: int | None = None  # the offset whose record gave the age
 
     @property
     def known(self) -> bool:
@@ -152,13 +154,13 @@ def growth(history: tuple[AgeSample, ...], now: AgeSample) -> float:
     return (now.age - old[-1].age) / (now.at - old[-1].at)
 
 
-def retention_left(age: float, retention: Retention | None, history: tuple[AgeSample, ...], at: float) -> float | None:
+def retention_left(age: float, retention: Retention | None, rate: float) -> float | None:
+    """Seconds until the age reaches the retention, growing `rate` seconds each second."""
     if retention is None or retention.seconds is None:
         return None
     left = retention.seconds - age
     if left <= 0:
         return 0.0
-    rate = growth(history, AgeSample(at, age))
     return math.inf if rate <= 0 else left / rate
 
 
@@ -187,9 +189,12 @@ def _entry(group: str, tp: TopicPartitionKey, offset: int | None, read: LagRead,
         return PartitionLag(group, tp[0], tp[1], lag, headroom, 0.0, math.inf)
     age = max(0.0, read.at - stamp / 1000)
     retention = read.retention.get(tp[0])
-    left = retention_left(age, retention, history, read.at)
+    # No progress since the last read: stalled, the age grows with the clock (however the group kept up before)
+    stalled = before is not None and before.first_unread == first
+    left = retention_left(age, retention, 1.0 if stalled else growth(history, AgeSample(read.at, age)))
     return PartitionLag(group, tp[0], tp[1], lag, headroom, age, left, offset < log_range.start,
-                        None if retention is None else retention.seconds, _kept(history, AgeSample(read.at, age)))
+                        None if retention is None else retention.seconds, _kept(history, AgeSample(read.at, age)),
+                        first)
 
 
 def partition_lag(read: LagRead, previous: Iterable[PartitionLag] = ()) -> list[PartitionLag]:
