@@ -5,6 +5,7 @@ DNS; each operator replica through a headless Service, as a ServiceMonitor would
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import time
@@ -48,8 +49,13 @@ class Prometheus:
         return float(result[0]["value"][1]) if result else None
 
 
+# The Spark drivers of test_52_spark_operator.py, through the UI Service the Spark operator makes for each
+SPARK_DRIVERS = [f"pageviews-{job}-ui-svc.{NAMESPACE}.svc.cluster.local:4040" for job in ("stream", "retention")]
+
+
 def prometheus_config() -> str:
-    """Static targets by stable DNS name: the operator's metrics Service and every Kafka pod of prod."""
+    """Static targets by stable DNS name: the operator's metrics Service, every Kafka pod of prod, and the Spark
+    drivers (those absent are targets down)."""
     kafka = [{"targets": [f"prod-{pool}-{i}.prod-{pool}s.{NAMESPACE}.svc.cluster.local:9404"],
               "labels": {"namespace": NAMESPACE, "cluster": "prod", "pod": f"prod-{pool}-{i}"}}
              for pool in ("broker", "controller") for i in range(3)]
@@ -61,6 +67,8 @@ def prometheus_config() -> str:
              "dns_sd_configs": [{"names": [f"{OPERATOR_PODS}.{OPERATOR_NAMESPACE}.svc.cluster.local"], "type": "A",
                                  "port": 8080, "refresh_interval": "5s"}]},
             {"job_name": "kafka", "static_configs": kafka},
+            {"job_name": "spark-drivers", "metrics_path": "/metrics/prometheus",
+             "static_configs": [{"targets": SPARK_DRIVERS, "labels": {"namespace": NAMESPACE}}]},
         ],
     }
     return json.dumps(config, indent=1)
@@ -72,7 +80,8 @@ def prometheus_objects() -> list[dict[str, Any]]:
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "prometheus", "namespace": NAMESPACE},
          "data": {"prometheus.yml": prometheus_config()}},
         {"apiVersion": "v1", "kind": "Pod",
-         "metadata": {"name": "prometheus", "namespace": NAMESPACE, "labels": labels},
+         "metadata": {"name": "prometheus", "namespace": NAMESPACE, "labels": labels,
+                      "annotations": {"krafty-e2e/digest": prometheus_digest()}},
          "spec": {"containers": [{"name": "prometheus", "image": PROMETHEUS_IMAGE.name,
                                   "imagePullPolicy": "IfNotPresent", "ports": [{"containerPort": 9090}],
                                   "resources": {"requests": {"cpu": "50m", "memory": "256Mi"}},
@@ -87,9 +96,20 @@ def prometheus_objects() -> list[dict[str, Any]]:
     ]
 
 
+def prometheus_digest() -> str:
+    """What the running Prometheus must have been started with: its configuration and the chart's alert rules
+    (baked into its image)."""
+    rules = repo_path("charts", "krafty-operator", "files", "prometheus-rules.yaml").read_bytes()
+    return hashlib.sha256(prometheus_config().encode() + rules).hexdigest()[:16]
+
+
 def start_prometheus(operator: KubeCluster) -> Prometheus:
-    """The Prometheus pod (the same one whichever module starts it first), once it is ready."""
+    """The Prometheus pod (the same one whichever module starts it first), once it is ready; one started with
+    another configuration or other rules (a cluster kept from an earlier run) is replaced."""
     operator.load_images([PROMETHEUS_IMAGE])
+    pods = operator.kubectl_json("get", "pods", "-n", NAMESPACE, "-l", "app=prometheus")["items"]
+    if any(p["metadata"].get("annotations", {}).get("krafty-e2e/digest") != prometheus_digest() for p in pods):
+        operator.kubectl("delete", "pod", "prometheus", "-n", NAMESPACE, "--wait=true", timeout=120)
     operator.apply(prometheus_objects())
     operator.kubectl("wait", "--for=condition=Ready", "pod/prometheus", "-n", NAMESPACE, "--timeout=180s",
                      timeout=200)
