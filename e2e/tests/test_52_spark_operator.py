@@ -7,6 +7,7 @@ pod, a SIGKILLed executor and a roll of the brokers under a steady producer, wit
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections import Counter
@@ -17,6 +18,7 @@ from typing import Any
 
 import pytest
 from page_views import closing, events, numbered
+from test_40_metrics import Prometheus, firing, start_prometheus
 
 from krafty_testkit import spark_operator
 from krafty_testkit.k8s_kafka import (
@@ -24,6 +26,7 @@ from krafty_testkit.k8s_kafka import (
     SPARK_IMAGE,
     ClientPod,
     KafkaClusterHandle,
+    repo_path,
     topic_resource,
     wait_topic_ready,
 )
@@ -106,9 +109,9 @@ class Job:
     def group(self) -> str:
         return f"spark-{self.name}"
 
-    def create_topic(self, partitions: int = 3) -> None:
+    def create_topic(self, partitions: int = 3, **config: str) -> None:
         self.kube.apply([topic_resource(self.topic, self.prod.name, partitions=partitions, replicas=3,
-                                        config={"min.insync.replicas": "2"})])
+                                        config={"min.insync.replicas": "2", **config})])
         wait_topic_ready(self.kube, self.topic)
 
     def apply(self) -> dict[str, Any]:
@@ -136,6 +139,24 @@ class Job:
             if len(fields) >= 6 and fields[0] == self.group and fields[1] == self.topic:
                 lags[int(fields[2])] = None if fields[5] == "-" else int(fields[5])
         return lags
+
+    def committed(self) -> dict[int, int]:
+        """The lag group's committed offset per partition (those it committed)."""
+        described = self.prod.kafka_tool("kafka-consumer-groups.sh", "--describe", "--group", self.group)
+        return {int(f[2]): int(f[3]) for f in (line.split() for line in described.splitlines())
+                if len(f) >= 6 and f[0] == self.group and f[1] == self.topic and f[3].isdigit()}
+
+    def log_starts(self) -> dict[int, int]:
+        """The oldest offset each partition of the topic still holds."""
+        shown = self.prod.kafka_tool("kafka-get-offsets.sh", "--topic", self.topic, "--time", "-2")
+        return {int(p): int(o) for p, o in re.findall(rf"^{re.escape(self.topic)}:(\d+):(\d+)$", shown, re.M)}
+
+    def record_time(self, partition: int, offset: int) -> float:
+        """The timestamp (s) Kafka holds for one record of the topic."""
+        shown = self.prod.kafka_tool("kafka-console-consumer.sh", "--topic", self.topic, "--partition", str(partition),
+                                     "--offset", str(offset), "--max-messages", "1", "--timeout-ms", "30000",
+                                     "--property", "print.timestamp=true")
+        return int(re.search(r"CreateTime:(\d+)", shown).group(1)) / 1000  # type: ignore[union-attr]
 
     def committed_total(self) -> int:
         """Records the job has durably processed (the lag group's offsets summed), 0 before its first commit."""
@@ -243,6 +264,11 @@ def test_the_spark_operator_runs_the_application_as_a_stream_whose_files_equal_t
     metrics = wait_for(job.metrics, lambda m: set(series.values()) <= set(m)
                        and m[series["eventTime_watermark"]] == watermark, 120, "the query's metrics, at its watermark")
     assert metrics[series["latency"]] > 0
+    # And a Prometheus scraping the driver has them, as the dashboard's Spark panels ask for them
+    prometheus = start_prometheus(job.kube)
+    for expr in spark_panel_queries():
+        shown = wait_for(lambda e=expr: prometheus.query(e), bool, 120, f"the dashboard's {expr}")
+        assert {r["metric"]["spark_job"] for r in shown} == {job.name.replace("-", "_")}, shown
     report_table("The page-view job run by the Spark operator", ["from applying the SparkApplication to", "s"],
                  [["RUNNING (driver and executor pods up)", f"{running:.0f}"],
                   ["the first micro-batch committed (600 views)", f"{first_batch:.0f}"],
@@ -367,3 +393,93 @@ def test_the_stream_keeps_exactly_once_files_and_catches_up_through_a_deleted_dr
                   ["executor killed: back to committing in", f"{executor_back:.0f} s"],
                   ["brokers rolled in", f"{rolled:.0f} s"],
                   ["lag at the end", sum(v or 0 for v in lags.values())]])
+
+
+def spark_panel_queries() -> list[str]:
+    """The queries of the dashboard's Spark panels (input, processed, micro-batch duration)."""
+    dashboard = json.loads(repo_path("charts", "krafty-operator", "files", "dashboards", "krafty.json").read_text())
+    queries = [t["expr"] for p in dashboard["panels"] if p["title"].startswith("Spark") for t in p["targets"]]
+    assert len(queries) == 3, queries
+    return queries
+
+
+def behind(prometheus: Prometheus, job: Job) -> tuple[float, float, float]:
+    """(lag in seconds, retention left, when Prometheus sampled them) of the job's group, the worst partition."""
+    selector = f'{{cluster="{job.prod.name}", group="{job.group}", topic="{job.topic}"}}'
+    [age] = prometheus.query(f"max(krafty_consumergroup_lag_seconds{selector})")
+    [left] = prometheus.query(f"min(krafty_consumergroup_retention_seconds_left{selector})")
+    return float(age["value"][1]), float(left["value"][1]), float(age["value"][0])
+
+
+def failed_on_data_loss(job: Job) -> bool:
+    """The driver said the query stopped because records it had not read were gone (its log, while the pod is
+    there: the Spark operator starts it again after onFailureRetryInterval)."""
+    try:
+        shown = job.kube.kubectl("logs", f"{job.name}-driver", "-n", NAMESPACE, "--tail=2000")
+    except Exception:  # noqa: BLE001 - no driver pod at this moment
+        return False
+    return "Some data may have been lost" in shown
+
+
+@pytest.mark.full  # about 12 minutes: Kafka's retention check runs every 5 minutes
+@pytest.mark.timeout(1800)
+def test_a_paused_job_falls_behind_in_seconds_is_alerted_before_retention_deletes_and_fails_loudly_after(
+        new_job: Callable[[str], Job], client: ClientPod, prod: KafkaClusterHandle) -> None:
+    job = new_job("retention")
+    prometheus = start_prometheus(job.kube)
+    # Given the job streaming from a topic that keeps records 5 minutes (in segments of 10 s) under a steady producer
+    # (at risk once less than half of that is left: the alert fires about 3.5 minutes after the pause, and Kafka,
+    # checking retention every 5 minutes, deletes between 5 and 10 minutes after it)
+    job.create_topic(**{"retention.ms": "300000", "segment.ms": "10000"})
+    job.apply()
+    spark_operator.wait_running(job.kube, NAMESPACE, job.name)
+    producer = PageViewProducer(client, prod.bootstrap, job.topic)
+    producer.start()
+    rows: list[list[object]] = []
+    try:
+        wait_progress(job, 0, 300, "its first batches")
+        # When the job is paused (its SparkApplication deleted; the checkpoint stays on its volume)
+        spark_operator.delete(job.kube, NAMESPACE, job.name)
+        paused = time.time()
+        committed = job.committed()
+        first_unread = min(job.record_time(partition, offset) for partition, offset in committed.items())
+        print(f"\npaused at {paused:.1f}, committed {committed}, first unread record stamped {first_unread:.1f}")
+        # Then its lag in seconds is the age of the first record it has not read, by Kafka's timestamp, and grows
+        # with the wall clock while the time left before retention may delete it falls as fast
+        samples = []
+        for _ in range(2):
+            samples.append(wait_for(lambda: behind(prometheus, job), lambda b: b[2] > paused + 20, 120,
+                                    "the lag in seconds sampled after the pause"))
+            age, _, sampled = samples[-1]
+            assert sampled - first_unread - 16 <= age <= sampled - first_unread + 1, (age, sampled, first_unread)
+            time.sleep(30)
+        grown, fallen = samples[1][0] - samples[0][0], samples[0][1] - samples[1][1]
+        assert 15 <= grown <= 45, samples
+        assert 15 <= fallen <= 45, samples
+        # And the data-loss alert fires in Prometheus, and the KafkaCluster says so, before retention deletes
+        # any record the job has not read
+        wait_for(lambda: [a for a in firing(prometheus, "KafkaConsumerDataLossForecast")
+                          if a["metric"]["group"] == job.group], bool, 300, "KafkaConsumerDataLossForecast firing")
+        alerted = time.time()
+        starts = job.log_starts()
+        assert all(starts[p] <= offset for p, offset in committed.items()), (starts, committed)
+        [told] = [e["message"] for e in prod.events("DataLossForecast") if job.group in e["message"]]
+        # When retention deletes records it has not read
+        starts = wait_for(job.log_starts, lambda s: any(s[p] > offset for p, offset in committed.items()), 900,
+                          "retention to delete records the paused job has not read", interval=5)
+        deleted = time.time()
+        lost = wait_for(lambda: [e["message"] for e in prod.events("ConsumerDataLost") if job.group in e["message"]],
+                        bool, 120, "the KafkaCluster's ConsumerDataLost Event")
+    finally:
+        producer.stop()
+    assert producer.errors == []
+    # Then the job, resumed, fails loudly rather than skip what is gone (failOnDataLoss)
+    job.apply()
+    wait_for(lambda: failed_on_data_loss(job), bool, 600, "the resumed job failing on the records lost", interval=3)
+    rows += [["lag in seconds 30 s apart (by the first unread record's timestamp)",
+              f"{samples[0][0]:.0f} -> {samples[1][0]:.0f} s"],
+             ["retention left 30 s apart", f"{samples[0][1]:.0f} -> {samples[1][1]:.0f} s"],
+             ["paused to KafkaConsumerDataLossForecast firing", f"{alerted - paused:.0f} s"],
+             [f"paused to unread records deleted (oldest offsets {json.dumps(starts)})", f"{deleted - paused:.0f} s"],
+             ["Event DataLossForecast", told], ["Event ConsumerDataLost", lost[0]]]
+    report_table("A paused Spark job on a topic keeping records 5 minutes", ["what", "value"], rows)
