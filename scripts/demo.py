@@ -3,9 +3,11 @@
 Brings up a Kubernetes cluster (the local one here, kind where Docker answers, or the current kube
 context with KRAFTY_E2E_CLUSTER=existing), installs the operator with Helm, creates a KafkaCluster with
 dedicated controllers, authorization on and a SCRAM listener over TLS, its Topics and three KafkaUsers (a
-producer, the Spark job, an admin), produces page-view events as the producer, runs the Spark job on the
-cluster as its own user (it may read page-views, write page-view-counts and commit its lag group, nothing
-else), prints its results, the operator's metrics and the Spark job's consumer lag, and says how to tear down.
+producer, the Spark job, an admin), produces page-view events as the producer (keyed by user: they spread over
+every partition), installs the Kubeflow Spark operator (built from source) and runs the Spark job through it as a
+stream, as its own user (it may read page-views, write page-view-counts and commit its lag group, nothing else),
+prints its lag in records and seconds while it catches up, its results, the operator's metrics and the job's
+consumer lag, and says how to tear down.
 Every step is idempotent: running it again reuses what exists. Any failure stops it with a message and a non-zero exit.
 
   python scripts/demo.py          run the demo
@@ -27,6 +29,7 @@ import yaml
 
 from krafty.render.kafka_config import render_properties
 from krafty_testkit import k8s_kafka as k
+from krafty_testkit import spark_operator
 from krafty_testkit.kube import KubeCluster, KubeError, detect
 from krafty_testkit.waiting import WaitTimeout, wait_for
 
@@ -149,16 +152,46 @@ def handle_id(kube: KubeCluster) -> str:
 
 
 def spark(kube: KubeCluster) -> None:
+    """The page-view job as a stream, run by the Spark operator from spark/k8s/spark-application.yaml, its counts
+    written to page-view-counts (update mode: every micro-batch's changed windows)."""
     for manifest in ("rbac.yaml", "pvc.yaml"):
         kube.kubectl("apply", "-n", NAMESPACE, "-f", str(k.repo_path("spark", "k8s", manifest)))
-    k.submit_spark(kube, NAMESPACE, CLUSTER, JOB, "--job-name", JOB, "--input-topics", "page-views",
-                   "--output-topic", "page-view-counts", "--checkpoint", f"/data/{JOB}/{handle_id(kube)}/checkpoint",
-                   "--trigger", "available-now", "--window", "1m", "--watermark", "2m")
-    phase = wait_for(lambda: k.driver_phase(kube, NAMESPACE, JOB), lambda p: p in ("Succeeded", "Failed"), 900,
-                     "the Spark driver to finish", interval=5)
-    if phase != "Succeeded":
-        raise RuntimeError("the Spark job failed:\n" + kube.kubectl("logs", "-n", NAMESPACE, "-l", "spark-role=driver",
-                                                                   "--tail=60"))
+    app = spark_operator.application(JOB, CLUSTER, k.SPARK_IMAGE.name, {
+        "--job-name": JOB, "--input-topics": "page-views",
+        "--checkpoint": f"/data/{JOB}/{handle_id(kube)}/checkpoint",
+        # (300 views a micro-batch: the events already written take ten of them, so the catching up is seen)
+        "--max-offsets-per-trigger": "300"})
+    arguments = app["spec"]["arguments"]
+    app["spec"]["arguments"] = [a for a in arguments if not a.startswith("--output-path")] + [
+        "--output-topic=page-view-counts"]
+    kube.apply([app], namespace=NAMESPACE)
+    spark_operator.wait_running(kube, NAMESPACE, JOB)
+
+
+def catching_up(kube: KubeCluster) -> None:
+    """The job's lag, in records and in seconds, as the operator reads it, until it has read everything."""
+    group, began = f"spark-{JOB}", time.monotonic()
+
+    def lag() -> tuple[float | None, float | None]:
+        text = k.leader_metrics_text(kube, RELEASE, OPERATOR_NAMESPACE)
+        found = {name: float(value) for name, value in re.findall(
+            rf'^(krafty_consumergroup_lag_sum|krafty_consumergroup_lag_seconds)\{{[^}}]*group="{group}"[^}}]*'
+            rf'topic="page-views"[^}}]*\}} (\S+)$', text, re.M)}
+        return found.get("krafty_consumergroup_lag_sum"), found.get("krafty_consumergroup_lag_seconds")
+
+    def show(seen: tuple[float | None, float | None]) -> bool:
+        records, seconds = seen
+        elapsed = time.monotonic() - began
+        if records is None or seconds is None:
+            print(f"  {elapsed:5.0f} s  waiting for the job's first commit to {group}")
+            return False
+        print(f"  {elapsed:5.0f} s  {records:6.0f} records behind, the oldest unread written {seconds:5.0f} s ago")
+        return records == 0
+
+    wait_for(lambda: show(lag()), bool, 600, f"the lag of {group} at 0", interval=5)
+    print("  (krafty_consumergroup_lag_seconds: the age of the oldest record the group has not read; the events were "
+          "written at once, so it grows until the last of them is read)")
+    print(f"  The job keeps running as a stream: kubectl get sparkapplication {JOB} -n {NAMESPACE}")
 
 
 def results(client: k.ClientPod, handle: k.KafkaClusterHandle) -> None:
@@ -203,6 +236,10 @@ def admin_tool(kube: KubeCluster, handle: k.KafkaClusterHandle, tool: str, *args
 
 
 def down(kube: KubeCluster) -> None:
+    if kube.kubectl("api-resources", "--api-group", "sparkoperator.k8s.io", "-o", "name").strip():
+        kube.kubectl("delete", "sparkapplications", "--all", "-n", NAMESPACE, "--ignore-not-found", "--wait=true",
+                     timeout=300)
+    spark_operator.uninstall(kube, (NAMESPACE,))
     kube.kubectl("delete", "kafkausers,topics,kafkaclusters", "--all", "-n", NAMESPACE, "--ignore-not-found",
                  "--wait=true", timeout=600)
     kube.run_helm("uninstall", RELEASE, "--namespace", OPERATOR_NAMESPACE, "--ignore-not-found", "--wait")
@@ -213,10 +250,10 @@ def down(kube: KubeCluster) -> None:
 def main(argv: list[str]) -> int:
     kube = step("Kubernetes cluster up", _up)
     if argv[1:] == ["down"]:
-        step("removing the demo (operator, Kafka cluster, topics, Spark job)", lambda: down(kube))
+        step("removing the demo (Spark job and operator, krafty operator, Kafka cluster, topics)", lambda: down(kube))
         return 0
-    step("building and loading the operator, Kafka, client and Spark images",
-         lambda: kube.load_images([*k.IMAGES, k.SPARK_IMAGE]))
+    step("building and loading the operator, Kafka, client, Spark and Spark operator images",
+         lambda: kube.load_images([*k.IMAGES, k.SPARK_IMAGE, spark_operator.image()]))
     step(f"installing the operator with Helm (release {RELEASE}, watching {NAMESPACE})", lambda: install(kube))
     handle = step(f"creating KafkaCluster {CLUSTER}: 3 dedicated controllers + 3 brokers", lambda: kafka(kube))
     step("creating Topics page-views and page-view-counts", lambda: topics(kube))
@@ -225,9 +262,12 @@ def main(argv: list[str]) -> int:
     client = k.ClientPod(kube, namespace=NAMESPACE)
     step("starting a client pod", client.create)
     step("producing page-view events", lambda: produce(client, handle))
-    step(f"running the Spark job on the cluster as User:{JOB} (spark-submit, k8s:// master, cluster mode; SCRAM "
-         "over TLS)",
+    step(f"installing the Kubeflow Spark operator ({spark_operator.pinned_version()}, built from source) with its "
+         "own Helm chart", lambda: spark_operator.install(kube, (NAMESPACE,)))
+    step(f"starting the Spark job as a stream (SparkApplication {JOB}, as User:{JOB}, SCRAM over TLS)",
          lambda: spark(kube))
+    step("the job catching up: its lag in records and in seconds, as the operator reads it",
+         lambda: catching_up(kube))
     step("page views per page and minute, as Spark counted them", lambda: results(client, handle))
     step("metrics", lambda: metrics(kube, handle))
     print("\nTear down: `make demo-down` (the demo), then `e2e/localkube/localkube down` (the local cluster).")
