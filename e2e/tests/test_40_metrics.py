@@ -177,12 +177,16 @@ def test_lag_grows_while_the_consumer_is_paused_and_drains_after(prometheus: Pro
     operator.apply([topic_resource("metrics-lag", "prod", partitions=3, replicas=3)])
     wait_topic_ready(operator, "metrics-lag")
     lag = 'krafty_consumergroup_lag_sum{cluster="prod", group="lag-test", topic="metrics-lag"}'
-    client.cli("produce", prod.bootstrap, "metrics-lag", "--count", "1000", "--acked", "/tmp/acked-lag1.json")
+    # (records keyed apart, so that every partition has some: a group commits only the partitions it read, and
+    # the lag of one it never committed is no one's, Kafka's tool's included)
+    assert client.cli("produce-lines", prod.bootstrap, "metrics-lag", "--key-field", "key",
+                      stdin=keyed_lines(1000))["acked"] == 1000
     assert client.cli("consume", prod.bootstrap, "metrics-lag", "--group", "lag-test")["consumed"] == 1000
     wait_for(lambda: prometheus.value(lag), lambda v: v == 0, 180, "lag 0 after consuming")
     # While the consumer is paused, 2000 more records arrive: the lag shows them, partition by partition
     produced_from = time.time()
-    client.cli("produce", prod.bootstrap, "metrics-lag", "--count", "2000", "--acked", "/tmp/acked-lag2.json")
+    assert client.cli("produce-lines", prod.bootstrap, "metrics-lag", "--key-field", "key",
+                      stdin=keyed_lines(2000))["acked"] == 2000
     produced_to = time.time()
     try:
         wait_for(lambda: operator_lag(prometheus, "lag-test", "metrics-lag"), lambda v: sum(v.values()) == 2000,
@@ -206,6 +210,10 @@ def test_lag_grows_while_the_consumer_is_paused_and_drains_after(prometheus: Pro
     wait_for(lambda: prometheus.value(lag), lambda v: v == 0, 180, "lag drained")
     seconds = 'max(krafty_consumergroup_lag_seconds{cluster="prod", group="lag-test", topic="metrics-lag"})'
     wait_for(lambda: prometheus.value(seconds), lambda v: v == 0, 60, "lag in seconds back to 0")
+
+
+def keyed_lines(count: int) -> str:
+    return "\n".join(json.dumps({"key": f"k{i}"}) for i in range(count))
 
 
 def lag_in_seconds(prometheus: Prometheus, group: str, topic: str, produced_from: float,
@@ -369,7 +377,8 @@ def test_a_thousand_consumer_groups_cost_the_operator_a_bounded_amount(prod: Kaf
 def test_every_dashboard_panel_returns_data(prometheus: Prometheus):
     dashboard = json.loads(repo_path("charts", "krafty-operator", "files", "dashboards", "krafty.json").read_text())
     empty = []
-    for panel in dashboard["panels"]:
+    # (the Spark panels need a running Spark job: test_52_spark_operator.py asks them of one)
+    for panel in (p for p in dashboard["panels"] if not p["title"].startswith("Spark")):
         for target in panel["targets"]:
             expr = target["expr"].replace("$namespace", NAMESPACE).replace("$cluster", "prod")
             if not prometheus.query(expr):
