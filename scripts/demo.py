@@ -160,10 +160,7 @@ def spark(kube: KubeCluster) -> None:
         "--job-name": JOB, "--input-topics": "page-views",
         "--checkpoint": f"/data/{JOB}/{handle_id(kube)}/checkpoint",
         # (300 views a micro-batch: the events already written take ten of them, so the catching up is seen)
-        "--max-offsets-per-trigger": "300"})
-    arguments = app["spec"]["arguments"]
-    app["spec"]["arguments"] = [a for a in arguments if not a.startswith("--output-path")] + [
-        "--output-topic=page-view-counts"]
+        "--max-offsets-per-trigger": "300", "--output-path": None, "--output-topic": "page-view-counts"})
     kube.apply([app], namespace=NAMESPACE)
     spark_operator.wait_running(kube, NAMESPACE, JOB)
 

@@ -114,10 +114,11 @@ class Job:
                                         config={"min.insync.replicas": "2", **config})])
         wait_topic_ready(self.kube, self.topic)
 
-    def apply(self) -> dict[str, Any]:
+    def apply(self, output_topic: str | None = None) -> dict[str, Any]:
+        """Runs the job, writing files (exactly-once), or to `output_topic` (at-least-once) when given."""
         app = spark_operator.application(self.name, self.prod.name, SPARK_IMAGE.name, {
-            "--job-name": self.name, "--input-topics": self.topic,
-            "--output-path": f"{self.folder}/output", "--checkpoint": f"{self.folder}/checkpoint"})
+            "--job-name": self.name, "--input-topics": self.topic, "--checkpoint": f"{self.folder}/checkpoint",
+            "--output-path": None if output_topic else f"{self.folder}/output", "--output-topic": output_topic})
         self.kube.apply([app], namespace=NAMESPACE)
         self.applied_at = time.monotonic()
         return app
@@ -317,6 +318,25 @@ class PageViewProducer:
         return datetime(2026, 1, 1, tzinfo=UTC) + (self.produced - 1) * timedelta(milliseconds=500)
 
 
+def restart_drivers(*runs: Job) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Deletes the driver pod of each run and waits until the Spark operator has started each again; returns the
+    first run's old driver (metadata) and new driver pod."""
+    drivers = {run.name: run.driver()["metadata"] for run in runs}
+    for run in runs:
+        run.kube.kubectl("delete", "pod", drivers[run.name]["name"], "-n", NAMESPACE, "--wait=true", timeout=180)
+    new = {run.name: wait_for(run.driver, lambda d, r=run: d["metadata"]["uid"] != drivers[r.name]["uid"], 600,
+                              f"a new driver pod of {run.name}") for run in runs}
+    for run in runs:
+        spark_operator.wait_running(run.kube, NAMESPACE, run.name)
+    return drivers[runs[0].name], new[runs[0].name]
+
+
+def last_counts(client: ClientPod, prod: KafkaClusterHandle, topic: str) -> dict[tuple[str, str], int]:
+    """The last count of each (page, window start) in the job's output topic."""
+    values = client.cli("last-values", prod.bootstrap, topic)["values"]
+    return {(v["page"], v["window_start"]): v["views"] for v in map(json.loads, values.values())}
+
+
 def broker_uids(prod: KafkaClusterHandle) -> dict[str, str]:
     return {p["metadata"]["name"]: p["metadata"]["uid"] for p in prod.pods("broker")}
 
@@ -329,15 +349,23 @@ def wait_progress(job: Job, beyond: int, timeout: float, what: str) -> float:
     return time.monotonic() - began
 
 
-@pytest.mark.full  # about 10 minutes: a driver restart, an executor replaced and three brokers rolled
+@pytest.mark.full  # about 10 minutes: drivers restarted, an executor replaced and three brokers rolled
 @pytest.mark.timeout(1800)
 def test_the_stream_keeps_exactly_once_files_and_catches_up_through_a_deleted_driver_a_killed_executor_and_a_roll(
         new_job: Callable[[str], Job], client: ClientPod, prod: KafkaClusterHandle) -> None:
     job = new_job("faults")
-    # Given the job running as a stream under a steady producer
+    # Given the job running as a stream under a steady producer, writing files, and a second run of it on the same
+    # topic writing its counts to a compacted topic
     job.create_topic()
+    counting = new_job("faults-topic")
+    counting.topic = job.topic
+    counts = "page-view-counts-faults"
+    job.kube.apply([topic_resource(counts, prod.name, partitions=3, replicas=3, config={"cleanup.policy": "compact"})])
+    wait_topic_ready(job.kube, counts)
     job.apply()
-    spark_operator.wait_running(job.kube, NAMESPACE, job.name)
+    counting.apply(output_topic=counts)
+    for run in (job, counting):
+        spark_operator.wait_running(run.kube, NAMESPACE, run.name)
     producer = PageViewProducer(client, prod.bootstrap, job.topic)
     producer.start()
     try:
@@ -346,13 +374,11 @@ def test_the_stream_keeps_exactly_once_files_and_catches_up_through_a_deleted_dr
         wait_for(job.metrics, lambda m: m.get(series["inputRate_total"], 0) > 0
                  and m.get(series["processingRate_total"], 0) > 0, 120, "input and processing rates above 0")
 
-        # When its driver pod is deleted, Then the operator starts it again and it resumes from its checkpoint
-        driver = job.driver()["metadata"]
-        job.kube.kubectl("delete", "pod", driver["name"], "-n", NAMESPACE, "--wait=true", timeout=180)
-        new_driver = wait_for(job.driver, lambda d: d["metadata"]["uid"] != driver["uid"], 600,
-                              "a new driver pod")
-        spark_operator.wait_running(job.kube, NAMESPACE, job.name)
+        # When their driver pods are deleted, Then the operator starts them again and they resume from their
+        # checkpoints
+        driver, new_driver = restart_drivers(job, counting)
         driver_back = wait_progress(job, producer.produced, 600, "after the driver was deleted")
+        wait_progress(counting, producer.produced, 600, "after the driver was deleted")
         # (and its metrics keep their names: they are named after the app, not its id, which is new)
         wait_for(job.metrics, lambda m: m.get(series["processingRate_total"], 0) > 0, 120,
                  "the new driver's processing rate above 0")
@@ -387,6 +413,13 @@ def test_the_stream_keeps_exactly_once_files_and_catches_up_through_a_deleted_dr
     got = as_reference(job.read_output(len(producer.expected), timeout=600))
     assert got == producer.expected
     lags = job.wait_lag(3, 0, 300, "at 0")
+    # And the counts topic, read to its end, holds the right count as the last value of every window (replays
+    # after the faults, if any, are byte-identical duplicates: at-least-once)
+    counting.wait_lag(3, 0, 300, "at 0")
+    closing_view = json.loads(closing(producer.last_time() + timedelta(minutes=4)))
+    expected = producer.expected + Counter({(closing_view["page"], closing_view["ts"][:17] + "00.000Z"): 1})
+    assert last_counts(client, prod, counts) == dict(expected)
+    job.kube.kubectl("delete", "topic", counts, "-n", NAMESPACE, "--ignore-not-found", "--wait=true", timeout=120)
     report_table("The page-view stream through faults (Spark operator)", ["what", "value"],
                  [["page views produced under the faults", producer.produced],
                   ["driver deleted: back to committing in", f"{driver_back:.0f} s"],

@@ -100,17 +100,17 @@ def uninstall(kube: KubeCluster, job_namespaces: tuple[str, ...]) -> None:
         kube.kubectl("delete", "-n", namespace, "--ignore-not-found", "-f", str(SUBMIT_RBAC))
 
 
-def application(name: str, cluster: str, image_name: str, options: dict[str, str]) -> dict[str, Any]:
+def application(name: str, cluster: str, image_name: str, options: dict[str, str | None]) -> dict[str, Any]:
     """spark/k8s/spark-application.yaml for job `name` on KafkaCluster `cluster`: its name, labels, the
     KafkaUser Secret it would run as, the cluster's connection ConfigMap and CA, the image and the job options
-    given (`{"--input-topics": "t"}`) changed; everything else (trigger, window, Spark settings, restart policy,
-    resources) as the file says."""
+    given (`{"--input-topics": "t"}`; None leaves the file's out) changed; everything else (trigger, window,
+    Spark settings, restart policy, resources) as the file says."""
     app: dict[str, Any] = copy.deepcopy(yaml.safe_load(APPLICATION.read_text()))
     app["metadata"]["name"] = name
     spec = app["spec"]
     spec["image"] = image_name
     kept = [arg for arg in spec["arguments"] if arg.split("=", 1)[0] not in options]
-    spec["arguments"] = kept + [f"{option}={value}" for option, value in options.items()]
+    spec["arguments"] = kept + [f"{option}={value}" for option, value in options.items() if value is not None]
     for role in ("driver", "executor"):
         spec[role]["labels"][JOB_LABEL] = name
     for term in spec["executor"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]:
