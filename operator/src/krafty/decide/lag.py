@@ -214,7 +214,7 @@ def unreadable(previous: Iterable[PartitionLag]) -> list[PartitionLag]:
 
 
 class RetentionRisk(enum.Enum):
-    """Whether retention deletes records a group has not read: forecast within RISK_HORIZON, or already did."""
+    """Whether retention deletes records a group has not read: forecast soon (TopicLag.risk), or already did."""
 
     SAFE = "Safe"
     AT_RISK = "AtRisk"
