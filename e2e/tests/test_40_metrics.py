@@ -216,16 +216,21 @@ def keyed_lines(count: int) -> str:
     return "\n".join(json.dumps({"key": f"k{i}"}) for i in range(count))
 
 
-def lag_in_seconds(prometheus: Prometheus, group: str, topic: str, produced_from: float,
-                   produced_to: float) -> tuple[float, float, float]:
-    """(lag in seconds, retention left, when Prometheus sampled them); the age must be the wall clock since the
-    records were produced, as read at most a lag interval and a scrape (10 + 5 s) before the sample."""
-    selector = f'{{cluster="prod", group="{group}", topic="{topic}"}}'
+def behind(prometheus: Prometheus, cluster: str, group: str, topic: str) -> tuple[float, float, float]:
+    """(lag in seconds, retention left, when Prometheus sampled them) of a group on a topic, its worst partition."""
+    selector = f'{{cluster="{cluster}", group="{group}", topic="{topic}"}}'
     [age] = prometheus.query(f"max(krafty_consumergroup_lag_seconds{selector})")
     [left] = prometheus.query(f"min(krafty_consumergroup_retention_seconds_left{selector})")
-    sampled, value = float(age["value"][0]), float(age["value"][1])
+    return float(age["value"][1]), float(left["value"][1]), float(age["value"][0])
+
+
+def lag_in_seconds(prometheus: Prometheus, group: str, topic: str, produced_from: float,
+                   produced_to: float) -> tuple[float, float, float]:
+    """behind(), where the age must be the wall clock since the records were produced, as read at most a lag
+    interval and a scrape (10 + 5 s) before the sample."""
+    value, left, sampled = behind(prometheus, "prod", group, topic)
     assert sampled - produced_to - 16 <= value <= sampled - produced_from + 1, (value, sampled, produced_from)
-    return value, float(left["value"][1]), sampled
+    return value, left, sampled
 
 
 def tool_lag(prod: KafkaClusterHandle, group: str) -> dict[int, int]:

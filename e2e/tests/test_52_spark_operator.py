@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from page_views import closing, events, numbered
-from test_40_metrics import Prometheus, firing, start_prometheus
+from test_40_metrics import behind, firing, start_prometheus
 
 from krafty_testkit import spark_operator
 from krafty_testkit.k8s_kafka import (
@@ -109,9 +109,9 @@ class Job:
     def group(self) -> str:
         return f"spark-{self.name}"
 
-    def create_topic(self, partitions: int = 3, **config: str) -> None:
+    def create_topic(self, partitions: int = 3, config: dict[str, str] | None = None) -> None:
         self.kube.apply([topic_resource(self.topic, self.prod.name, partitions=partitions, replicas=3,
-                                        config={"min.insync.replicas": "2", **config})])
+                                        config={"min.insync.replicas": "2", **(config or {})})])
         wait_topic_ready(self.kube, self.topic)
 
     def apply(self, output_topic: str | None = None) -> dict[str, Any]:
@@ -161,9 +161,7 @@ class Job:
 
     def committed_total(self) -> int:
         """Records the job has durably processed (the lag group's offsets summed), 0 before its first commit."""
-        described = self.prod.kafka_tool("kafka-consumer-groups.sh", "--describe", "--group", self.group)
-        return sum(int(f[3]) for f in (line.split() for line in described.splitlines())
-                   if len(f) >= 6 and f[0] == self.group and f[1] == self.topic and f[3].isdigit())
+        return sum(self.committed().values())
 
     def wait_lag(self, partitions: int, at_most: int, timeout: float, what: str) -> dict[int, int | None]:
         """Waits until the lag group has an offset on every partition and its lag over all of them is at most
@@ -436,14 +434,6 @@ def spark_panel_queries() -> list[str]:
     return queries
 
 
-def behind(prometheus: Prometheus, job: Job) -> tuple[float, float, float]:
-    """(lag in seconds, retention left, when Prometheus sampled them) of the job's group, the worst partition."""
-    selector = f'{{cluster="{job.prod.name}", group="{job.group}", topic="{job.topic}"}}'
-    [age] = prometheus.query(f"max(krafty_consumergroup_lag_seconds{selector})")
-    [left] = prometheus.query(f"min(krafty_consumergroup_retention_seconds_left{selector})")
-    return float(age["value"][1]), float(left["value"][1]), float(age["value"][0])
-
-
 def failed_on_data_loss(job: Job) -> bool:
     """The driver said the query stopped because records it had not read were gone (its log, while the pod is
     there: the Spark operator starts it again after onFailureRetryInterval)."""
@@ -463,7 +453,7 @@ def test_a_paused_job_falls_behind_in_seconds_is_alerted_before_retention_delete
     # Given the job streaming from a topic that keeps records 5 minutes (in segments of 10 s) under a steady producer
     # (at risk once less than half of that is left: the alert fires about 3.5 minutes after the pause, and Kafka,
     # checking retention every 5 minutes, deletes between 5 and 10 minutes after it)
-    job.create_topic(**{"retention.ms": "300000", "segment.ms": "10000"})
+    job.create_topic(config={"retention.ms": "300000", "segment.ms": "10000"})
     job.apply()
     spark_operator.wait_running(job.kube, NAMESPACE, job.name)
     producer = PageViewProducer(client, prod.bootstrap, job.topic)
@@ -481,8 +471,8 @@ def test_a_paused_job_falls_behind_in_seconds_is_alerted_before_retention_delete
         # with the wall clock while the time left before retention may delete it falls as fast
         samples = []
         for _ in range(2):
-            samples.append(wait_for(lambda: behind(prometheus, job), lambda b: b[2] > paused + 20, 120,
-                                    "the lag in seconds sampled after the pause"))
+            samples.append(wait_for(lambda: behind(prometheus, job.prod.name, job.group, job.topic),
+                                    lambda b: b[2] > paused + 20, 120, "the lag in seconds sampled after the pause"))
             age, _, sampled = samples[-1]
             assert sampled - first_unread - 16 <= age <= sampled - first_unread + 1, (age, sampled, first_unread)
             time.sleep(30)
