@@ -466,6 +466,7 @@ def brokers_trust_only(operator: KubeCluster, secure: KafkaClusterHandle, bundle
     return ready and pod["metadata"]["annotations"].get("kafka.krafty.io/clients-ca") == digest
 
 
+@pytest.mark.full  # about 150 s: CI renews a user's certificate in the test before
 def test_a_renewed_clients_ca_keeps_a_reloading_client_working_and_old_certificates_stop_working(
         secure: KafkaClusterHandle, users: dict[str, dict[str, str]], client: ClientPod, operator: KubeCluster):
     bundle = f"{secure.name}-clients-ca-cert"

@@ -1,5 +1,5 @@
 """Scaling on real pods: brokers 3 -> 5 -> 3 under acks=all load, a refused scale-down,
-and the dedicated controller quorum 3 -> 5 -> 3 while topics keep being created."""
+and the dedicated controller quorum 3 -> 1 -> 3 while topics keep being created (full set)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import re
 import threading
 import time
 from collections import Counter
+
+import pytest
 
 from krafty_testkit.k8s_kafka import (
     OPERATOR_NAMESPACE,
@@ -136,6 +138,7 @@ def test_an_impossible_scale_down_is_refused_and_the_cluster_keeps_serving(prod:
     wait_for(lambda: prod.condition("Degraded"), lambda c: c.get("status") == "False", 180, "the refusal cleared")
 
 
+@pytest.mark.full  # about 90 s: CI scales brokers under load and runs a dedicated quorum in test_25
 def test_controller_quorum_3_to_1_to_3_under_load_keeps_a_leader_and_loses_no_metadata(
         prod: KafkaClusterHandle, client: ClientPod, operator: KubeCluster):
     seen: list[tuple[float, int]] = []
