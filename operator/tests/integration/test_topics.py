@@ -14,6 +14,7 @@ from typing import Any
 import kubernetes
 import pytest
 from confluent_kafka import Consumer
+from confluent_kafka.admin import NewTopic
 
 from krafty.clients.connection import Connection
 from krafty.clients.kafka_admin import KafkaAdmin
@@ -303,6 +304,11 @@ def test_many_topics_in_one_pass_and_one_bad_topic_holds_nothing(apiserver, kube
     assert all(f"bulk-{i:03d}" in existing for i in range(120))
     assert overrides(kafka, "bulk-077") == {"retention.ms": "600077"}
     assert condition(kube, "bulk-bad")["reason"] == "InvalidConfig"
+    # every resource's status and Event written by that same pass (side by side, none left out)
+    assert [status(kube, f"bulk-{i:03d}").get("topicName") for i in range(120)] == [f"bulk-{i:03d}" for i in range(120)]
+    created = json.loads(apiserver.kubectl("get", "events", "-n", NS, "--field-selector", "reason=TopicCreated",
+                                           "-o", "json").stdout)["items"]
+    assert {e["involvedObject"]["name"] for e in created} >= {f"bulk-{i:03d}" for i in range(120)}
     run_until(reconciler, lambda: condition(kube, "bulk-119")["status"] == "True", "bulk-119 ready")
     assert condition(kube, "bulk-bad")["reason"] == "InvalidConfig"
 
@@ -353,3 +359,65 @@ def test_topics_of_a_cluster_being_deleted_are_let_go_without_waiting_for_kafka(
     finally:
         apiserver.kubectl("patch", "kafkacluster", "going", "-n", NS, "--type=merge", "-p",
                           json.dumps({"metadata": {"finalizers": None}}))
+
+
+def test_a_decision_told_again_is_one_event_counted_again(apiserver, kube):
+    apply(apiserver, "told", partitions=1)
+    body = kube.get("Topic", "told", NS)
+    assert body is not None
+    for message in ("the same words", "the same words", "other words", "the same words"):
+        kube.event(body, "Topic", "Checked", message)
+    items = json.loads(apiserver.kubectl("get", "events", "-n", NS, "--field-selector",
+                                         "involvedObject.name=told,reason=Checked", "-o", "json").stdout)["items"]
+    assert sorted((e["message"], e["count"]) for e in items) == [("other words", 1), ("the same words", 3)]
+
+
+def test_topics_whose_records_exceed_one_request_are_created_in_several(apiserver, kube, kafka, reconciler):
+    # Given two Topics of 4,999 partitions (RF 1) and one config entry: 9,998 partitions, but 10,002 metadata
+    # records (a topic, a partition, a config entry each), which Kafka refuses in one CreateTopics request
+    names, config = ["wide-a", "wide-b"], {"min.insync.replicas": "1"}
+    refused = kafka.admin().create_topics([NewTopic(f"{n}-direct", 4999, 1, config=config) for n in names],
+                                          validate_only=True)
+    assert all("excessively large batch" in str(f.exception(timeout=60)) for f in refused.values())
+    for name in names:
+        apply(apiserver, name, partitions=4999, replicas=1, config=config)
+    try:
+        # When one pass sees both, Then both are made (the second perhaps not yet described by the broker asked)
+        reconciler.reconcile(NS, CLUSTER)
+        assert {condition(kube, n)["reason"] for n in names} <= {"Created", "Creating"}
+        wait_for(lambda: kafka.admin().list_topics(timeout=60).topics,
+                 lambda found: [len(found[n].partitions) if n in found else 0 for n in names] == [4999, 4999], 60,
+                 "both topics with 4,999 partitions")
+    finally:
+        for future in kafka.admin().delete_topics(names, operation_timeout=120).values():
+            future.exception(timeout=180)
+
+
+def test_a_decision_told_again_is_one_event_counted_again(apiserver, kube):
+    apply(apiserver, "told", partitions=1)
+    body = kube.get("Topic", "told", NS)
+    assert body is not None
+    for message in ("the same words", "the same words", "other words", "the same words"):
+        kube.event(body, "Topic", "Checked", message)
+    items = json.loads(apiserver.kubectl("get", "events", "-n", NS, "--field-selector",
+                                         "involvedObject.name=told,reason=Checked", "-o", "json").stdout)["items"]
+    assert sorted((e["message"], e["count"]) for e in items) == [("other words", 1), ("the same words", 3)]
+
+
+def test_topics_above_kafkas_partitions_per_request_are_created_in_several(apiserver, kube, kafka, reconciler):
+    # Given two Topics of 5,001 partitions (RF 1), which Kafka refuses in one CreateTopics request
+    names = ["wide-a", "wide-b"]
+    refused = kafka.admin().create_topics([NewTopic(f"{n}-direct", 5001, 1) for n in names], validate_only=True)
+    assert all("Excessively large number of partitions" in str(f.exception(timeout=60)) for f in refused.values())
+    for name in names:
+        apply(apiserver, name, partitions=5001, replicas=1, config={"min.insync.replicas": 1})
+    try:
+        # When one pass sees both, Then both are made (the second perhaps not yet described by the broker asked)
+        reconciler.reconcile(NS, CLUSTER)
+        assert {condition(kube, n)["reason"] for n in names} <= {"Created", "Creating"}
+        wait_for(lambda: kafka.admin().list_topics(timeout=60).topics,
+                 lambda found: [len(found[n].partitions) if n in found else 0 for n in names] == [5001, 5001], 60,
+                 "both topics with 5,001 partitions")
+    finally:
+        for future in kafka.admin().delete_topics(names, operation_timeout=120).values():
+            future.exception(timeout=180)

@@ -3,7 +3,16 @@ moves go in batches."""
 
 from __future__ import annotations
 
-from krafty.decide.topics import MOVE_BATCH, KafkaTopic, TopicResource, plan
+from krafty.decide.topics import (
+    MAX_RECORDS_PER_REQUEST,
+    MOVE_BATCH,
+    KafkaTopic,
+    NewTopic,
+    TopicResource,
+    by_request,
+    plan,
+    records_to_create,
+)
 from krafty.model import KafkaClusterSpec, TopicSpec
 from krafty.observed import PartitionState
 
@@ -66,3 +75,22 @@ def test_replica_moves_wait_while_others_are_in_flight_and_go_in_batches():
     assert {topic for topic, _ in first.reassignments} == {"big"}
     assert "other topics" in first.verdicts[("ns", "small")].message
     assert first.verdicts[("ns", "small")].target_replicas == 3
+
+
+def test_only_the_topics_a_plan_changes_are_read_again():
+    actual = {name: kafka_topic(name) for name in ("calm", "grows", "reconfigured", "moved")}
+    wanted = [resource("calm"), resource("grows", partitions=6), resource("reconfigured", config={"retention.ms": 1}),
+              resource("moved", replicas=2), resource("new", created_with=None)]
+    result = plan(wanted, actual, cluster(), range(5))
+    assert result.touched() == {"grows", "reconfigured", "moved", "new"}
+    assert plan([resource("calm")], actual, cluster(), range(5)).touched() == set()
+
+
+def test_creates_go_in_requests_kafka_accepts():
+    # a record per topic, per partition and per config entry
+    assert records_to_create(NewTopic("t", 4, 3, {"retention.ms": "1"})) == 6
+    assert by_request({"a": 4000, "b": 4000, "c": 4000, "d": 1}) == [["a", "b"], ["c", "d"]]
+    assert by_request({"a": MAX_RECORDS_PER_REQUEST, "b": 1}) == [["a"], ["b"]]
+    # one topic above the limit goes alone (Kafka's refusal names it) and holds no other back
+    assert by_request({"a": 1, "huge": MAX_RECORDS_PER_REQUEST + 1, "b": 1}) == [["a"], ["huge"], ["b"]]
+    assert by_request({}) == []

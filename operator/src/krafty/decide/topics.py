@@ -91,6 +91,36 @@ class TopicPlan:
     verdicts: dict[tuple[str, str], Verdict] = field(default_factory=dict)
     created_with: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)  # per resource key
 
+    def touched(self) -> set[str]:
+        """The Kafka topics this plan changes (the only ones to read again after it)."""
+        return ({t.name for t in self.creates} | set(self.partition_counts) | set(self.config_changes)
+                | {topic for topic, _ in self.reassignments})
+
+
+# Kafka's controller refuses a whole CreateTopics or CreatePartitions request, its valid topics with the rest, when
+# the change takes more metadata records than this ("Unable to perform excessively large batch operation": one
+# record per topic, per partition and per config entry) or holds more partitions ("Excessively large number of
+# partitions per request")
+MAX_RECORDS_PER_REQUEST = 10_000
+
+
+def records_to_create(topic: NewTopic) -> int:
+    return 1 + topic.partitions + len(topic.config)
+
+
+def by_request(records: Mapping[str, int], limit: int = MAX_RECORDS_PER_REQUEST) -> list[list[str]]:
+    """The topics in order, in as few requests as take at most `limit` records each (a topic above it alone:
+    Kafka's own refusal names it, and it holds no other topic back)."""
+    requests: list[list[str]] = []
+    held = 0
+    for topic, count in records.items():
+        if not requests or held + count > limit:
+            requests.append([])
+            held = 0
+        requests[-1].append(topic)
+        held += count
+    return requests
+
 
 def owners(resources: Iterable[TopicResource]) -> tuple[dict[str, TopicResource], list[tuple[TopicResource, str]]]:
     """Who manages each Kafka topic, and which resources lose a claim (with the winner's name)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from krafty import metrics, naming
@@ -86,8 +87,8 @@ class TopicReconciler:
         if paused(cluster_body):
             plan = topics.held(plan, f"KafkaCluster {cluster} is paused")
         self._execute(admin, plan, resources, spec.leader_balance.replication_throttle_bytes_per_second)
-        changed = self._changed(plan)
-        after = self._actual(admin, {r.kafka_name for r in resources}) if changed else actual
+        touched = plan.touched()
+        after = {**actual, **self._actual(admin, touched)} if touched else actual
         if plan.reassignments:
             ongoing = kraft.list_reassignments(admin.connection)
         self._report(bodies, plan, after, ongoing)
@@ -95,10 +96,6 @@ class TopicReconciler:
             name: (len(t.partitions), summarize(t.partitions).under_replicated) for name, t in after.items()})
         busy = any(v.progressing for v in plan.verdicts.values())
         return BUSY_INTERVAL if busy else CHECK_INTERVAL
-
-    @staticmethod
-    def _changed(plan: topics.TopicPlan) -> bool:
-        return bool(plan.creates or plan.partition_counts or plan.config_changes or plan.reassignments)
 
     def _actual(self, admin: KafkaAdmin, names: set[str]) -> dict[str, topics.KafkaTopic]:
         described = admin.describe_topics(names)
@@ -111,9 +108,13 @@ class TopicReconciler:
     def _execute(self, admin: KafkaAdmin, plan: topics.TopicPlan, resources: list[topics.TopicResource],
                  throttle: int) -> None:
         by_topic = {r.kafka_name: r for r in resources if r.key in plan.verdicts and plan.verdicts[r.key].manage}
-        creates = [(t.name, t.partitions, t.replicas, dict(t.config)) for t in plan.creates]
-        self._two_phase(plan, by_topic, lambda v: admin.create_topics(creates, validate_only=v))
-        self._two_phase(plan, by_topic, lambda v: admin.create_partitions(plan.partition_counts, validate_only=v))
+        creates = {t.name: (t.name, t.partitions, t.replicas, dict(t.config)) for t in plan.creates}
+        for names in topics.by_request({t.name: topics.records_to_create(t) for t in plan.creates}):
+            batch = [creates[n] for n in names]
+            self._two_phase(plan, by_topic, partial(admin.create_topics, batch))
+        for names in topics.by_request(plan.partition_counts):  # (a partition record each, the new ones fewer)
+            counts = {n: plan.partition_counts[n] for n in names}
+            self._two_phase(plan, by_topic, partial(admin.create_partitions, counts))
         self._two_phase(plan, by_topic, lambda v: admin.alter_topic_configs(plan.config_changes, validate_only=v))
         if plan.reassignments:
             # Throttled like scaling moves; the cluster pass removes the throttles once no move is in flight.
@@ -145,33 +146,36 @@ class TopicReconciler:
 
     # -- reporting ------------------------------------------------------------------
     def _unreachable(self, bodies: list[dict[str, Any]], error: str) -> None:
-        for body in bodies:
-            self._status(body, {}, [Condition(READY, False, "KafkaUnreachable", f"Kafka cannot be asked: {error}")])
+        writer.for_each(bodies, lambda body: self._status(
+            body, {}, [Condition(READY, False, "KafkaUnreachable", f"Kafka cannot be asked: {error}")]))
 
     def _report(self, bodies: list[dict[str, Any]], plan: topics.TopicPlan, actual: dict[str, topics.KafkaTopic],
                 ongoing: dict[tuple[str, int], Any] | None = None) -> None:
-        for body in bodies:
-            resource = _resource(body)
-            key = (body["metadata"]["namespace"], body["metadata"]["name"])
-            verdict = plan.verdicts.get(key) or topics.Verdict(False, "InvalidSpec", "the spec cannot be parsed",
-                                                                manage=False)
-            status: dict[str, Any] = {}
-            kafka_topic = actual.get(resource.kafka_name) if resource else None
-            if resource is not None and verdict.reason == "Creating":
-                # Created in this pass: ours from now on, even before every broker describes it.
-                status = {"topicName": resource.kafka_name}
-                verdict = replace(verdict, events=(("TopicCreated", f"created {resource.kafka_name}", False),))
-            if kafka_topic is not None and verdict.manage:
-                status = topics.partition_report(kafka_topic)
-                status["reassignment"] = self._reassignment(verdict, kafka_topic, ongoing or {})
-                if verdict.reason == "Creating":
-                    verdict = replace(verdict, reason="Created", message=f"created {kafka_topic.name}")
-            if key in plan.created_with and verdict.manage:
-                partitions, replicas = plan.created_with[key]
-                status["createdWith"] = {"partitions": partitions, "replicationFactor": replicas}
-            for reason, message, warning in verdict.events:
-                self.kube.event(body, naming.TOPIC_KIND, reason, message, warning=warning)
-            self._status(body, status, self._conditions(verdict, status))
+        writer.for_each(bodies, lambda body: self._report_one(body, plan, actual, ongoing or {}))
+
+    def _report_one(self, body: dict[str, Any], plan: topics.TopicPlan, actual: dict[str, topics.KafkaTopic],
+                    ongoing: dict[tuple[str, int], Any]) -> None:
+        resource = _resource(body)
+        key = (body["metadata"]["namespace"], body["metadata"]["name"])
+        verdict = plan.verdicts.get(key) or topics.Verdict(False, "InvalidSpec", "the spec cannot be parsed",
+                                                            manage=False)
+        status: dict[str, Any] = {}
+        kafka_topic = actual.get(resource.kafka_name) if resource else None
+        if resource is not None and verdict.reason == "Creating":
+            # Created in this pass: ours from now on, even before every broker describes it.
+            status = {"topicName": resource.kafka_name}
+            verdict = replace(verdict, events=(("TopicCreated", f"created {resource.kafka_name}", False),))
+        if kafka_topic is not None and verdict.manage:
+            status = topics.partition_report(kafka_topic)
+            status["reassignment"] = self._reassignment(verdict, kafka_topic, ongoing)
+            if verdict.reason == "Creating":
+                verdict = replace(verdict, reason="Created", message=f"created {kafka_topic.name}")
+        if key in plan.created_with and verdict.manage:
+            partitions, replicas = plan.created_with[key]
+            status["createdWith"] = {"partitions": partitions, "replicationFactor": replicas}
+        for reason, message, warning in verdict.events:
+            self.kube.event(body, naming.TOPIC_KIND, reason, message, warning=warning)
+        self._status(body, status, self._conditions(verdict, status))
 
     @staticmethod
     def _reassignment(verdict: topics.Verdict, topic: topics.KafkaTopic,

@@ -303,25 +303,27 @@ class UserReconciler:
         self._report_all([b for b in bodies if not _deleting(b)], reason, message)
 
     def _report_all(self, bodies: list[dict[str, Any]], reason: str, message: str) -> None:
-        for body in bodies:
-            writer.write(self.kube, naming.USER_KIND, body, {}, [Condition(READY, False, reason, message)],
-                         self.clock())
+        writer.for_each(bodies, lambda body: writer.write(
+            self.kube, naming.USER_KIND, body, {}, [Condition(READY, False, reason, message)], self.clock()))
 
     def _report(self, bodies: list[dict[str, Any]], plan: users.UserPlan,
                 refused: dict[tuple[str, str], users.Verdict], kafka: users.KafkaUsers) -> None:
-        for body in bodies:
-            key = _key(body)
-            verdict = refused.get(key) or plan.verdicts.get(key) or users.Verdict(
-                False, "InvalidSpec", "the spec cannot be parsed", manage=False)
-            events = verdict.events or ((verdict.reason, verdict.message, True),) * (not verdict.ready)
-            for reason, message, warning in events:
-                self._tell(body, reason, message, warning)
-            status: dict[str, Any] = {}
-            if verdict.manage:
-                acls, _, _ = kafka.held_by(key[1])
-                status = {"username": key[1], "secret": naming.user_secret(key[1]), "acls": len(acls)}
-            writer.write(self.kube, naming.USER_KIND, body, status,
-                         [Condition(READY, verdict.ready, verdict.reason, verdict.message)], self.clock())
+        writer.for_each(bodies, lambda body: self._report_one(body, plan, refused, kafka))
+
+    def _report_one(self, body: dict[str, Any], plan: users.UserPlan, refused: dict[tuple[str, str], users.Verdict],
+                    kafka: users.KafkaUsers) -> None:
+        key = _key(body)
+        verdict = refused.get(key) or plan.verdicts.get(key) or users.Verdict(
+            False, "InvalidSpec", "the spec cannot be parsed", manage=False)
+        events = verdict.events or ((verdict.reason, verdict.message, True),) * (not verdict.ready)
+        for reason, message, warning in events:
+            self._tell(body, reason, message, warning)
+        status: dict[str, Any] = {}
+        if verdict.manage:
+            acls, _, _ = kafka.held_by(key[1])
+            status = {"username": key[1], "secret": naming.user_secret(key[1]), "acls": len(acls)}
+        writer.write(self.kube, naming.USER_KIND, body, status,
+                     [Condition(READY, verdict.ready, verdict.reason, verdict.message)], self.clock())
 
 
 def _key(body: dict[str, Any]) -> tuple[str, str]:
