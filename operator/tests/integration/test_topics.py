@@ -391,33 +391,3 @@ def test_topics_whose_records_exceed_one_request_are_created_in_several(apiserve
     finally:
         for future in kafka.admin().delete_topics(names, operation_timeout=120).values():
             future.exception(timeout=180)
-
-
-def test_a_decision_told_again_is_one_event_counted_again(apiserver, kube):
-    apply(apiserver, "told", partitions=1)
-    body = kube.get("Topic", "told", NS)
-    assert body is not None
-    for message in ("the same words", "the same words", "other words", "the same words"):
-        kube.event(body, "Topic", "Checked", message)
-    items = json.loads(apiserver.kubectl("get", "events", "-n", NS, "--field-selector",
-                                         "involvedObject.name=told,reason=Checked", "-o", "json").stdout)["items"]
-    assert sorted((e["message"], e["count"]) for e in items) == [("other words", 1), ("the same words", 3)]
-
-
-def test_topics_above_kafkas_partitions_per_request_are_created_in_several(apiserver, kube, kafka, reconciler):
-    # Given two Topics of 5,001 partitions (RF 1), which Kafka refuses in one CreateTopics request
-    names = ["wide-a", "wide-b"]
-    refused = kafka.admin().create_topics([NewTopic(f"{n}-direct", 5001, 1) for n in names], validate_only=True)
-    assert all("Excessively large number of partitions" in str(f.exception(timeout=60)) for f in refused.values())
-    for name in names:
-        apply(apiserver, name, partitions=5001, replicas=1, config={"min.insync.replicas": 1})
-    try:
-        # When one pass sees both, Then both are made (the second perhaps not yet described by the broker asked)
-        reconciler.reconcile(NS, CLUSTER)
-        assert {condition(kube, n)["reason"] for n in names} <= {"Created", "Creating"}
-        wait_for(lambda: kafka.admin().list_topics(timeout=60).topics,
-                 lambda found: [len(found[n].partitions) if n in found else 0 for n in names] == [5001, 5001], 60,
-                 "both topics with 5,001 partitions")
-    finally:
-        for future in kafka.admin().delete_topics(names, operation_timeout=120).values():
-            future.exception(timeout=180)
