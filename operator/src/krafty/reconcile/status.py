@@ -10,8 +10,9 @@ from typing import Any
 from krafty.clients.kube import Kube
 from krafty.decide.status import Condition, merge_conditions
 
-# Resources whose Events and status are written at once: a pass over thousands of resources takes the time of its
-# slowest batches, not the sum of every round trip to the API server (500 new Topics: 11.6 s of writes before)
+# Resources whose Events and status are written at once: a pass over thousands of resources waits for the API
+# server's work, not for the sum of its round trips. (On the two-core test machine the API server's CPU is the limit
+# either way: 500 new Topics took as long as one by one, see the README's "Measured here".)
 WRITERS = 8
 _WRITERS = ThreadPoolExecutor(WRITERS, thread_name_prefix="status-writer")
 
