@@ -218,25 +218,6 @@ def test_drift_is_detected_reported_and_reverted(apiserver, kube, kafka, reconci
     assert "set spec.partitions to 5" in condition(kube, "drifting")["message"]
 
 
-def test_above_the_config_reads_of_one_pass_drift_is_reverted_when_each_topic_comes_round(apiserver, kube, kafka):
-    # Given five topics and a pass that reads the configuration of two (the operator's budget is 500)
-    admin = KafkaAdmin(Connection(kafka.bootstrap_servers))
-    reconciler = TopicReconciler(operator_kube(apiserver, (NS,)), fixed(kafka.bootstrap_servers), lambda _: admin,
-                                 config_reads_per_pass=2)
-    names = [f"turn-{i}" for i in range(5)]
-    for name in names:
-        apply(apiserver, name, partitions=1, replicas=3, config={"retention.ms": 86400000})
-    run_until(reconciler, lambda: all(condition(kube, n)["status"] == "True" for n in names), "five topics ready")
-    # When each is changed behind the operator's back
-    admin.alter_topic_configs({n: {"retention.ms": "1000"} for n in names})
-    # Then each pass finds and reverts two more, the ones read longest ago, until every one is back
-    reverted = []
-    for _ in range(3):
-        reconciler.reconcile(NS, CLUSTER)
-        reverted.append(sum(o.get("retention.ms") == "86400000" for o in admin.topic_overrides(names).values()))
-    assert reverted == [2, 4, 5]
-
-
 @pytest.mark.parametrize(("name", "spec", "reason", "message"), [
     ("bad-key", {"config": {"retention.msec": 5}}, "InvalidSpec", "retention.msec: not a topic configuration"),
     ("bad-value", {"config": {"cleanup.policy": "compact", "compression.type": "brotli"}}, "InvalidSpec",

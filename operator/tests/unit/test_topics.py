@@ -10,7 +10,6 @@ from krafty.decide.topics import (
     NewTopic,
     TopicResource,
     by_request,
-    config_reads,
     plan,
     records_to_create,
 )
@@ -95,22 +94,3 @@ def test_creates_go_in_requests_kafka_accepts():
     # one topic above the limit goes alone (Kafka's refusal names it) and holds no other back
     assert by_request({"a": 1, "huge": MAX_RECORDS_PER_REQUEST + 1, "b": 1}) == [["a"], ["huge"], ["b"]]
     assert by_request({}) == []
-
-
-def test_a_calm_pass_reads_a_bounded_number_of_configurations_and_each_in_turn():
-    names = [f"t{i}" for i in range(10)]
-    # Below the budget: every topic, every pass (a change behind the operator's back is found at once)
-    assert config_reads(names, dict.fromkeys(names, 0.0), changed=(), budget=10) == set(names)
-    # Above it: the ones longest unread, so that each comes round within ceil(10 / 4) passes
-    last_read = {n: float(i) for i, n in enumerate(names)}
-    seen: set[str] = set()
-    for now in range(3):
-        read = config_reads(names, last_read, changed=(), budget=4)
-        assert len(read) == 4
-        seen |= read
-        last_read.update(dict.fromkeys(read, 100.0 + now))
-    assert seen == set(names)
-    # Never read, or whose resource changed: read now, beyond the budget if need be
-    assert config_reads([*names, "new"], dict.fromkeys(names, 0.0), changed={"t9", "t8"}, budget=2) == {
-        "new", "t8", "t9"}
-

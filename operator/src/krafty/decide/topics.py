@@ -97,22 +97,6 @@ class TopicPlan:
                 | {topic for topic, _ in self.reassignments})
 
 
-# Topics whose configuration a calm pass reads again, beside those never read and those whose resource changed: a
-# pass at any scale asks Kafka for a bounded number (every config entry of each), and a change made behind the
-# operator's back is found within ceil(topics / this) passes
-CONFIG_READS_PER_PASS = 500
-
-
-def config_reads(names: Iterable[str], last_read: Mapping[str, float], changed: Iterable[str],
-                 budget: int = CONFIG_READS_PER_PASS) -> set[str]:
-    """Whose configuration this pass reads: every topic never read or whose resource changed, then the others
-    longest unread first, up to `budget` topics in all."""
-    names, changed = list(names), set(changed)
-    first = {n for n in names if n not in last_read or n in changed}
-    rest = sorted((n for n in names if n not in first), key=lambda n: last_read[n])
-    return first | set(rest[:max(0, budget - len(first))])
-
-
 # Kafka's controller refuses a whole CreateTopics or CreatePartitions request, its valid topics with the rest, when
 # the change takes more metadata records than this ("Unable to perform excessively large batch operation": one
 # record per topic, per partition and per config entry) or holds more partitions ("Excessively large number of

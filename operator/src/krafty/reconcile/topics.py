@@ -9,7 +9,6 @@ marks its own resource.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
@@ -46,25 +45,16 @@ def _resource(body: dict[str, Any]) -> topics.TopicResource | None:
         created_with=(created["partitions"], created["replicationFactor"]) if created else None)
 
 
-def _spec_changed(body: dict[str, Any]) -> bool:
-    """Whether the resource changed since the operator last reported on it."""
-    return (body["metadata"].get("generation") or 0) != (body.get("status") or {}).get("observedGeneration")
-
-
 def paused(cluster: dict[str, Any] | None) -> bool:
     """Whether the KafkaCluster carries the pause annotation (its topics and users change nothing then)."""
     return ((cluster or {}).get("metadata", {}).get("annotations") or {}).get(naming.PAUSED_ANNOTATION) == "true"
 
 
 class TopicReconciler:
-    def __init__(self, kube: Kube, locate: Locate, admin: Callable[[Connection], KafkaAdmin],
-                 config_reads_per_pass: int = topics.CONFIG_READS_PER_PASS) -> None:
+    def __init__(self, kube: Kube, locate: Locate, admin: Callable[[Connection], KafkaAdmin]) -> None:
         self.kube = kube
         self.locate = locate
         self.admin = admin
-        self.config_reads_per_pass = config_reads_per_pass
-        # Per cluster: each topic's own configuration, and when it was read (see topics.config_reads)
-        self._configs: dict[tuple[str, str], dict[str, tuple[dict[str, str], float]]] = {}
 
     def cluster_spec(self, namespace: str, cluster: str) -> KafkaClusterSpec | None:
         return spec_of(KafkaClusterSpec, self.kube.get(naming.CLUSTER_KIND, cluster, namespace))
@@ -78,21 +68,16 @@ class TopicReconciler:
     def reconcile(self, namespace: str, cluster: str) -> float | None:
         bodies = self.bodies(namespace, cluster)
         if not bodies:
-            self._configs.pop((namespace, cluster), None)
             return None
         cluster_body = self.kube.get(naming.CLUSTER_KIND, cluster, namespace)
         spec = spec_of(KafkaClusterSpec, cluster_body)
-        parsed = [(_resource(body), body) for body in bodies]
-        resources = [r for r, _ in parsed if r is not None]
+        resources = [r for r in map(_resource, bodies) if r is not None]
         if spec is None:
             self._report(bodies, topics.plan(resources, {}, None, []), {})
             return CHECK_INTERVAL
-        key, names = (namespace, cluster), {r.kafka_name for r in resources}
-        known = self._configs.get(key, {})
-        self._configs[key] = {n: known[n] for n in names & set(known)}  # (topics no resource names are forgotten)
         try:
             admin = self.admin(self.locate(namespace, cluster))
-            actual = self._actual(admin, key, names, {r.kafka_name for r, b in parsed if r and _spec_changed(b)})
+            actual = self._actual(admin, {r.kafka_name for r in resources})
             brokers = admin.registered_brokers()
             ongoing = kraft.list_reassignments(admin.connection)
         except KafkaUnavailable as error:  # Kafka down: report it on every topic, retry soon
@@ -103,7 +88,7 @@ class TopicReconciler:
             plan = topics.held(plan, f"KafkaCluster {cluster} is paused")
         self._execute(admin, plan, resources, spec.leader_balance.replication_throttle_bytes_per_second)
         touched = plan.touched()
-        after = {**actual, **self._actual(admin, key, touched, touched)} if touched else actual
+        after = {**actual, **self._actual(admin, touched)} if touched else actual
         if plan.reassignments:
             ongoing = kraft.list_reassignments(admin.connection)
         self._report(bodies, plan, after, ongoing)
@@ -112,17 +97,12 @@ class TopicReconciler:
         busy = any(v.progressing for v in plan.verdicts.values())
         return BUSY_INTERVAL if busy else CHECK_INTERVAL
 
-    def _actual(self, admin: KafkaAdmin, key: tuple[str, str], names: set[str],
-                changed: set[str]) -> dict[str, topics.KafkaTopic]:
+    def _actual(self, admin: KafkaAdmin, names: set[str]) -> dict[str, topics.KafkaTopic]:
         described = admin.describe_topics(names)
-        known = self._configs.setdefault(key, {})
-        read = topics.config_reads(described, {n: at for n, (_, at) in known.items()}, changed,
-                                   self.config_reads_per_pass)
-        now = time.monotonic()
-        known.update((name, (overrides, now)) for name, overrides in admin.topic_overrides(read).items())
+        overrides = admin.topic_overrides(described)
         # A topic whose config could not be read yet (just created) is left for the next pass.
-        return {name: topics.KafkaTopic(name, topic_id, partitions, known[name][0])
-                for name, (topic_id, partitions) in described.items() if name in known}
+        return {name: topics.KafkaTopic(name, topic_id, partitions, overrides[name])
+                for name, (topic_id, partitions) in described.items() if name in overrides}
 
     # -- acting ---------------------------------------------------------------------
     def _execute(self, admin: KafkaAdmin, plan: topics.TopicPlan, resources: list[topics.TopicResource],
