@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -30,7 +29,8 @@ from confluent_kafka.admin import NewTopic
 from krafty.clients.connection import Connection
 from krafty.clients.kafka_admin import KafkaAdmin
 from krafty.decide.topics import by_request
-from krafty_testkit.apiserver import LocalApiServer
+from krafty_testkit import procfs
+from krafty_testkit.apiserver import LocalApiServer, free_port
 from krafty_testkit.local_kafka import Layout, LocalKafkaCluster
 from krafty_testkit.plugin import report_table
 from krafty_testkit.waiting import wait_for
@@ -59,12 +59,6 @@ def configured(admin: KafkaAdmin, names: dict[str, str]) -> int:
     return sum(1 for n in present if overrides.get(n, {}).get("retention.ms") == names[n])
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def kafka(local_kafka_module) -> LocalKafkaCluster:
     return local_kafka_module(Layout.combined(3), heap="1g")
@@ -78,12 +72,10 @@ class Operator:
         self.metrics_port = metrics_port
 
     def cpu_seconds(self) -> float:
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return procfs.cpu_seconds(Path(f"/proc/{self.proc.pid}/stat").read_text())
 
     def rss_mib(self) -> float:
-        status = Path(f"/proc/{self.proc.pid}/status").read_text()
-        return int(re.search(r"^VmRSS:\s+(\d+) kB", status, re.M).group(1)) / 1024  # type: ignore[union-attr]
+        return procfs.rss_mib(Path(f"/proc/{self.proc.pid}/status").read_text())
 
     def topic_passes(self) -> tuple[float, float]:
         """(seconds in topic passes, topic passes) since the start, from the operator's own histogram."""

@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from krafty_testkit import procfs
 from krafty_testkit.k8s_kafka import (
     NAMESPACE,
     OPERATOR_IMAGE,
@@ -62,11 +63,8 @@ def empty_operator_pod(kube: KubeCluster) -> None:
 
 def proc_stats(kube: KubeCluster, target: list[str]) -> tuple[float, float]:
     """(RSS in MiB, CPU seconds so far) of PID 1 of a pod."""
-    status = kube.kubectl("exec", *target, "--", "cat", "/proc/1/status")
-    rss_kib = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:"))
-    stat = kube.kubectl("exec", *target, "--", "cat", "/proc/1/stat").split(")")[-1].split()
-    ticks = int(stat[11]) + int(stat[12])  # utime, stime (fields 14 and 15)
-    return rss_kib / 1024, ticks / os.sysconf("SC_CLK_TCK")
+    return (procfs.rss_mib(kube.kubectl("exec", *target, "--", "cat", "/proc/1/status")),
+            procfs.cpu_seconds(kube.kubectl("exec", *target, "--", "cat", "/proc/1/stat")))
 
 
 def test_operator_footprint_with_200_topics(operator: KubeCluster):

@@ -38,7 +38,7 @@ def k8s_bin_dir() -> Path:
     return bin_dir
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -49,12 +49,12 @@ class LocalApiServer:
         self.workdir = workdir
         self.bin_dir = k8s_bin_dir()
         self.token = secrets.token_hex(16)
-        self.port = _free_port()
+        self.port = free_port()
         self.kubeconfig = workdir / "kubeconfig"
         self._procs: list[subprocess.Popen[bytes]] = []
 
     def start(self, timeout: float = 90) -> None:
-        etcd_client, etcd_peer = _free_port(), _free_port()
+        etcd_client, etcd_peer = free_port(), free_port()
         self._spawn("etcd", ["etcd", "--data-dir", str(self.workdir / "etcd"),
                              "--listen-client-urls", f"http://127.0.0.1:{etcd_client}",
                              "--advertise-client-urls", f"http://127.0.0.1:{etcd_client}",
