@@ -24,6 +24,9 @@ def test_topic_lifecycle_through_kubectl(small: KafkaClusterHandle, client: Clie
     # And it holds the operator's own finalizer, not kopf's default that every kopf operator shares
     wait_for(lambda: operator.kubectl_json("get", "topic", "orders", "-n", NAMESPACE)["metadata"].get("finalizers"),
              lambda found: found == [naming.TOPIC_FINALIZER], 30, "the Topic's finalizer")
+    # And kopf, which only watches, wrote nothing on it (no diff-base or progress annotations)
+    annotations = operator.kubectl_json("get", "topic", "orders", "-n", NAMESPACE)["metadata"].get("annotations")
+    assert [key for key in annotations or {} if key.startswith(naming.GROUP) or "kopf" in key] == []
     # When its config changes, Then kafka-configs --describe shows it
     operator.apply([topic_resource("orders", "small", partitions=2, replicas=3,
                                    config={"min.insync.replicas": 2, "retention.ms": 3600000})])

@@ -36,7 +36,7 @@ from krafty.reconcile import connection
 from krafty.reconcile.cluster import ClusterReconciler, Endpoints, Settings
 from krafty.reconcile.disks import DiskPass
 from krafty.reconcile.lag import LagPass
-from krafty.reconcile.topics import Held, TopicReconciler
+from krafty.reconcile.topics import TopicReconciler
 from krafty.reconcile.users import UserReconciler
 from krafty.scheduler import Scheduler
 
@@ -249,12 +249,9 @@ def _operator(memo: kopf.Memo) -> Operator:
 
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=naming.GROUP)
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix=naming.GROUP, key="last-handled-configuration")
-    # Our own finalizer name: kopf's default one is shared by every kopf operator, and one that watches
-    # Topics without a deletion handler removes it as fast as we add it (a write storm on every Topic).
-    settings.persistence.finalizer = naming.TOPIC_FINALIZER
+    # kopf only watches (no change handlers: it writes nothing to our resources); its finalizer is named apart from
+    # the ones the passes hold, and from kopf's default one that every kopf operator shares
+    settings.persistence.finalizer = naming.KOPF_FINALIZER
     settings.posting.level = logging.WARNING
     settings.watching.server_timeout = 300
     settings.networking.request_timeout = 60
@@ -279,11 +276,10 @@ def cluster_event(type: str | None, body: kopf.Body, namespace: str | None, name
     if not operator.changed(naming.CLUSTER_KIND, body, deleted):
         return
     if deleted or body.get("metadata", {}).get("deletionTimestamp"):  # the cluster pass tears it down in order
-        operator.scheduler.forget(("topics", namespace, name))
         operator.scheduler.forget(("lag", namespace, name))
         operator.scheduler.forget(("disks", namespace, name))
-        operator.scheduler.poke(("cluster", namespace, name))
-        operator.scheduler.poke(("users", namespace, name))
+        for job in ("cluster", "topics", "users"):  # (the topic and user passes let their deletions go)
+            operator.scheduler.poke((job, namespace, name))
         return
     for job in JOBS:
         operator.scheduler.poke((job, namespace, name))
@@ -292,7 +288,7 @@ def cluster_event(type: str | None, body: kopf.Body, namespace: str | None, name
 def _look_at_cluster_of(memo: kopf.Memo, kind: str, job: str, type: str | None, body: kopf.Body,
                         spec: Mapping[str, Any], namespace: str | None) -> None:
     """Topics and KafkaUsers are reconciled per cluster, all together: a change to one looks at all of its
-    cluster's (a KafkaUser's deletion too: the user pass holds its finalizer)."""
+    cluster's (a deletion too: the topic and user passes hold their finalizers)."""
     operator = _operator(memo)
     cluster = (spec.get("clusterRef") or {}).get("name")
     if cluster and operator.changed(kind, body, type == "DELETED"):
@@ -309,21 +305,6 @@ def topic_event(type: str | None, body: kopf.Body, spec: Mapping[str, Any], name
 def user_event(type: str | None, body: kopf.Body, spec: Mapping[str, Any], namespace: str | None,
                memo: kopf.Memo, **_: Any) -> None:
     _look_at_cluster_of(memo, naming.USER_KIND, "users", type, body, spec, namespace)
-
-
-@kopf.on.delete(naming.GROUP, naming.VERSION, naming.TOPIC_PLURAL)
-def topic_deleted(body: kopf.Body, logger: kopf.Logger, memo: kopf.Memo, **_: Any) -> None:
-    """deletionPolicy Delete removes the Kafka topic (held while consumer groups read it); Retain keeps it.
-    Only the leader acts; a standby's kopf keeps the finalizer and asks again."""
-    operator = _operator(memo)
-    if not operator.acts_in(str(body["metadata"]["namespace"])):
-        raise kopf.TemporaryError("this replica stands by, or another install operates this namespace: the one "
-                                  "that acts here deletes the topic", delay=10)
-    try:
-        outcome = operator.topics.delete(dict(body))
-    except Held as held:
-        raise kopf.TemporaryError(str(held), delay=15) from held
-    logger.info("Topic deleted: %s", outcome)
 
 
 @kopf.on.event("", "v1", "pods", labels={"app.kubernetes.io/managed-by": "krafty"})

@@ -56,7 +56,11 @@ ROLE_LABEL = f"{GROUP}/pool"
 # A preflight pod (a StatefulSet's new template tried before any node restarts into it): its pool and revision
 PREFLIGHT_LABEL = f"{GROUP}/preflight-of"
 PREFLIGHT_REVISION_LABEL = f"{GROUP}/revision"
+# Held on every Topic by the topic pass so that its deletion can remove (or keep) the Kafka topic first
 TOPIC_FINALIZER = f"{GROUP}/topic-deletion"
+# kopf's own finalizer, which no handler of ours needs (kopf only watches): named apart from the ones our passes
+# hold, which kopf would otherwise remove as "required by no handler"
+KOPF_FINALIZER = f"{GROUP}/kopf"
 # Held on every KafkaUser so that its deletion removes its ACLs, quotas and credential from Kafka first
 USER_FINALIZER = f"{GROUP}/user-cleanup"
 # Held on every KafkaCluster so that its deletion stops the brokers before the controllers

@@ -268,23 +268,23 @@ class KafkaAdmin:
         return {name: _error_of(future) for name, future in futures.items()}
 
     @_kafka_call
-    def groups_reading(self, topic: str) -> list[str]:
-        """Consumer groups with a live member assigned a partition of the topic."""
+    def groups_reading(self, topics: set[str]) -> dict[str, list[str]]:
+        """For each of the topics, the consumer groups with a live member assigned one of its partitions."""
+        reading: dict[str, list[str]] = {topic: [] for topic in topics}
         listed = self.client.list_consumer_groups(request_timeout=TIMEOUT).result(timeout=TIMEOUT + 5)
         ids = [g.group_id for g in listed.valid]
-        if not ids:
-            return []
-        reading = []
-        for group_id, future in self.client.describe_consumer_groups(ids, request_timeout=TIMEOUT).items():
+        if not ids or not topics:
+            return reading
+        for group_id, future in sorted(self.client.describe_consumer_groups(ids, request_timeout=TIMEOUT).items()):
             try:
                 group = future.result(timeout=TIMEOUT + 5)
             except KafkaException:
                 continue
             assigned = {tp.topic for m in group.members for tp in (m.assignment.topic_partitions if m.assignment
                                                                      else [])}
-            if topic in assigned:
-                reading.append(group_id)
-        return sorted(reading)
+            for topic in assigned & topics:
+                reading[topic].append(group_id)
+        return reading
 
 
 A = TypeVar("A", bound=KafkaAdmin)

@@ -1,10 +1,14 @@
 """One pass over all Topic resources of one KafkaCluster, with batched Admin calls.
 
-Per pass: one metadata read, one config read, and at most one request per
-kind of change (create, grow partitions, alter configs, reassign) for all
-topics together, each first sent with validate_only so Kafka's own verdict
-reaches the resource before anything changes. A slow or invalid topic only
-marks its own resource.
+Per pass: one metadata read, one config read, and one request per kind of
+change (create, grow partitions, alter configs, reassign) for all topics
+together (split only where Kafka bounds a request), each first sent with
+validate_only so Kafka's own verdict reaches the resource before anything
+changes. A slow or invalid topic only marks its own resource.
+
+The pass also holds each Topic's finalizer and lets deleted ones go, the Kafka
+topics of those with deletionPolicy Delete deleted first in one request; kopf
+only watches, so a new Topic costs the API server no writes of kopf's own.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from krafty.reconcile.connection import Locate
 
 BUSY_INTERVAL = 5.0
 CHECK_INTERVAL = 30.0
+DELETION_RETRY = 15.0  # a deletion held by readers, or by an unreachable Kafka, is asked again
 
 
 def _resource(body: dict[str, Any]) -> topics.TopicResource | None:
@@ -60,28 +65,34 @@ class TopicReconciler:
         return spec_of(KafkaClusterSpec, self.kube.get(naming.CLUSTER_KIND, cluster, namespace))
 
     def bodies(self, namespace: str, cluster: str) -> list[dict[str, Any]]:
+        """The cluster's Topic resources, those being deleted too."""
         return [b for b in self.kube.list(naming.TOPIC_KIND, namespace)
-                if (b.get("spec") or {}).get("clusterRef", {}).get("name") == cluster
-                and not b["metadata"].get("deletionTimestamp")]
+                if (b.get("spec") or {}).get("clusterRef", {}).get("name") == cluster]
 
     # -- the pass ----------------------------------------------------------------
     def reconcile(self, namespace: str, cluster: str) -> float | None:
         bodies = self.bodies(namespace, cluster)
         if not bodies:
             return None
+        live = [b for b in bodies if not _deleting(b)]
+        writer.for_each(live, lambda body: self.kube.hold(naming.TOPIC_KIND, body, naming.TOPIC_FINALIZER))
         cluster_body = self.kube.get(naming.CLUSTER_KIND, cluster, namespace)
-        spec = spec_of(KafkaClusterSpec, cluster_body)
-        resources = [r for r in map(_resource, bodies) if r is not None]
-        if spec is None:
-            self._report(bodies, topics.plan(resources, {}, None, []), {})
-            return CHECK_INTERVAL
+        waiting = self._let_go([b for b in bodies if _deleting(b)], namespace, cluster, cluster_body)
+        retry = DELETION_RETRY if waiting else None
+        if not live:
+            return retry
+        spec = None if _deleting(cluster_body) else spec_of(KafkaClusterSpec, cluster_body)
+        resources = [r for r in map(_resource, live) if r is not None]
+        if spec is None:  # gone or going (its Topics are looked at again when it comes back), or not parseable
+            self._report(live, topics.plan(resources, {}, None, []), {})
+            return retry if cluster_body is None or _deleting(cluster_body) else CHECK_INTERVAL
         try:
             admin = self.admin(self.locate(namespace, cluster))
             actual = self._actual(admin, {r.kafka_name for r in resources})
             brokers = admin.registered_brokers()
             ongoing = kraft.list_reassignments(admin.connection)
         except KafkaUnavailable as error:  # Kafka down: report it on every topic, retry soon
-            self._unreachable(bodies, str(error))
+            self._unreachable(live, str(error))
             return BUSY_INTERVAL
         plan = topics.plan(resources, actual, spec, sorted(brokers), moving=len(ongoing))
         if paused(cluster_body):
@@ -91,11 +102,11 @@ class TopicReconciler:
         after = {**actual, **self._actual(admin, touched)} if touched else actual
         if plan.reassignments:
             ongoing = kraft.list_reassignments(admin.connection)
-        self._report(bodies, plan, after, ongoing)
+        self._report(live, plan, after, ongoing)
         metrics.COLLECTOR.set_topics(namespace, cluster, {
             name: (len(t.partitions), summarize(t.partitions).under_replicated) for name, t in after.items()})
         busy = any(v.progressing for v in plan.verdicts.values())
-        return BUSY_INTERVAL if busy else CHECK_INTERVAL
+        return BUSY_INTERVAL if busy else (retry or CHECK_INTERVAL)
 
     def _actual(self, admin: KafkaAdmin, names: set[str]) -> dict[str, topics.KafkaTopic]:
         described = admin.describe_topics(names)
@@ -209,40 +220,95 @@ class TopicReconciler:
         writer.write(self.kube, naming.TOPIC_KIND, body, status, conditions, writer.now())
 
     # -- deletion ----------------------------------------------------------------------
-    def delete(self, body: dict[str, Any]) -> str:
-        """Handles a Topic resource's deletion; returns what happened, raises Held to wait."""
-        resource = _resource(body)
-        meta = body["metadata"]
-        if resource is None or not resource.managed:
-            return "the operator never managed a Kafka topic for this resource: nothing to delete"
-        if resource.spec.deletion_policy is DeletionPolicy.RETAIN:
-            self.kube.event(body, naming.TOPIC_KIND, "TopicRetained",
-                            f"{resource.kafka_name} stays in Kafka (deletionPolicy Retain)")
-            return "retained"
-        cluster = self.kube.get(naming.CLUSTER_KIND, resource.spec.cluster_ref.name, meta["namespace"])
-        if cluster is not None and cluster["metadata"].get("deletionTimestamp"):
-            return "the KafkaCluster is being deleted: its topics go with it (their data stays on kept volumes)"
-        spec = spec_of(KafkaClusterSpec, cluster)
-        if spec is None:
-            return "the KafkaCluster is gone: nothing to delete"
+    def _let_go(self, deleted: list[dict[str, Any]], namespace: str, cluster: str,
+                cluster_body: dict[str, Any] | None) -> int:
+        """Deleted Topic resources: deletionPolicy Delete removes the Kafka topic first (held while consumer groups
+        read it, unless confirmed), Retain keeps it; then their finalizer goes. Returns how many must wait."""
+        doomed = []
+        for body in deleted:
+            if naming.TOPIC_FINALIZER not in (body["metadata"].get("finalizers") or []):
+                continue  # (someone else's finalizer keeps it)
+            farewell = _farewell(body, cluster_body)
+            if farewell is None:
+                doomed.append(body)
+            else:
+                self.kube.event(body, naming.TOPIC_KIND, *farewell)
+                self._release(body)
+        if not doomed:
+            return 0
         try:
-            admin = self.admin(self.locate(meta["namespace"], resource.spec.cluster_ref.name))
+            admin = self.admin(self.locate(namespace, cluster))
+            gone = self._delete_from_kafka(admin, doomed)
         except KafkaUnavailable as unreachable:
-            raise Held(f"cannot reach the cluster to delete {resource.kafka_name}: {unreachable}") from unreachable
-        confirmed = (meta.get("annotations") or {}).get(naming.CONFIRM_DELETION_ANNOTATION) == "true"
-        readers = [] if confirmed else admin.groups_reading(resource.kafka_name)
-        if readers:
-            message = (f"deletion of {resource.kafka_name} is held: consumer groups {', '.join(readers)} are still "
-                       f"reading it. Stop them, or annotate {naming.CONFIRM_DELETION_ANNOTATION}=true to delete anyway")
-            self.kube.event(body, naming.TOPIC_KIND, "DeletionBlocked", message, warning=True)
-            self._status(body, {}, [Condition(READY, False, "DeletionBlocked", message)])
-            raise Held(message)
-        error = admin.delete_topics([resource.kafka_name]).get(resource.kafka_name)
-        if error and "UNKNOWN_TOPIC" not in error:
-            raise Held(f"deleting {resource.kafka_name} failed: {error}")
-        self.kube.event(body, naming.TOPIC_KIND, "TopicDeleted", f"deleted {resource.kafka_name} from Kafka")
-        return "deleted"
+            for body in doomed:
+                self._wait(body, "DeletionPending", f"cannot reach the cluster to delete "
+                           f"{_kafka_name(body)}: {unreachable}")
+            return len(doomed)
+        for body in gone:
+            self._release(body)
+        return len(doomed) - len(gone)
+
+    def _delete_from_kafka(self, admin: KafkaAdmin, doomed: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Deletes the topics no live consumer group reads (or whose deletion is confirmed); returns the resources
+        whose topic is gone."""
+        asked = {_kafka_name(b) for b in doomed if not _confirmed(b)}
+        readers = admin.groups_reading(asked) if asked else {}
+        going = []
+        for body in doomed:
+            name = _kafka_name(body)
+            if readers.get(name):
+                self._wait(body, "DeletionBlocked", f"deletion of {name} is held: consumer groups "
+                           f"{', '.join(readers[name])} are still reading it. Stop them, or annotate "
+                           f"{naming.CONFIRM_DELETION_ANNOTATION}=true to delete anyway")
+            else:
+                going.append(body)
+        errors: dict[str, str | None] = {}
+        for names in topics.by_request(dict.fromkeys(map(_kafka_name, going), 1)):  # (a record per topic)
+            errors.update(admin.delete_topics(names))
+        gone = []
+        for body in going:
+            name = _kafka_name(body)
+            error = errors.get(name)
+            if error and "UNKNOWN_TOPIC" not in error:
+                self._wait(body, "DeletionPending", f"deleting {name} failed: {error}")
+            else:
+                self.kube.event(body, naming.TOPIC_KIND, "TopicDeleted", f"deleted {name} from Kafka")
+                gone.append(body)
+        return gone
+
+    def _wait(self, body: dict[str, Any], reason: str, message: str) -> None:
+        self.kube.event(body, naming.TOPIC_KIND, reason, message, warning=True)
+        self._status(body, {}, [Condition(READY, False, reason, message)])
+
+    def _release(self, body: dict[str, Any]) -> None:
+        self.kube.let_go(naming.TOPIC_KIND, body, naming.TOPIC_FINALIZER)
 
 
-class Held(RuntimeError):
-    """The deletion must wait (the kopf handler retries later)."""
+def _deleting(body: dict[str, Any] | None) -> bool:
+    return bool((body or {}).get("metadata", {}).get("deletionTimestamp"))
+
+
+def _confirmed(body: dict[str, Any]) -> bool:
+    return (body["metadata"].get("annotations") or {}).get(naming.CONFIRM_DELETION_ANNOTATION) == "true"
+
+
+def _kafka_name(body: dict[str, Any]) -> str:
+    resource = _resource(body)
+    assert resource is not None  # (only managed resources reach Kafka)
+    return resource.kafka_name
+
+
+def _farewell(body: dict[str, Any], cluster: dict[str, Any] | None) -> tuple[str, str] | None:
+    """A deleted Topic resource let go without asking Kafka (the Event's reason and message), or None when its
+    topic is to be deleted from Kafka first."""
+    resource = _resource(body)
+    if resource is None or not resource.managed:
+        return "TopicNotManaged", "the operator never managed a Kafka topic for this resource: nothing to delete"
+    if resource.spec.deletion_policy is DeletionPolicy.RETAIN:
+        return "TopicRetained", f"{resource.kafka_name} stays in Kafka (deletionPolicy Retain)"
+    if _deleting(cluster):
+        return ("TopicLeftToCluster", f"KafkaCluster {resource.spec.cluster_ref.name} is being deleted: "
+                f"{resource.kafka_name} goes with it (its data stays on kept volumes)")
+    if spec_of(KafkaClusterSpec, cluster) is None:
+        return "ClusterNotFound", f"KafkaCluster {resource.spec.cluster_ref.name} is gone: nothing to delete"
+    return None
