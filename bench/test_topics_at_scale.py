@@ -5,10 +5,11 @@ against a real kube-apiserver and three real brokers; it reaches Kafka through K
 DNS names do not resolve outside a cluster. Each step applies the Topic resources that bring the count to its size,
 all at once, and ends when every one of them exists in Kafka with its own configuration; the baseline, in the same
 run and on the same Kafka, is as many other topics with the same settings sent at once with Admin create_topics, in
-as few requests as Kafka accepts (10,000 metadata records each, the split the operator makes too), checked the same way
-(then deleted). Once every resource is Ready and nothing changes: the topic pass's mean duration (the
-operator's own histogram over three passes), its RSS and its CPU while idle. KRAFTY_BENCH_TOPIC_STEPS changes the
-sizes (e.g. "500" for a quick run).
+as few requests as Kafka accepts (10,000 metadata records each, the split the operator makes too), checked the same
+way (then deleted). Once every resource is Ready and nothing changes: the topic pass's mean duration (the operator's
+own histogram over three passes), its RSS and its CPU while idle. The operator's own writes to the API server
+(Topics and Events, from its request counter) are counted per Topic added (until all are Ready) and while calm.
+KRAFTY_BENCH_TOPIC_STEPS changes the sizes (e.g. "500" for a quick run).
 """
 
 from __future__ import annotations
@@ -77,12 +78,20 @@ class Operator:
     def rss_mib(self) -> float:
         return procfs.rss_mib(Path(f"/proc/{self.proc.pid}/status").read_text())
 
+    def _metrics(self) -> str:
+        return urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10).read().decode()
+
     def topic_passes(self) -> tuple[float, float]:
         """(seconds in topic passes, topic passes) since the start, from the operator's own histogram."""
-        text = urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10).read().decode()
-        found = dict(re.findall(r'^krafty_reconcile_duration_seconds_(sum|count)\{kind="topics"\} (\S+)$', text,
-                                re.M))
+        found = dict(re.findall(r'^krafty_reconcile_duration_seconds_(sum|count)\{kind="topics"\} (\S+)$',
+                                self._metrics(), re.M))
         return float(found.get("sum", 0)), float(found.get("count", 0))
+
+    def writes(self) -> float:
+        """API writes (not reads) to Topics and Events since the start, from the operator's own counter."""
+        return sum(float(n) for verb, n in re.findall(
+            r'^krafty_kube_requests_total\{kind="(?:Topic|Event)",verb="([^"]+)"\} (\S+)$', self._metrics(), re.M)
+            if verb not in ("get", "list"))
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +107,9 @@ def operator(apiserver: LocalApiServer, kafka: LocalKafkaCluster, tmp_path_facto
     env = {**os.environ, "KUBECONFIG": str(apiserver.kubeconfig), "KRAFTY_KAFKA_BOOTSTRAP": kafka.bootstrap_servers}
     proc = subprocess.Popen([sys.executable, "-m", "krafty.main", "--namespace", NAMESPACE, "--metrics-port",
                              str(port), "--health-port", "0"], env=env, stdout=log, stderr=subprocess.STDOUT)
-    yield Operator(proc, port)
+    running = Operator(proc, port)
+    wait_for(running.writes, lambda _: True, 60, "the operator's metrics endpoint", interval=1)
+    yield running
     proc.terminate()
     proc.wait(30)
 
@@ -159,7 +170,7 @@ def test_the_operator_with_500_2000_and_5000_topics_against_direct_create_topics
     rows, before = [], 0
     for count in STEPS:
         # The operator: the Topic resources that bring the count to `count`, applied at once
-        began = time.monotonic()
+        began, writes = time.monotonic(), operator.writes()
         names = apply_topics(apiserver, before, count)
         wait_for(lambda names=names: configured(admin, names), lambda n, names=names: n == len(names), 1800,
                  f"{len(names)} managed topics configured", interval=2)
@@ -168,14 +179,18 @@ def test_the_operator_with_500_2000_and_5000_topics_against_direct_create_topics
         direct = direct_batch(admin, before, count)
         wait_for(lambda: ready_resources(apiserver), lambda n, count=count: n == count, 900,
                  f"{count} Topic resources Ready", interval=5)
-        pass_seconds, millicores, rss = calm(operator)
         added = count - before
+        writes_each = (operator.writes() - writes) / added
+        calm_writes = operator.writes()
+        pass_seconds, millicores, rss = calm(operator)
+        calm_writes = operator.writes() - calm_writes
         rows.append([str(count), str(count * PARTITIONS), str(added), f"{through_operator:.1f}",
                      f"{added / through_operator:.1f}", f"{direct:.1f}", f"{added / direct:.1f}",
-                     f"{direct / through_operator:.2f}", f"{pass_seconds:.2f}", f"{rss:.0f}", f"{millicores:.1f}"])
+                     f"{direct / through_operator:.2f}", f"{writes_each:.1f}", f"{pass_seconds:.2f}",
+                     f"{calm_writes:.0f}", f"{rss:.0f}", f"{millicores:.1f}"])
         before = count
     assert operator.proc.poll() is None, "the operator died during the benchmark"
     report_table(f"Topic resources through the operator against direct create_topics requests each step (3 brokers, "
                  f"{PARTITIONS} partitions, RF {REPLICAS}); then calm for {CALM_SECONDS} s",
                  ["topics", "partitions", "added", "operator (s)", "topics/s", "direct (s)", "topics/s",
-                  "ratio", "calm pass (s)", "RSS (MiB)", "idle CPU (mc)"], rows)
+                  "ratio", "API writes/Topic", "calm pass (s)", "calm writes", "RSS (MiB)", "idle CPU (mc)"], rows)

@@ -16,7 +16,7 @@ import pytest
 from confluent_kafka import Consumer
 from confluent_kafka.admin import NewTopic
 
-from krafty import naming
+from krafty import metrics, naming
 from krafty.clients.connection import Connection
 from krafty.clients.kafka_admin import KafkaAdmin
 from krafty.clients.kube import Kube
@@ -137,6 +137,17 @@ def test_create_grow_and_configure(apiserver, kube, kafka, reconciler):
     assert "max.message.bytes=2097152" in described
     assert "cleanup.policy" not in described
     run_until(reconciler, lambda: status(kube, "orders")["partitions"] == 6, "status to show 6 partitions")
+    # And once it all settled, a pass that finds nothing to change writes nothing
+    run_until(reconciler, lambda: condition(kube, "orders", "Progressing")["status"] == "False", "orders settled")
+    before = writes()
+    reconciler.reconcile(NS, CLUSTER)
+    assert writes() == before
+
+
+def writes() -> dict[tuple[str, ...], float]:
+    """The operator's writes to the API server so far (its own request counter, by verb and kind)."""
+    return {(s.labels["verb"], s.labels["kind"]): s.value for metric in metrics.KUBE_REQUESTS.collect()
+            for s in metric.samples if s.name.endswith("_total") and s.labels["verb"] not in ("get", "list")}
 
 
 def test_replication_factor_changes_by_reassignment(apiserver, kube, kafka, reconciler):
@@ -409,7 +420,7 @@ def test_topics_whose_records_exceed_one_request_are_created_in_several(apiserve
     try:
         # When one pass sees both, Then both are made (the second perhaps not yet described by the broker asked)
         reconciler.reconcile(NS, CLUSTER)
-        assert {condition(kube, n)["reason"] for n in names} <= {"Created", "Creating"}
+        assert {condition(kube, n)["reason"] for n in names} <= {"TopicReady", "Creating"}
         wait_for(lambda: kafka.admin().list_topics(timeout=60).topics,
                  lambda found: [len(found[n].partitions) if n in found else 0 for n in names] == [4999, 4999], 60,
                  "both topics with 4,999 partitions")

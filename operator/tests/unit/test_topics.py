@@ -3,6 +3,8 @@ moves go in batches."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from krafty.decide.topics import (
     MAX_RECORDS_PER_REQUEST,
     MOVE_BATCH,
@@ -12,6 +14,7 @@ from krafty.decide.topics import (
     by_request,
     plan,
     records_to_create,
+    settle,
 )
 from krafty.model import KafkaClusterSpec, TopicSpec
 from krafty.observed import PartitionState
@@ -94,3 +97,21 @@ def test_creates_go_in_requests_kafka_accepts():
     # one topic above the limit goes alone (Kafka's refusal names it) and holds no other back
     assert by_request({"a": 1, "huge": MAX_RECORDS_PER_REQUEST + 1, "b": 1}) == [["a"], ["huge"], ["b"]]
     assert by_request({}) == []
+
+
+def test_a_topic_created_and_described_as_wanted_is_reported_ready_at_once():
+    # Given three new Topics: one Kafka describes after creating it, one not yet, one Kafka refused
+    wanted = [resource(name, created_with=None, config={"retention.ms": 1000}) for name in ("made", "slow", "refused")]
+    done = plan(wanted, {}, cluster(), range(5))
+    done.verdicts[("ns", "refused")] = replace(done.verdicts[("ns", "refused")], reason="InvalidConfig",
+                                                progressing=False)
+    made = replace(kafka_topic("made"), overrides={"retention.ms": "1000"})
+    settled = settle(done, wanted, {"made": made}, cluster(), range(5)).verdicts
+    # Then the described one has the verdict the next pass would give it (its status written once), each created
+    # one says so in an Event, and the others keep theirs
+    assert settled[("ns", "made")] == replace(plan([wanted[0]], {"made": made}, cluster(), range(5)).verdicts[
+        ("ns", "made")], events=(("TopicCreated", "created made", False),))
+    assert (settled[("ns", "made")].ready, settled[("ns", "made")].progressing) == (True, False)
+    assert (settled[("ns", "slow")].reason, settled[("ns", "slow")].events) == \
+        ("Creating", (("TopicCreated", "created slow", False),))
+    assert (settled[("ns", "refused")].reason, settled[("ns", "refused")].events) == ("InvalidConfig", ())

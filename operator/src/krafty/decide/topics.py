@@ -268,6 +268,22 @@ def plan(resources: Iterable[TopicResource], actual: Mapping[str, KafkaTopic], c
     return result
 
 
+def settle(done: TopicPlan, resources: Iterable[TopicResource], actual: Mapping[str, KafkaTopic],
+           cluster: KafkaClusterSpec, brokers: Iterable[int]) -> TopicPlan:
+    """The verdicts once the plan was carried out: each topic it created says it was (an Event), and one that Kafka
+    already describes as the spec wants has the verdict the next pass would give it (so that its status is written
+    once, not twice)."""
+    created = [r for r in resources if r.key in done.verdicts and done.verdicts[r.key].reason == "Creating"]
+    again = plan([r for r in created if r.kafka_name in actual], actual, cluster, brokers).verdicts
+    verdicts = dict(done.verdicts)
+    for resource in created:
+        event = ("TopicCreated", f"created {resource.kafka_name}", False)
+        now = again.get(resource.key)
+        verdicts[resource.key] = replace(now if now is not None and now.ready else verdicts[resource.key],
+                                         events=(event,))
+    return replace(done, verdicts=verdicts)
+
+
 def held(plan: TopicPlan, why: str) -> TopicPlan:
     """The same verdicts with every change withheld (a paused cluster changes nothing)."""
     verdicts = {key: replace(v, ready=False, reason="Paused", message=f"waiting: {why} ({v.message})", events=())

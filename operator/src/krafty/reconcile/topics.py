@@ -14,7 +14,6 @@ only watches, so a new Topic costs the API server no writes of kopf's own.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -100,6 +99,7 @@ class TopicReconciler:
         self._execute(admin, plan, resources, spec.leader_balance.replication_throttle_bytes_per_second)
         touched = plan.touched()
         after = {**actual, **self._actual(admin, touched)} if touched else actual
+        plan = topics.settle(plan, resources, after, spec, sorted(brokers))
         if plan.reassignments:
             ongoing = kraft.list_reassignments(admin.connection)
         self._report(live, plan, after, ongoing)
@@ -175,12 +175,9 @@ class TopicReconciler:
         if resource is not None and verdict.reason == "Creating":
             # Created in this pass: ours from now on, even before every broker describes it.
             status = {"topicName": resource.kafka_name}
-            verdict = replace(verdict, events=(("TopicCreated", f"created {resource.kafka_name}", False),))
         if kafka_topic is not None and verdict.manage:
             status = topics.partition_report(kafka_topic)
             status["reassignment"] = self._reassignment(verdict, kafka_topic, ongoing)
-            if verdict.reason == "Creating":
-                verdict = replace(verdict, reason="Created", message=f"created {kafka_topic.name}")
         if key in plan.created_with and verdict.manage:
             partitions, replicas = plan.created_with[key]
             status["createdWith"] = {"partitions": partitions, "replicationFactor": replicas}
@@ -203,13 +200,12 @@ class TopicReconciler:
 
     @staticmethod
     def _conditions(verdict: topics.Verdict, status: dict[str, Any]) -> list[Condition]:
-        ready = verdict.ready or verdict.reason == "Created"
         problems = [f"{status.get(k)} {label}" for k, label in (("offlinePartitions", "offline"),
                                                                 ("underMinIsrPartitions", "under min ISR"),
                                                                 ("underReplicatedPartitions", "under-replicated"))
                     if status.get(k)]
         return [
-            Condition(READY, ready, verdict.reason, verdict.message),
+            Condition(READY, verdict.ready, verdict.reason, verdict.message),
             Condition(PROGRESSING, verdict.progressing, "Updating" if verdict.progressing else "Idle",
                       verdict.message if verdict.progressing else "nothing to change"),
             Condition(DEGRADED, bool(problems), "PartitionsUnhealthy" if problems else "AsExpected",
