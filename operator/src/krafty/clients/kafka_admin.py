@@ -10,7 +10,7 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, Generic, TypeVar, cast
 
@@ -192,8 +192,11 @@ class KafkaAdmin:
 
     # -- topics ----------------------------------------------------------------
     @_kafka_call
-    def describe_topics(self, names: Iterable[str]) -> dict[str, tuple[str, tuple[PartitionState, ...]]]:
-        """Topic id and partitions of each existing topic among `names` (missing ones are left out)."""
+    def describe_topics(self, names: Iterable[str]
+                        ) -> dict[str, tuple[str, tuple[PartitionState, ...], dict[str, str]]]:
+        """Topic id, partitions and the configuration set on the topic itself, of each existing topic among `names`
+        whose configuration could be read (one config read gives both each partition's min.insync.replicas and the
+        overrides; a topic just created or deleted may be left out)."""
         wanted = sorted(set(names))
         if not wanted:
             return {}
@@ -201,28 +204,27 @@ class KafkaAdmin:
         wanted = [n for n in wanted if n in existing]
         if not wanted:
             return {}
-        min_isr = {name: int(entries["min.insync.replicas"].value or 1)
-                   for name, entries in self.topic_configs(wanted, {"min.insync.replicas"}).items()}
+        configs = self.topic_configs(wanted)
         out = {}
-        futures = self.client.describe_topics(TopicCollection(wanted), request_timeout=TIMEOUT)
+        futures = self.client.describe_topics(TopicCollection([n for n in wanted if n in configs]),
+                                              request_timeout=TIMEOUT)
         for name, future in futures.items():
             try:
                 description = future.result(timeout=TIMEOUT + 5)
             except KafkaException:
                 continue  # deleted meanwhile
+            min_isr = int(configs[name]["min.insync.replicas"].value or 1)
             partitions = tuple(
                 PartitionState(name, p.id, p.leader.id if p.leader is not None else -1,
-                               tuple(r.id for r in p.replicas), tuple(r.id for r in p.isr), min_isr.get(name, 1))
+                               tuple(r.id for r in p.replicas), tuple(r.id for r in p.isr), min_isr)
                 for p in sorted(description.partitions, key=lambda x: x.id))
-            out[name] = (str(description.topic_id), partitions)
+            out[name] = (str(description.topic_id), partitions, _overrides(configs[name]))
         return out
 
     @_kafka_call
     def topic_overrides(self, names: Iterable[str]) -> dict[str, dict[str, str]]:
         """The configuration set on each topic itself (not inherited from the brokers)."""
-        source = ConfigSource.DYNAMIC_TOPIC_CONFIG.value
-        return {name: {k: str(e.value) for k, e in entries.items() if _source(e) == source}
-                for name, entries in self.topic_configs(names).items()}
+        return {name: _overrides(entries) for name, entries in self.topic_configs(names).items()}
 
     @_kafka_call
     def create_topics(self, topics: Iterable[tuple[str, int, int, dict[str, str]]],
@@ -288,6 +290,11 @@ class KafkaAdmin:
 
 
 A = TypeVar("A", bound=KafkaAdmin)
+
+
+def _overrides(entries: Mapping[str, ConfigEntry]) -> dict[str, str]:
+    source = ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    return {key: str(entry.value) for key, entry in entries.items() if _source(entry) == source}
 
 
 class AdminPool(Generic[A]):

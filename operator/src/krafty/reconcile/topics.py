@@ -109,11 +109,9 @@ class TopicReconciler:
         return BUSY_INTERVAL if busy else (retry or CHECK_INTERVAL)
 
     def _actual(self, admin: KafkaAdmin, names: set[str]) -> dict[str, topics.KafkaTopic]:
-        described = admin.describe_topics(names)
-        overrides = admin.topic_overrides(described)
-        # A topic whose config could not be read yet (just created) is left for the next pass.
-        return {name: topics.KafkaTopic(name, topic_id, partitions, overrides[name])
-                for name, (topic_id, partitions) in described.items() if name in overrides}
+        # (a topic whose config could not be read yet, just created, is left for the next pass)
+        return {name: topics.KafkaTopic(name, topic_id, partitions, overrides)
+                for name, (topic_id, partitions, overrides) in admin.describe_topics(names).items()}
 
     # -- acting ---------------------------------------------------------------------
     def _execute(self, admin: KafkaAdmin, plan: topics.TopicPlan, resources: list[topics.TopicResource],
