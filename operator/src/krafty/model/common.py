@@ -30,6 +30,11 @@ def spec_of(model: type[S], body: Mapping[str, Any] | None) -> S | None:
         return None
 
 
+def deleting(body: Mapping[str, Any] | None) -> bool:
+    """Whether the resource is being deleted (the API server set its deletionTimestamp)."""
+    return bool((body or {}).get("metadata", {}).get("deletionTimestamp"))
+
+
 _QUANTITY = re.compile(r"^([+-]?(?:\d+(?:\.\d*)?|\.\d+))(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E|[eE][+-]?\d+)?$")
 _SUFFIX = {
     "": Decimal(1), "m": Decimal("0.001"), "k": Decimal(10**3), "M": Decimal(10**6), "G": Decimal(10**9),

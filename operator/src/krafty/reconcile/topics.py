@@ -27,7 +27,7 @@ from krafty.decide import topics
 from krafty.decide.health import summarize
 from krafty.decide.status import DEGRADED, PROGRESSING, READY, Condition
 from krafty.model import DeletionPolicy, KafkaClusterSpec, TopicSpec
-from krafty.model.common import spec_of
+from krafty.model.common import deleting, spec_of
 from krafty.reconcile import status as writer
 from krafty.reconcile.connection import Locate
 
@@ -73,18 +73,18 @@ class TopicReconciler:
         bodies = self.bodies(namespace, cluster)
         if not bodies:
             return None
-        live = [b for b in bodies if not _deleting(b)]
+        live = [b for b in bodies if not deleting(b)]
         writer.for_each(live, lambda body: self.kube.hold(naming.TOPIC_KIND, body, naming.TOPIC_FINALIZER))
         cluster_body = self.kube.get(naming.CLUSTER_KIND, cluster, namespace)
-        waiting = self._let_go([b for b in bodies if _deleting(b)], namespace, cluster, cluster_body)
+        waiting = self._let_go([b for b in bodies if deleting(b)], namespace, cluster, cluster_body)
         retry = DELETION_RETRY if waiting else None
         if not live:
             return retry
-        spec = None if _deleting(cluster_body) else spec_of(KafkaClusterSpec, cluster_body)
+        spec = None if deleting(cluster_body) else spec_of(KafkaClusterSpec, cluster_body)
         resources = [r for r in map(_resource, live) if r is not None]
         if spec is None:  # gone or going (its Topics are looked at again when it comes back), or not parseable
             self._report(live, topics.plan(resources, {}, None, []), {})
-            return retry if cluster_body is None or _deleting(cluster_body) else CHECK_INTERVAL
+            return retry if cluster_body is None or deleting(cluster_body) else CHECK_INTERVAL
         try:
             admin = self.admin(self.locate(namespace, cluster))
             actual = self._actual(admin, {r.kafka_name for r in resources})
@@ -218,13 +218,13 @@ class TopicReconciler:
                 cluster_body: dict[str, Any] | None) -> int:
         """Deleted Topic resources: deletionPolicy Delete removes the Kafka topic first (held while consumer groups
         read it, unless confirmed), Retain keeps it; then their finalizer goes. Returns how many must wait."""
-        doomed = []
+        doomed: list[tuple[dict[str, Any], str]] = []  # (resource, its Kafka topic)
         for body in deleted:
             if naming.TOPIC_FINALIZER not in (body["metadata"].get("finalizers") or []):
                 continue  # (someone else's finalizer keeps it)
-            farewell = _farewell(body, cluster_body)
-            if farewell is None:
-                doomed.append(body)
+            farewell = _farewell(_resource(body), cluster_body)
+            if isinstance(farewell, str):
+                doomed.append((body, farewell))
             else:
                 self.kube.event(body, naming.TOPIC_KIND, *farewell)
                 self._release(body)
@@ -234,34 +234,32 @@ class TopicReconciler:
             admin = self.admin(self.locate(namespace, cluster))
             gone = self._delete_from_kafka(admin, doomed)
         except KafkaUnavailable as unreachable:
-            for body in doomed:
-                self._wait(body, "DeletionPending", f"cannot reach the cluster to delete "
-                           f"{_kafka_name(body)}: {unreachable}")
+            for body, name in doomed:
+                self._wait(body, "DeletionPending", f"cannot reach the cluster to delete {name}: {unreachable}")
             return len(doomed)
         for body in gone:
             self._release(body)
         return len(doomed) - len(gone)
 
-    def _delete_from_kafka(self, admin: KafkaAdmin, doomed: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _delete_from_kafka(self, admin: KafkaAdmin, doomed: list[tuple[dict[str, Any], str]]
+                           ) -> list[dict[str, Any]]:
         """Deletes the topics no live consumer group reads (or whose deletion is confirmed); returns the resources
         whose topic is gone."""
-        asked = {_kafka_name(b) for b in doomed if not _confirmed(b)}
+        asked = {name for body, name in doomed if not _confirmed(body)}
         readers = admin.groups_reading(asked) if asked else {}
         going = []
-        for body in doomed:
-            name = _kafka_name(body)
+        for body, name in doomed:
             if readers.get(name):
                 self._wait(body, "DeletionBlocked", f"deletion of {name} is held: consumer groups "
                            f"{', '.join(readers[name])} are still reading it. Stop them, or annotate "
                            f"{naming.CONFIRM_DELETION_ANNOTATION}=true to delete anyway")
             else:
-                going.append(body)
+                going.append((body, name))
         errors: dict[str, str | None] = {}
-        for names in topics.by_request(dict.fromkeys(map(_kafka_name, going), 1)):  # (a record per topic)
+        for names in topics.by_request({name: 1 for _, name in going}):  # (a record per topic)
             errors.update(admin.delete_topics(names))
         gone = []
-        for body in going:
-            name = _kafka_name(body)
+        for body, name in going:
             error = errors.get(name)
             if error and "UNKNOWN_TOPIC" not in error:
                 self._wait(body, "DeletionPending", f"deleting {name} failed: {error}")
@@ -278,31 +276,20 @@ class TopicReconciler:
         self.kube.let_go(naming.TOPIC_KIND, body, naming.TOPIC_FINALIZER)
 
 
-def _deleting(body: dict[str, Any] | None) -> bool:
-    return bool((body or {}).get("metadata", {}).get("deletionTimestamp"))
-
-
 def _confirmed(body: dict[str, Any]) -> bool:
     return (body["metadata"].get("annotations") or {}).get(naming.CONFIRM_DELETION_ANNOTATION) == "true"
 
 
-def _kafka_name(body: dict[str, Any]) -> str:
-    resource = _resource(body)
-    assert resource is not None  # (only managed resources reach Kafka)
-    return resource.kafka_name
-
-
-def _farewell(body: dict[str, Any], cluster: dict[str, Any] | None) -> tuple[str, str] | None:
-    """A deleted Topic resource let go without asking Kafka (the Event's reason and message), or None when its
-    topic is to be deleted from Kafka first."""
-    resource = _resource(body)
+def _farewell(resource: topics.TopicResource | None, cluster: dict[str, Any] | None) -> tuple[str, str] | str:
+    """A deleted Topic resource let go without asking Kafka (the Event's reason and message), or the name of its
+    Kafka topic, to be deleted first."""
     if resource is None or not resource.managed:
         return "TopicNotManaged", "the operator never managed a Kafka topic for this resource: nothing to delete"
     if resource.spec.deletion_policy is DeletionPolicy.RETAIN:
         return "TopicRetained", f"{resource.kafka_name} stays in Kafka (deletionPolicy Retain)"
-    if _deleting(cluster):
+    if deleting(cluster):
         return ("TopicLeftToCluster", f"KafkaCluster {resource.spec.cluster_ref.name} is being deleted: "
                 f"{resource.kafka_name} goes with it (its data stays on kept volumes)")
     if spec_of(KafkaClusterSpec, cluster) is None:
         return "ClusterNotFound", f"KafkaCluster {resource.spec.cluster_ref.name} is gone: nothing to delete"
-    return None
+    return resource.kafka_name

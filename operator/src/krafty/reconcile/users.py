@@ -25,7 +25,7 @@ from krafty.decide import certificates, users
 from krafty.decide.certificates import Subject
 from krafty.decide.status import READY, Condition
 from krafty.model import KafkaClusterSpec
-from krafty.model.common import spec_of
+from krafty.model.common import deleting, spec_of
 from krafty.model.user import KafkaUserSpec, UserAuthenticationType
 from krafty.pki import KeyPair
 from krafty.reconcile import status as writer
@@ -70,10 +70,6 @@ class _Renewal:
         return {naming.RENEWED_FOR_ANNOTATION: self.requested} if self.requested else {}
 
 
-def _deleting(body: dict[str, Any] | None) -> bool:
-    return bool((body or {}).get("metadata", {}).get("deletionTimestamp"))
-
-
 def _settled(body: dict[str, Any]) -> bool:
     """Ready at the current generation: a difference found now was made behind the operator's back."""
     status = body.get("status") or {}
@@ -104,12 +100,12 @@ class UserReconciler:
         bodies = self.bodies(namespace, cluster)
         if not bodies:
             return None
-        live = [b for b in bodies if not _deleting(b)]
+        live = [b for b in bodies if not deleting(b)]
         for body in live:
             self.kube.hold(naming.USER_KIND, body, naming.USER_FINALIZER)
         cluster_body = self.kube.get(naming.CLUSTER_KIND, cluster, namespace)
         spec = spec_of(KafkaClusterSpec, cluster_body)
-        if spec is None or _deleting(cluster_body):
+        if spec is None or deleting(cluster_body):
             self._without_cluster(bodies, cluster, cluster_body)
             return CHECK_INTERVAL
         clients_ca = ca_held(self.kube.get("Secret", naming.clients_ca(cluster), namespace))
@@ -132,7 +128,7 @@ class UserReconciler:
         self._report(live, plan, refused, after)
         for key in plan.released:
             self._release(next(b for b in bodies if _key(b) == key))
-        busy = any(v.progressing for v in plan.verdicts.values()) or len(plan.released) < sum(map(_deleting, bodies))
+        busy = any(v.progressing for v in plan.verdicts.values()) or len(plan.released) < sum(map(deleting, bodies))
         return BUSY_INTERVAL if busy else CHECK_INTERVAL
 
     def _authorizing(self, namespace: str, cluster: str, spec: KafkaClusterSpec) -> bool:
@@ -156,7 +152,7 @@ class UserReconciler:
         resources, credentials, refused = [], {}, {}
         for body in bodies:
             resource, credential, verdict = self._user(body, spec, clients_ca, trust)
-            if resource is None and _deleting(body):  # (unparseable: the operator never acted for it)
+            if resource is None and deleting(body):  # (unparseable: the operator never acted for it)
                 self._release(body)
             elif verdict is not None:
                 refused[_key(body)] = verdict
@@ -176,7 +172,7 @@ class UserReconciler:
         resource = users.UserResource(
             meta["namespace"], meta["name"], spec, bool((body.get("status") or {}).get("username")),
             settled=_settled(body), force_adopt=(meta.get("annotations") or {}).get(naming.ADOPT_ANNOTATION) == "force",
-            deleting=_deleting(body))
+            deleting=deleting(body))
         if resource.deleting:
             return resource, None, None
         held = self.kube.get("Secret", naming.user_secret(meta["name"]), meta["namespace"])
@@ -294,13 +290,13 @@ class UserReconciler:
     def _without_cluster(self, bodies: list[dict[str, Any]], cluster: str, cluster_body: dict[str, Any] | None
                          ) -> None:
         """No cluster to hold anything: deleted users go at once, the others say why they wait."""
-        gone = cluster_body is None or _deleting(cluster_body)
+        gone = cluster_body is None or deleting(cluster_body)
         for body in bodies:
-            if _deleting(body):
+            if deleting(body):
                 self._release(body)
         reason, message = ("ClusterNotFound", f"KafkaCluster {cluster} does not exist (or is being deleted)") if gone \
             else ("ClusterInvalid", f"the spec of KafkaCluster {cluster} cannot be parsed")
-        self._report_all([b for b in bodies if not _deleting(b)], reason, message)
+        self._report_all([b for b in bodies if not deleting(b)], reason, message)
 
     def _report_all(self, bodies: list[dict[str, Any]], reason: str, message: str) -> None:
         writer.for_each(bodies, lambda body: writer.write(
