@@ -75,6 +75,10 @@ OWNED_BROKER_PREFIXES = ("controller.quorum.", "config.providers", "ssl.keystore
 
 
 
+# Well-known node labels: the node's zone and its own name (the topology keys of a pool's default spread)
+ZONE_LABEL = "topology.kubernetes.io/zone"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+
 def owned_broker_key(key: str) -> bool:
     """A server.properties key only the operator sets."""
     return key in OWNED_BROKER_KEYS or key.startswith(OWNED_BROKER_PREFIXES)

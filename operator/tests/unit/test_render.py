@@ -90,6 +90,41 @@ def test_metrics_off_removes_port_annotations_and_service():
     assert next(c for c in children(ctx) if c.name == "demo-kafka-metrics").desired is None
 
 
+def _spread(spec: dict, pool: Pool = Pool.BROKER) -> list[tuple[str, str]]:
+    pod = statefulset(context(spec), pool)["spec"]["template"]["spec"]
+    for constraint in pod["topologySpreadConstraints"]:
+        assert constraint["maxSkew"] == 1
+        assert constraint["labelSelector"] == {"matchLabels": statefulset(context(spec), pool)["spec"]["selector"][
+            "matchLabels"]}
+    return [(c["topologyKey"], c["whenUnsatisfiable"]) for c in pod["topologySpreadConstraints"]]
+
+
+@pytest.mark.parametrize(("rack", "expected"), [
+    # Given no rack: one per zone and one per machine, both preferred (nodes without a zone still take pods)
+    (None, [("topology.kubernetes.io/zone", "ScheduleAnyway"), ("kubernetes.io/hostname", "ScheduleAnyway")]),
+    # Given racks by zone: one per zone required, one per machine preferred
+    ("topology.kubernetes.io/zone", [("topology.kubernetes.io/zone", "DoNotSchedule"),
+                                     ("kubernetes.io/hostname", "ScheduleAnyway")]),
+    # Given racks by machine: one per machine required, once
+    ("kubernetes.io/hostname", [("kubernetes.io/hostname", "DoNotSchedule")]),
+])
+def test_a_pools_pods_spread_one_per_zone_and_machine_by_default(rack: str | None, expected: list):
+    spec = example("kafkacluster-dedicated.yaml")["spec"] | ({"rack": {"topologyKey": rack}} if rack else {})
+    # When the broker and controller StatefulSets are rendered
+    # Then each pool spreads its own pods as expected
+    assert _spread(spec, Pool.BROKER) == expected
+    assert _spread(spec, Pool.CONTROLLER) == expected
+
+
+def test_the_templates_own_spread_replaces_the_default():
+    spec = example("kafkacluster-combined.yaml")["spec"]
+    own = {"maxSkew": 2, "topologyKey": "example.com/rack", "whenUnsatisfiable": "DoNotSchedule",
+           "labelSelector": {"matchLabels": {"app": "x"}}}
+    spec["brokers"]["template"] = {"topologySpreadConstraints": [own]}
+    pod = statefulset(context(spec), Pool.BROKER)["spec"]["template"]["spec"]
+    assert pod["topologySpreadConstraints"] == [own]
+
+
 def test_rack_awareness_reads_the_node_label():
     spec = example("kafkacluster-combined.yaml")["spec"] | {"rack": {"topologyKey": "topology.kubernetes.io/zone"}}
     pod = statefulset(context(spec), Pool.BROKER)["spec"]["template"]["spec"]

@@ -156,10 +156,28 @@ def _pod_spec(ctx: ClusterContext, pool: Pool, spec: NodePool) -> dict[str, Any]
     }
     optional = {"nodeSelector": template.node_selector, "affinity": template.affinity,
                 "tolerations": list(template.tolerations),
-                "topologySpreadConstraints": list(template.topology_spread_constraints),
+                "topologySpreadConstraints": topology_spread(ctx, pool, spec),
                 "priorityClassName": template.priority_class_name}
     pod.update({key: value for key, value in optional.items() if value})
     return pod
+
+
+def topology_spread(ctx: ClusterContext, pool: Pool, spec: NodePool) -> list[dict[str, Any]]:
+    """The template's own constraints, or by default a pool's pods spread one per zone and one per machine, so
+    that losing a zone or a node takes at most one replica of a partition whose replicas are on different
+    brokers. One per zone is required of a rack-aware cluster (on its rack's key: every node has that label,
+    and replicas follow the racks) and preferred otherwise (a node without a zone label must still take a pod);
+    one per machine is preferred (more brokers than nodes must still run)."""
+    if spec.template.topology_spread_constraints:
+        return list(spec.template.topology_spread_constraints)
+    selector = {"matchLabels": naming.selector_labels(ctx.name, pool)}
+    zone_key = ctx.spec.rack.topology_key if ctx.spec.rack else naming.ZONE_LABEL
+    spread = [{"maxSkew": 1, "topologyKey": zone_key, "labelSelector": selector,
+               "whenUnsatisfiable": "DoNotSchedule" if ctx.spec.rack else "ScheduleAnyway"}]
+    if zone_key != naming.HOSTNAME_LABEL:
+        spread.append({"maxSkew": 1, "topologyKey": naming.HOSTNAME_LABEL, "labelSelector": selector,
+                       "whenUnsatisfiable": "ScheduleAnyway"})
+    return spread
 
 
 def statefulset(ctx: ClusterContext, pool: Pool) -> dict[str, Any]:
