@@ -173,6 +173,8 @@ class NodeState:
     requests: Mapping[str, str] = field(default_factory=dict)  # what its running pod requests (cpu, memory)
     listeners: frozenset[ServedListener] = frozenset()  # the client listeners its running pod serves
     version: str | None = None  # the Kafka release its pod runs (from its image); None: no pod, or a foreign image
+    host: str | None = None  # the Kubernetes node its pod was scheduled on
+    host_down: str | None = None  # why that Kubernetes node cannot run it (not Ready, gone); None: it can
 
     @property
     def template_pending(self) -> bool:

@@ -170,9 +170,29 @@ def pending_changes(pod: Pod, template: Mapping[str, Any]) -> tuple[PendingChang
     return tuple(changes)
 
 
+def host(pod: Pod) -> str | None:
+    """The Kubernetes node a pod was scheduled on (None before it is scheduled)."""
+    name = (pod.get("spec") or {}).get("nodeName")
+    return str(name) if name else None
+
+
+def host_down(node: Mapping[str, Any] | None, name: str) -> str | None:
+    """Why a Kubernetes node cannot run pods (missing, or its Ready condition not True), else None."""
+    if node is None:
+        return f"Kubernetes node {name} is gone"
+    conditions = (node.get("status") or {}).get("conditions") or []
+    ready: Mapping[str, Any] = next((c for c in conditions if c.get("type") == "Ready"), {})
+    if ready.get("status") == "True":
+        return None
+    why = ready.get("message") or ready.get("reason") or "no status posted"
+    return f"Kubernetes node {name} is not Ready ({why})"
+
+
 def node_states(ctx: ClusterContext, statefulsets: Mapping[Pool, Mapping[str, Any] | None],
-                pods: Sequence[Pod], registered: set[int], now: datetime.datetime) -> tuple[NodeState, ...]:
-    """Every node of the pools ctx runs, plus any pod left beyond them (being removed)."""
+                pods: Sequence[Pod], registered: set[int], now: datetime.datetime,
+                hosts_down: Mapping[str, str] | None = None) -> tuple[NodeState, ...]:
+    """Every node of the pools ctx runs, plus any pod left beyond them (being removed). hosts_down: the
+    Kubernetes nodes that cannot run pods, and why."""
     timeout = ctx.spec.restarts.node_ready_timeout_seconds
     nodes = []
     for pool in ctx.pools():
@@ -193,6 +213,7 @@ def node_states(ctx: ClusterContext, statefulsets: Mapping[Pool, Mapping[str, An
                 restart_requested=bool(annotations.get(RESTART_ANNOTATION)), registered=node_id in registered,
                 trouble=trouble(pod), requests=_requests(pod), listeners=served_listeners(pod) if pod else frozenset(),
                 version=ctx.version_of(_image(pod)) if pod else None,
+                host=host(pod) if pod else None, host_down=(hosts_down or {}).get(host(pod) or "") if pod else None,
                 pending=pending_changes(pod, template) if pod and template and not current else ()))
     return tuple(nodes)
 

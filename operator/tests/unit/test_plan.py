@@ -383,6 +383,22 @@ def test_a_node_starting_is_not_degraded_but_a_crash_looping_one_is_named():
     assert degraded.message == "not running: prod-broker-2 (CrashLoopBackOff (last exit code 1, Error))"
 
 
+def test_a_node_whose_kubernetes_node_is_lost_is_named_with_that_node():
+    # Given broker 2's pod on a Kubernetes node that stopped answering (its pod still says Running, not ready)
+    c = ctx()
+    lost = "Kubernetes node worker-2 is not Ready (Kubelet stopped posting node status.)"
+    nodes = [node(i) for i in (*CONTROLLERS, 0, 1)] + [
+        replace(node(2, PodPhase.NOT_READY), host="worker-2", host_down=lost)]
+    # When the pass plans
+    result = plan(c, observe(c, nodes), Facts(BROKERS))
+    # Then Degraded names the broker's pod and its lost node, and so does the node's own entry
+    degraded = next(x for x in result.conditions if x.type == "Degraded")
+    assert (degraded.status, degraded.reason) == (True, "NodeDown")
+    assert degraded.message == f"not running: prod-broker-2 ({lost})"
+    entry = next(e for e in result.status["nodes"] if e["pod"] == "prod-broker-2")
+    assert entry["message"] == lost
+
+
 def test_a_caught_up_controller_is_made_a_voter_at_its_own_address():
     # Given controllers 3 -> 5 midway: controller 1003 runs and has caught up as an observer
     c = ctx(controllers=5)

@@ -15,7 +15,7 @@ from krafty.decide import roll
 from krafty.model.cluster import ClientAuthentication, SecurityProtocol
 from krafty.naming import Pool
 from krafty.observed import ChangeKind, NodeState, PendingChange, PodPhase, ServedListener
-from krafty.pods import authorizes, pending_changes, phase, served_listeners, trouble
+from krafty.pods import authorizes, host_down, pending_changes, phase, served_listeners, trouble
 from krafty.render.workloads import statefulset
 
 from ..conftest import CRDS, context, example
@@ -58,6 +58,23 @@ def running_pod(age_seconds: int, *, running: bool, ready: bool, deleting: bool 
 def test_the_phase_of_a_pod(pod_: dict[str, Any] | None, expected: PodPhase):
     # Given a start timeout of 900 s, then each pod is in its phase
     assert phase(pod_, NOW, 900) is expected
+
+
+def _node(ready: str, message: str | None = None) -> dict[str, Any]:
+    condition = {"type": "Ready", "status": ready, **({"message": message} if message else {})}
+    return {"metadata": {"name": "w2"}, "status": {"conditions": [{"type": "MemoryPressure", "status": "False"},
+                                                                   condition]}}
+
+
+@pytest.mark.parametrize(("node", "expected"), [
+    (_node("True"), None),
+    (_node("Unknown", "Kubelet stopped posting node status."),
+     "Kubernetes node w2 is not Ready (Kubelet stopped posting node status.)"),
+    (_node("False"), "Kubernetes node w2 is not Ready (no status posted)"),
+    (None, "Kubernetes node w2 is gone"),
+])
+def test_why_a_kubernetes_node_cannot_run_pods(node: dict[str, Any] | None, expected: str | None):
+    assert host_down(node, "w2") == expected
 
 
 def test_tolerations_the_api_server_adds_are_not_a_difference():

@@ -33,6 +33,8 @@ NODE_MESSAGES = {
 
 
 def _node_message(node: NodeState) -> str:
+    if node.host_down:
+        return node.host_down
     if node.trouble:
         return f"pod not running: {node.trouble}"
     if node.phase in NODE_MESSAGES:
@@ -142,10 +144,10 @@ def _degraded(obs: ClusterObservation, step: roll.Step, scale: ScalePlan) -> Con
         return Condition(DEGRADED, True, "ScaleDownBlocked", scale.message)
     if isinstance(step, roll.Blocked):
         return Condition(DEGRADED, True, step.reason, step.message)
-    down = [n for n in obs.nodes if n.phase is PodPhase.DOWN]
+    down = [n for n in obs.nodes if n.phase is PodPhase.DOWN or n.host_down]
     if down:
         return Condition(DEGRADED, True, "NodeDown", "not running: " + ", ".join(
-            f"{n.pod} ({n.trouble})" if n.trouble else n.pod for n in down))
+            f"{n.pod} ({n.host_down or n.trouble})" if n.host_down or n.trouble else n.pod for n in down))
     summary = partition_summary(obs) or {}
     if summary.get("underReplicated"):
         return Condition(DEGRADED, True, "UnderReplicated", f"{summary['underReplicated']} partitions are "

@@ -103,6 +103,15 @@ def storage_classes(kube: Kube, found: tuple[VolumeState, ...]) -> dict[str, Sto
     return {name: volume_claims.storage_class_state(name, kube.get("StorageClass", name, None)) for name in names}
 
 
+def hosts_down(kube: Kube, found: list[dict[str, Any]], now: datetime.datetime,
+               start_timeout_seconds: int) -> dict[str, str]:
+    """The Kubernetes nodes under the cluster's pods that are not ready, when those nodes cannot run pods (a
+    stopped or cut-off machine), and why: each read once, and only for pods that are not ready."""
+    names = sorted({name for p in found if pods.phase(p, now, start_timeout_seconds) is not PodPhase.READY
+                    and (name := pods.host(p))})
+    return {name: why for name in names if (why := pods.host_down(kube.get("Node", name, None), name))}
+
+
 def _claim_template_size(statefulset: dict[str, Any]) -> str | None:
     for template in statefulset["spec"].get("volumeClaimTemplates") or []:
         if template["metadata"]["name"] == naming.DATA_VOLUME:
@@ -136,8 +145,9 @@ def observe(kube: Kube, admin: KafkaAdmin, controllers: Callable[[int], str], ct
     except (KafkaUnavailable, KafkaProtocolError) as error:
         quorum_error = str(error)
     registered = {r.node_id for r in kafka.registrations if not r.fenced}
+    timeout = ctx.spec.restarts.node_ready_timeout_seconds
     nodes = pods.node_states(replace(ctx, sizes=Sizes.running(ctx.spec, replicas)), statefulsets, found,
-                             registered, now)
+                             registered, now, hosts_down(kube, found, now, timeout))
     return ClusterObservation(nodes, kafka.partitions, quorum, kafka_error=kafka.error, quorum_error=quorum_error,
                               statefulset_replicas=replicas, reassignments=kafka.reassignments,
                               registrations=kafka.registrations, cluster_defaults=kafka.defaults,
