@@ -114,9 +114,13 @@ class Scheduler:
         finally:
             with self._lock:
                 self._running.discard(key)
-                if delay is None:
+                # A poke while it ran (due reset to 0) is a change the pass may not have seen: run again soon,
+                # even after a pass that was its last (a Topic deleted while its gone cluster's pass listed them)
+                poked = self._due.get(key) == 0.0
+                if poked:
+                    self._due[key] = time.monotonic() + min(1.0 if delay is None else delay, 1.0)
+                elif delay is None:
                     self._due.pop(key, None)
                 elif key in self._due:
-                    poked = self._due[key] == 0.0
-                    self._due[key] = time.monotonic() + (min(delay, 1.0) if poked else delay)
+                    self._due[key] = time.monotonic() + delay
             self._wake.set()

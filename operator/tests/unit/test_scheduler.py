@@ -1,4 +1,5 @@
-"""The scheduler's error reporting: Kafka not answering is one warning line, anything else a traceback."""
+"""The scheduler: Kafka not answering is one warning line, anything else a traceback; a cluster that hangs holds
+two workers only; a poke while a pass runs is never lost."""
 
 from __future__ import annotations
 
@@ -68,4 +69,33 @@ def test_a_cluster_whose_passes_hang_holds_two_workers_and_other_clusters_go_on(
         assert len([k for k in started if k[2] == "stuck"]) == 2
     finally:
         release.set()
+        scheduler.stop()
+
+
+def test_a_poke_while_a_pass_runs_runs_it_again_even_when_the_pass_was_its_last() -> None:
+    # Given a pass that says it is done (None: nothing left to look at) but was poked while it ran
+    # (a Topic deleted while the pass of its gone cluster was reading the Topics)
+    first_running, poked, runs = threading.Event(), threading.Event(), []
+    again = threading.Event()
+
+    def run(key: tuple[str, str, str]) -> float | None:
+        runs.append(key)
+        if len(runs) == 1:
+            first_running.set()
+            assert poked.wait(5)
+        else:
+            again.set()
+        return None
+
+    scheduler = Scheduler(run, workers=1, tick=0.05)
+    scheduler.start()
+    try:
+        scheduler.poke(("topics", "ns", "gone"))
+        assert first_running.wait(5)
+        # When the poke comes during that pass
+        scheduler.poke(("topics", "ns", "gone"))
+        poked.set()
+        # Then the pass runs once more
+        assert again.wait(5), runs
+    finally:
         scheduler.stop()
