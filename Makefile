@@ -22,12 +22,12 @@ unit:  ## pure logic: models, rendering, decisions, wire format
 integration:  ## real Kafka processes, a real API server, PySpark against real brokers
 	@$(ENV) $(PYTEST) -q testkit/tests operator/tests/integration spark/tests
 
-e2e:  ## end-to-end on real pods, every capability (local cluster here, kind with Docker, KRAFTY_E2E_CLUSTER=existing)
+e2e:  ## end-to-end on real pods, every capability (the local kind cluster; KRAFTY_E2E_CLUSTER=existing for another)
 	@$(ENV) KRAFTY_E2E_BUDGET_MINUTES=$${KRAFTY_E2E_BUDGET_MINUTES:-70} \
-		$(PYTEST) -q -m "not full" --durations=12 e2e/tests
+		$(PYTEST) -q -m "not full" --durations=40 e2e/tests
 
 e2e-full:  ## every end-to-end test, the slow variants too
-	@$(ENV) $(PYTEST) -q --durations=12 e2e/tests
+	@$(ENV) $(PYTEST) -q --durations=40 e2e/tests
 
 test: unit integration e2e  ## what CI runs (.ci/run): every tier
 
@@ -45,7 +45,7 @@ demo:  ## the main job: cluster, operator, Kafka, topics, events, Spark on the c
 demo-down:  ## remove what `make demo` created (the Kubernetes cluster stays up)
 	@$(ENV) python scripts/demo.py down
 
-cluster-up:  ## the local single-node Kubernetes cluster
+cluster-up:  ## the local Kubernetes cluster: kind, a control plane and three workers in three zones
 	@e2e/localkube/localkube up
 
 cluster-down:

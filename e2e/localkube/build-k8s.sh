@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds kube-apiserver, kube-controller-manager, kube-scheduler, kubelet,
-# kube-proxy and kubectl from the k8s.io/kubernetes module at K8S_VERSION.
+# kube-proxy, kubectl and kubeadm (kind's node image) from the k8s.io/kubernetes module at K8S_VERSION.
 #
 # The module zip has no staging/ tree, so its `replace k8s.io/x =>
 # ./staging/src/k8s.io/x` lines are rewritten to the published k8s.io/x
@@ -9,9 +9,10 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/versions.env"
+source "$here/progress.sh"
 cache="${KRAFTY_CACHE:-$HOME/.cache/krafty}"
 out="$cache/k8s/$K8S_VERSION/bin"
-components=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
+components=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl kubeadm)
 
 have_all() { for c in "${components[@]}"; do [[ -x "$out/$c" ]] || return 1; done; }
 if have_all; then exit 0; fi
@@ -44,6 +45,7 @@ cd "$src"
 for c in "${components[@]}"; do
   [[ -x "$out/$c" ]] && continue
   echo "localkube: building $c $K8S_VERSION (first time only)"
-  GOWORK=off GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags "-s -w $ldflags" -o "$out/$c.tmp" "./cmd/$c"
+  progress "building $c" env GOWORK=off GOFLAGS=-mod=mod CGO_ENABLED=0 \
+    go build -trimpath -ldflags "-s -w $ldflags" -o "$out/$c.tmp" "./cmd/$c"
   mv "$out/$c.tmp" "$out/$c"
 done

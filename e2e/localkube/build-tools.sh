@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the programs the local cluster runs besides Kubernetes itself, from
 # source, at the versions pinned in versions.env:
-#   coredns, local-path-provisioner, helm, kind  Go modules through the Go
-#                                                 module proxy (`go env GOPROXY`)
+#   coredns, local-path-provisioner, helm, kind,  Go modules through the Go
+#   crictl                                        module proxy (`go env GOPROXY`)
+#   etcd                                          the same, its server module built from a throwaway module
 #   kube-router                                   the same, from k3s's fork (versions.env)
 #   csi-provisioner, csi-resizer                  the same, each in a copy of its own module
 #   spark-operator                                the Kubeflow Spark operator the same way, and the Helm
@@ -12,12 +13,13 @@
 #                                                 pause.c of the k8s.io/kubernetes
 #                                                 module (static, gcc)
 # Usage: build-tools.sh [TOOL...]   (default: everything `localkube up` needs;
-#                                    kind and spark-operator only when asked for)
+#                                    spark-operator only when asked for)
 # Output: $KRAFTY_CACHE/localkube/tools/<tool>-<version>/<tool>, linked from
 # $KRAFTY_CACHE/localkube/bin/<tool>. Reruns are no-ops.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/versions.env"
+source "$here/progress.sh"
 cache="${KRAFTY_CACHE:-$HOME/.cache/krafty}"
 tools="$cache/localkube/tools"
 bin="$cache/localkube/bin"
@@ -31,7 +33,7 @@ go_tool() {
   if [[ ! -x "$dir/$name" ]]; then
     say "building $name $version from source through $(go env GOPROXY) (first time only)"
     mkdir -p "$dir"
-    (cd /tmp && GOBIN="$dir/.partial" GOWORK=off GOFLAGS=-mod=mod CGO_ENABLED=0 \
+    (cd /tmp && progress "building $name" env GOBIN="$dir/.partial" GOWORK=off GOFLAGS=-mod=mod CGO_ENABLED=0 \
       go install -trimpath -ldflags "-s -w $ldflags" "$package@$version")
     mv "$dir/.partial/$(basename "$package")" "$dir/$name"
     rm -rf "$dir/.partial"
@@ -50,7 +52,8 @@ kube_router_tool() {
     printf 'module localkube/kube-router\n\ngo 1.23\n\nrequire %s %s\n\nreplace %s => %s %s\n' \
       "$upstream" "$KUBE_ROUTER_VERSION" "$upstream" "${KUBE_ROUTER_FORK%@*}" "${KUBE_ROUTER_FORK#*@}" \
       >"$dir/.src/go.mod"
-    (cd "$dir/.src" && GOWORK=off GOFLAGS=-mod=mod GONOSUMDB="${KUBE_ROUTER_FORK%%/v2@*}" CGO_ENABLED=0 \
+    (cd "$dir/.src" && progress "building kube-router" \
+      env GOWORK=off GOFLAGS=-mod=mod GONOSUMDB="${KUBE_ROUTER_FORK%%/v2@*}" CGO_ENABLED=0 \
       go build -trimpath -o ../kube-router.partial \
         -ldflags "-s -w -X $upstream/pkg/version.Version=$KUBE_ROUTER_VERSION-${KUBE_ROUTER_FORK#*@}" \
         "$upstream/cmd/kube-router")
@@ -58,6 +61,23 @@ kube_router_tool() {
     rm -rf "$dir/.src"
   fi
   ln -sfn "$dir/kube-router" "$bin/kube-router"
+}
+
+# etcd: the server module's go.mod replaces its sibling modules with folders the module zip does not hold, so it
+# is built as a dependency of a throwaway module (whose build ignores those replace lines, taking the siblings at
+# the versions it requires).
+etcd_tool() {
+  local dir="$tools/etcd-$ETCD_VERSION" module=go.etcd.io/etcd/server/v3
+  if [[ ! -x "$dir/etcd" ]]; then
+    say "building etcd $ETCD_VERSION from source through $(go env GOPROXY) (first time only)"
+    rm -rf "$dir/.src" && mkdir -p "$dir/.src"
+    printf 'module localkube/etcd\n\ngo 1.24\n\nrequire %s %s\n' "$module" "$ETCD_VERSION" >"$dir/.src/go.mod"
+    (cd "$dir/.src" && progress "building etcd" env GOWORK=off GOFLAGS=-mod=mod CGO_ENABLED=0 \
+      go build -trimpath -ldflags "-s -w" -o ../etcd.partial "$module")
+    mv "$dir/etcd.partial" "$dir/etcd"
+    rm -rf "$dir/.src"
+  fi
+  ln -sfn "$dir/etcd" "$bin/etcd"
 }
 
 # The CSI sidecars: their go.mod pins the Kubernetes modules with replace lines, which `go install
@@ -70,8 +90,8 @@ csi_sidecar_tool() {
       | python3 -c 'import json,sys; d=json.load(sys.stdin); sys.exit(d["Error"]) if "Error" in d else print(d["Dir"])')"
     rm -rf "$dir/.src" && mkdir -p "$dir"
     cp -r "$moddir" "$dir/.src" && chmod -R u+w "$dir/.src"
-    (cd "$dir/.src" && GOWORK=off GOFLAGS="-mod=readonly -buildvcs=false" CGO_ENABLED=0 \
-      go build -trimpath -ldflags "-s -w -X main.version=$version" -o "../$name.partial" "./cmd/$name")
+    (cd "$dir/.src" && progress "building $name" env GOWORK=off GOFLAGS="-mod=readonly -buildvcs=false" \
+      CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$version" -o "../$name.partial" "./cmd/$name")
     mv "$dir/$name.partial" "$dir/$name"
     rm -rf "$dir/.src"
   fi
@@ -95,8 +115,8 @@ sys.exit(d["Error"]) if "Error" in d else print(d["Dir"], d.get("Origin", {}).ge
     read -r moddir commit <<<"$found"
     rm -rf "$dir" && mkdir -p "$dir"
     cp -r "$moddir" "$dir/.src" && chmod -R u+w "$dir/.src"
-    (cd "$dir/.src" && GOWORK=off GOFLAGS="-mod=readonly -buildvcs=false" CGO_ENABLED=0 \
-      go build -trimpath -o ../spark-operator.partial -ldflags "-s -w -X $module.version=$version \
+    (cd "$dir/.src" && progress "building spark-operator" env GOWORK=off GOFLAGS="-mod=readonly -buildvcs=false" \
+      CGO_ENABLED=0 go build -trimpath -o ../spark-operator.partial -ldflags "-s -w -X $module.version=$version \
         -X $module.gitTag=$version -X $module.gitCommit=$commit -X $module.gitTreeState=clean" ./cmd/operator)
     cp -r "$dir/.src/charts/spark-operator-chart" "$dir/chart"
     mv "$dir/spark-operator.partial" "$dir/spark-operator"
@@ -115,8 +135,8 @@ csi_loop_tool() {
   if [[ ! -x "$dir/csi-loop" ]]; then
     say "building csi-loop from $src (first time only, and after each change)"
     mkdir -p "$dir"
-    (cd "$src" && GOWORK=off GOFLAGS="-mod=readonly -buildvcs=false" CGO_ENABLED=0 \
-      go build -trimpath -ldflags "-s -w" -o "$dir/csi-loop.partial" .)
+    (cd "$src" && progress "building csi-loop" env GOWORK=off GOFLAGS="-mod=readonly -buildvcs=false" \
+      CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$dir/csi-loop.partial" .)
     mv "$dir/csi-loop.partial" "$dir/csi-loop"
     find "$tools" -maxdepth 1 -name 'csi-loop-*' ! -name "csi-loop-$hash" -exec rm -rf {} +
   fi
@@ -146,6 +166,9 @@ build() {
     helm) go_tool helm "$HELM_VERSION" helm.sh/helm/v3/cmd/helm \
       "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean" ;;
     kind) go_tool kind "$KIND_VERSION" sigs.k8s.io/kind ;;
+    crictl) go_tool crictl "$CRICTL_VERSION" sigs.k8s.io/cri-tools/cmd/crictl \
+      "-X sigs.k8s.io/cri-tools/pkg/version.Version=$CRICTL_VERSION" ;;
+    etcd) etcd_tool ;;
     spark-operator) spark_operator_tool ;;
     kube-router) kube_router_tool ;;
     csi-provisioner) csi_sidecar_tool csi-provisioner "$CSI_PROVISIONER_VERSION" \
@@ -165,6 +188,7 @@ kubectl_link() {
 }
 
 if [[ $# -eq 0 ]]; then
-  set -- kubectl pause coredns local-path-provisioner kube-router helm csi-loop csi-provisioner csi-resizer
+  set -- kubectl kind etcd crictl pause coredns local-path-provisioner kube-router helm csi-loop csi-provisioner \
+    csi-resizer
 fi
 for tool in "$@"; do build "$tool"; done

@@ -8,7 +8,8 @@
 # localkube starts its own.
 set -euo pipefail
 packages=(containerd runc containernetworking-plugins iptables ipset conntrack socat iproute2
-          etcd-server umoci debootstrap buildah podman openssl gcc libc6-dev util-linux mount xfsprogs)
+          etcd-server umoci debootstrap buildah podman netavark aardvark-dns openssl gcc libc6-dev util-linux mount
+          xfsprogs)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,5 +1,6 @@
-"""The local cluster's StorageClass `expandable` (the loop-file CSI driver of e2e/localkube/csi-loop): a claim
-grows while its pod runs, and a deleted claim leaves neither its backing file nor its loop device behind.
+"""The local cluster's StorageClass `expandable` (the loop-file CSI driver of e2e/localkube/csi-loop, on every
+node): a claim binds on the node where its pod lands, grows while its pod runs, and a deleted claim leaves
+neither its backing file (in that node) nor its loop device (on this machine) behind.
 
 Run: python -m pytest -q e2e/tests/test_05_expandable_storage.py   (as root; see docs/local-cluster.md; with
 another kind of cluster it is deselected, like the cluster_lifecycle tests)
@@ -7,6 +8,7 @@ another kind of cluster it is deselected, like the cluster_lifecycle tests)
 
 from __future__ import annotations
 
+import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -19,11 +21,13 @@ from krafty_testkit.kube import KubeCluster
 from krafty_testkit.waiting import wait_for
 
 STORAGE_CLASS = "expandable"
-IMAGE = "docker.io/library/debian:bookworm-slim"  # the base image every `localkube up` puts in containerd
+IMAGE = "docker.io/library/debian:bookworm-slim"  # the base image every node of localkube holds
 GI = 2**30
+TOPOLOGY_KEY = "topology.loop.csi.localkube/node"
+VOLUMES_IN_NODE = "/var/lib/csi-loop"  # where csi-loop keeps a node's backing files
 
 
-# It looks for the volume's file and loop device on this machine
+# It looks for the volume's file in its node's container and its loop device on this machine
 pytestmark = pytest.mark.local_cluster
 
 
@@ -56,28 +60,33 @@ def _df_size(cluster: KubeCluster, namespace: str) -> int:
     return int(shown.split()[-1])
 
 
-def _loop_devices(volume: str) -> dict[str, Path]:
-    """Loop device -> backing file, for the devices attached to this volume's file."""
-    found = {}
-    for backing in Path("/sys/block").glob("loop*/loop/backing_file"):
-        file = Path(backing.read_text().strip().removesuffix(" (deleted)"))
-        if file.name == f"{volume}.img":
-            found[f"/dev/{backing.parent.parent.name}"] = file
-    return found
+def _loop_devices(volume: str) -> list[str]:
+    """The loop devices of this machine attached to this volume's file."""
+    return [f"/dev/{backing.parent.parent.name}" for backing in Path("/sys/block").glob("loop*/loop/backing_file")
+            if Path(backing.read_text().strip().removesuffix(" (deleted)")).name == f"{volume}.img"]
 
 
-def test_a_claim_grows_from_1gi_to_2gi_while_its_pod_runs_and_leaves_nothing_when_deleted(
+def _files_in_node(node: str) -> list[str]:
+    return subprocess.run(["podman", "exec", node, "ls", VOLUMES_IN_NODE], capture_output=True, text=True,
+                          timeout=30, check=True).stdout.split()
+
+
+def test_a_claim_binds_on_its_pods_node_grows_from_1gi_to_2gi_while_the_pod_runs_and_leaves_nothing_when_deleted(
         kube_cluster: KubeCluster, namespace: str, cluster_timings: list[tuple[str, float]]) -> None:
     # Given a pod using a 1Gi claim of the class `expandable`, with data on it
     kube_cluster.apply(_claim_and_pod(), namespace)
-    kube_cluster.kubectl("wait", "-n", namespace, "--for=condition=Ready", "pod/user", "--timeout=60s", timeout=70)
+    kube_cluster.kubectl("wait", "-n", namespace, "--for=condition=Ready", "pod/user", "--timeout=90s", timeout=100)
     assert 0.9 * GI < _df_size(kube_cluster, namespace) <= GI
     kube_cluster.kubectl("exec", "-n", namespace, "user", "--", "sh", "-c", "echo kept > /data/marker")
-    pod_uid = kube_cluster.kubectl("get", "pod", "-n", namespace, "user", "-o", "jsonpath={.metadata.uid}")
+    pod = kube_cluster.kubectl_json("get", "pod", "-n", namespace, "user")
+    pod_uid, node = pod["metadata"]["uid"], pod["spec"]["nodeName"]
     volume = kube_cluster.kubectl("get", "pvc", "-n", namespace, "data", "-o", "jsonpath={.spec.volumeName}")
-    devices = _loop_devices(volume)
-    assert len(devices) == 1, devices
-    backing_file = next(iter(devices.values()))
+    # Then the volume lives on the node where the pod landed, and only there
+    terms = kube_cluster.kubectl_json("get", "pv", volume)["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"]
+    assert terms == [{"matchExpressions": [{"key": TOPOLOGY_KEY, "operator": "In", "values": [node]}]}]
+    assert f"{volume}.img" in _files_in_node(node)
+    assert all(f"{volume}.img" not in _files_in_node(other) for other in kube_cluster.workers() if other != node)
+    assert len(_loop_devices(volume)) == 1, _loop_devices(volume)
     # When the claim asks for 2Gi
     patched = time.monotonic()
     kube_cluster.kubectl("patch", "pvc", "-n", namespace, "data", "-p",
@@ -103,5 +112,5 @@ def test_a_claim_grows_from_1gi_to_2gi_while_its_pod_runs_and_leaves_nothing_whe
     # Then the volume, its backing file and its loop device are gone
     wait_for(lambda: kube_cluster.kubectl("get", "pv", "--ignore-not-found", volume), lambda out: not out.strip(),
              60, f"PersistentVolume {volume} deleted")
-    assert not backing_file.exists()
-    assert _loop_devices(volume) == {}
+    assert f"{volume}.img" not in _files_in_node(node)
+    assert _loop_devices(volume) == []

@@ -1,14 +1,14 @@
-"""The e2e cluster itself: real pods on a real kubelet, images built here, DNS, Services, volumes,
-graceful termination, and a machine left clean by `down`.
+"""The e2e cluster itself (e2e/localkube: kind, built here): a control plane and three workers in three zones,
+real pods on real kubelets from images built here, DNS and TCP across nodes, Services, NetworkPolicies that
+really block, graceful termination, nodes that stop, start, are cut off and come back, and a machine left clean
+by `down`.
 
 Run: python -m pytest -q e2e/tests/test_local_cluster.py   (as root; see docs/local-cluster.md)
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import re
+import json
 import subprocess
 import time
 import uuid
@@ -18,135 +18,114 @@ from typing import Any
 
 import pytest
 
-from krafty_testkit.kube import ROOT, Image, KubeCluster, LocalCluster
+from krafty_testkit.kube import ROOT, Image, KubeCluster, KubeError, LocalCluster
 from krafty_testkit.waiting import wait_for
 
 ECHO = Image("krafty-e2e/echo:1", ROOT / "e2e" / "tests" / "images" / "echo" / "Dockerfile")
 PORT = 7000
 GRACE_SECONDS = 6
 PRESTOP_SECONDS = 1
-CLUSTER_PROGRAMS = {"etcd", "containerd", "containerd-shim-runc-v2", "runc", "kube-apiserver",
-                    "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy", "coredns",
-                    "local-path-provisioner", "csi-loop", "csi-provisioner", "csi-resizer"}
+ZONES = ["zone-a", "zone-b", "zone-c"]
+KIND_LABEL = "io.x-k8s.kind.cluster=krafty"
+NETWORK = "krafty-kind"
 
 
 # What the machine holds, seen independently of localkube's own bookkeeping
-
-def _cluster_processes() -> set[str]:
-    found = set()
-    for proc in Path("/proc").iterdir():
-        with contextlib.suppress(OSError):
-            name = os.path.basename(os.readlink(proc / "exe"))
-            cmdline = (proc / "cmdline").read_bytes().decode(errors="replace").replace("\0", " ")
-            if name in CLUSTER_PROGRAMS and "krafty-localkube" in cmdline:
-                found.add(f"{proc.name} {cmdline[:100]}")
-    for procs_file in Path("/sys/fs/cgroup").glob("*/kubepods/**/cgroup.procs"):
-        found |= {f"{pid} (in {procs_file.parent})" for pid in procs_file.read_text().split()}
-    return found
-
 
 def _lines(*argv: str) -> list[str]:
     return subprocess.run(argv, capture_output=True, text=True, timeout=60, check=True).stdout.splitlines()
 
 
-def _iptables_chains() -> set[str]:
-    chains = set()
-    for tool in ("iptables-save", "ip6tables-save"):
-        table = ""
-        for line in _lines(tool):
-            table = line[1:] if line.startswith("*") else table
-            if line.startswith(":") and line.split()[1] == "-":  # user-defined chains have no policy
-                chains.add(f"{tool}/{table}/{line[1:].split()[0]}")
-    return chains
+def _podman_json(*argv: str) -> list[dict[str, Any]]:
+    out = subprocess.run(["podman", *argv, "--format", "json"], capture_output=True, text=True, timeout=60,
+                         check=True).stdout
+    return list(json.loads(out or "[]"))
 
 
-def machine_snapshot() -> dict[str, set[str]]:
-    """Everything a cluster could leave behind that can be told apart from other users' things."""
+def _node_volumes() -> set[str]:
+    """kind labels each node's /var volume with the node's name as a key."""
+    return {v["Name"] for v in _podman_json("volume", "ls")
+            if any(key.startswith("krafty-") for key in (v.get("Labels") or {}))}
+
+
+def machine_snapshot(known_volumes: set[str] = frozenset()) -> dict[str, set[str]]:  # type: ignore[assignment]
+    """Everything a cluster could leave behind: node containers (and their conmon processes), the nodes'
+    volumes and network, mounts of those volumes (also of ones seen before), and loop devices whose backing
+    file was in a node."""
+    volumes = _node_volumes()
     mounts = {line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()}
-    ours = ("/run/netns/cni-", "/var/lib/kubelet/", "/run/containerd/")
-    rules = _lines("iptables-save") + _lines("ip6tables-save")
+    loops = {f"{backing.parent.parent.name} {backing.read_text().strip()}"
+             for backing in Path("/sys/block").glob("loop*/loop/backing_file")}
     return {
-        "processes": _cluster_processes(),
-        "mounts": {m for m in mounts if "krafty-localkube" in m or m.startswith(ours)},
-        "netns": {ns.split()[0] for ns in _lines("ip", "netns", "list") if ns.startswith("cni-")},  # containerd's names
-        "bridge and veths": {line.split(":")[1].strip() for line in _lines("ip", "-o", "link", "show")
-                             if "krafty0" in line},
-        "iptables chains": {c for c in _iptables_chains() if "/KUBE-" in c},
-        "iptables rules": {r for r in rules if "krafty-localkube" in r or "10.244." in r},
-        "cgroups": {str(p) for p in Path("/sys/fs/cgroup").glob("*/kubepods")},
-        "files": {str(p) for p in (Path("/var/lib/kubelet"),) if p.exists()}
-                 | {str(p) for p in Path("/var/lib/cni/results").glob("*") if "cni-loopback" in p.name
-                    or "krafty-localkube" in p.name}
-                 | {str(p) for p in Path("/var/log/containers").glob("*")},
+        "containers": {c["Names"][0] for c in _podman_json("ps", "-a", "--filter", f"label={KIND_LABEL}")},
+        "conmon processes": {line for line in _lines("ps", "-eo", "pid,args")
+                             if "conmon" in line and "krafty-" in line},
+        "volumes": volumes,
+        "networks": {n["name"] for n in _podman_json("network", "ls") if n["name"] == NETWORK},
+        "mounts": {m for m in mounts if any(v in m for v in volumes | known_volumes)},
+        "loop devices": {loop for loop in loops if ".img" in loop and "pvc-" in loop},
     }
 
 
-def assert_clean(cluster: LocalCluster) -> None:
+def assert_clean(cluster: LocalCluster, volumes_before: set[str]) -> None:
     leftovers = cluster.leftovers()
     assert all(not items for items in leftovers.values()), leftovers
-    seen = machine_snapshot()
+    seen = machine_snapshot(volumes_before)
     assert all(not items for items in seen.values()), seen
 
 
 @pytest.mark.cluster_lifecycle
-def test_up_down_cycles_leave_the_machine_clean(kube_cluster: KubeCluster,
-                                                cluster_timings: list[tuple[str, float]]) -> None:
+def test_down_leaves_nothing_behind_and_up_brings_back_three_workers_in_three_zones(
+        kube_cluster: KubeCluster, cluster_timings: list[tuple[str, float]]) -> None:
     assert isinstance(kube_cluster, LocalCluster)
-    # Given the local cluster is up, with a pod on the pod network behind a host port
+    # Given the cluster is up, with a pod on a volume that grows (a loop device inside a node)
     kube_cluster.load_images([ECHO])
-    _run_pod_with_host_port(kube_cluster)
+    _pod_on_an_expandable_volume(kube_cluster)
+    volumes = _node_volumes()
+    assert len(volumes) == 4, volumes
     # When it goes down
-    cluster_timings.append(("local: down (with a running pod)", kube_cluster.down()))
-    # Then nothing of it is left: no process, mount, netns, bridge, veth, iptables chain or cgroup
-    assert_clean(kube_cluster)
-    for cycle in (1, 2):
-        # When it comes up again and goes down again
-        up_seconds = kube_cluster.up()
-        cluster_timings.append((f"local: up (fresh cluster, cached programs and images), cycle {cycle}", up_seconds))
-        kube_cluster.wait_for_ready_node(timeout=30)
-        _run_pod_with_host_port(kube_cluster)
-        cluster_timings.append((f"local: down, cycle {cycle}", kube_cluster.down()))
-        # Then again nothing of it is left
-        assert_clean(kube_cluster)
-    # And it is left up for the tests after this one; a second up is a quick no-op
-    cluster_timings.append(("local: up (fresh cluster)", kube_cluster.up()))
+    cluster_timings.append(("local: down (with a pod on an expandable volume)", kube_cluster.down()))
+    # Then nothing of it is left: no container, process, volume, network, mount or loop device
+    assert_clean(kube_cluster, volumes)
+    # When it comes up again (programs and images cached)
+    seconds = kube_cluster.up()
+    cluster_timings.append(("local: up (control plane and 3 workers; node image, programs and images cached)",
+                            seconds))
+    print(f"\ncached up of a control plane and 3 workers: {seconds:.1f} s")
+    # Then a second up is a no-op, and the nodes are what the tests below expect
     noop = kube_cluster.up()
     cluster_timings.append(("local: up (already up)", noop))
-    print(f"\nup/down durations: {cluster_timings}")
-    assert noop < 10
+    assert noop < 30
+    assert sorted(kube_cluster.workers().values()) == ZONES
 
 
-def _run_pod_with_host_port(cluster: KubeCluster) -> None:
-    cluster.apply([{
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "lifecycle-probe", "namespace": "default"},
-        "spec": {"terminationGracePeriodSeconds": 1, "containers": [{
-            "name": "echo", "image": ECHO.name, "imagePullPolicy": "Never",
-            "ports": [{"containerPort": PORT, "hostPort": 17000}]}]},
-    }])
+def _pod_on_an_expandable_volume(cluster: KubeCluster) -> None:
+    cluster.apply([
+        {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "lifecycle", "namespace": "default"},
+         "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "expandable",
+                  "resources": {"requests": {"storage": "1Gi"}}}},
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "lifecycle-probe", "namespace": "default"},
+         "spec": {"terminationGracePeriodSeconds": 1, "containers": [{
+             "name": "echo", "image": ECHO.name, "imagePullPolicy": "Never",
+             "volumeMounts": [{"name": "data", "mountPath": "/data"}]}],
+             "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "lifecycle"}}]}},
+    ])
     cluster.kubectl("wait", "--for=condition=Ready", "pod/lifecycle-probe", "--timeout=120s", timeout=150)
+    assert machine_snapshot()["loop devices"], "the expandable volume has no loop device on this machine"
 
 
-def test_the_node_is_ready_with_room_for_ten_small_pods(kube_cluster: KubeCluster) -> None:
+def test_three_ready_workers_in_three_zones_beside_the_control_plane(kube_cluster: KubeCluster) -> None:
     # Given the cluster is up
-    # When we read its node
-    node = kube_cluster.kubectl_json("get", "nodes")["items"][0]
-    # Then it is Ready and its allocatable resources fit ten pods of 100m CPU and 256Mi memory
-    conditions = {c["type"]: c["status"] for c in node["status"]["conditions"]}
-    allocatable = node["status"]["allocatable"]
-    print(f"\nnode {node['metadata']['name']}: allocatable {allocatable}")
-    assert conditions["Ready"] == "True"
-    assert _millicores(allocatable["cpu"]) >= 10 * 100
-    assert _mebibytes(allocatable["memory"]) >= 10 * 256
-    assert int(allocatable["pods"]) >= 10
-
-
-def _millicores(quantity: str) -> int:
-    return int(quantity[:-1]) if quantity.endswith("m") else int(float(quantity) * 1000)
-
-
-def _mebibytes(quantity: str) -> int:
-    number, unit = re.fullmatch(r"(\d+)([A-Za-z]*)", quantity).groups()  # type: ignore[union-attr]
-    return int(number) * {"Ki": 1024, "Mi": 1024**2, "Gi": 1024**3, "": 1}[unit] // 1024**2
+    # When we read its nodes
+    nodes = kube_cluster.kubectl_json("get", "nodes")["items"]
+    # Then all four are Ready, the three that take pods each in its own zone, each with room for pods
+    assert len(kube_cluster.ready_nodes()) == 4
+    workers = kube_cluster.workers()
+    print(f"\nworkers and zones: {workers}")
+    assert sorted(workers.values()) == ZONES
+    for node in nodes:
+        if node["metadata"]["name"] in workers:
+            assert int(node["status"]["allocatable"]["pods"]) >= 10
 
 
 @pytest.fixture(scope="module")
@@ -165,21 +144,9 @@ def namespace(kube_cluster: KubeCluster) -> Iterator[str]:
     kube_cluster.kubectl("delete", "namespace", name, "--wait=false")
 
 
-def test_a_pod_from_a_locally_built_image_runs(kube_cluster: KubeCluster, echo_image: str, namespace: str) -> None:
-    # Given an image built on this machine (never pulled: imagePullPolicy Never)
-    # When a pod runs it
-    kube_cluster.apply([{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "echo"}, "spec": {
-        "terminationGracePeriodSeconds": 1,
-        "containers": [{"name": "echo", "image": echo_image, "imagePullPolicy": "Never"}]}}], namespace)
-    kube_cluster.kubectl("wait", "-n", namespace, "--for=condition=Ready", "pod/echo", "--timeout=120s", timeout=150)
-    # Then its server answers and its log says it started
-    assert _ask(kube_cluster, namespace, "echo", "localhost", "hello") == "echo hello"
-    assert "started" in kube_cluster.kubectl("logs", "-n", namespace, "echo")
-
-
-def _ask(cluster: KubeCluster, namespace: str, pod: str, host: str, text: str) -> str:
+def _ask(cluster: KubeCluster, namespace: str, pod: str, host: str, text: str, timeout: float = 60) -> str:
     return cluster.kubectl("exec", "-n", namespace, pod, "--", "python3", "/app/echo_server.py", "ask", host,
-                           str(PORT), text, timeout=60).strip()
+                           str(PORT), text, timeout=timeout).strip()
 
 
 def _statefulset(image: str) -> list[dict[str, Any]]:
@@ -193,6 +160,9 @@ def _statefulset(image: str) -> list[dict[str, Any]]:
         "lifecycle": {"preStop": {"exec": {"command": ["sh", "-c", f"{' '.join(note)} && sleep {PRESTOP_SECONDS}"]}}},
         "volumeMounts": [{"name": "data", "mountPath": "/data"}],
     }
+    # One pod in each zone, so every question below crosses from one node to another
+    spread = [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
+               "labelSelector": {"matchLabels": labels}}]
     return [
         {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "echo-set"},
          "spec": {"clusterIP": "None", "selector": labels, "ports": [{"name": "echo", "port": PORT}]}},
@@ -200,8 +170,10 @@ def _statefulset(image: str) -> list[dict[str, Any]]:
          "spec": {"selector": labels, "ports": [{"name": "echo", "port": PORT}]}},
         {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "echo-set"}, "spec": {
             "serviceName": "echo-set", "replicas": 3, "selector": {"matchLabels": labels},
+            "podManagementPolicy": "Parallel",
             "template": {"metadata": {"labels": labels}, "spec": {
-                "terminationGracePeriodSeconds": GRACE_SECONDS, "containers": [container]}},
+                "terminationGracePeriodSeconds": GRACE_SECONDS, "topologySpreadConstraints": spread,
+                "containers": [container]}},
             "volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": {
                 "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "16Mi"}}}}]}},
     ]
@@ -214,17 +186,27 @@ def echo_set(kube_cluster: KubeCluster, echo_image: str, namespace: str) -> str:
     return namespace
 
 
-def test_statefulset_pods_find_each_other_by_dns_name_and_talk_over_tcp(kube_cluster: KubeCluster,
-                                                                       echo_set: str) -> None:
-    # Given three pods of a StatefulSet behind a headless Service
-    # When each asks every other by its stable name pod-N.<service>.<namespace>.svc.cluster.local
-    # Then the named pod answers over TCP
+def _node_of(cluster: KubeCluster, namespace: str, pod: str) -> str:
+    return str(cluster.kubectl_json("get", "pod", "-n", namespace, pod)["spec"]["nodeName"])
+
+
+def _all_answer(cluster: KubeCluster, namespace: str, timeout: float = 60) -> None:
+    """Each pod asks every other by its stable name pod-N.<service>.<namespace>.svc.cluster.local."""
     for me in range(3):
         for other in range(3):
-            host = f"echo-set-{other}.echo-set.{echo_set}.svc.cluster.local"
-            answer = wait_for(lambda me=me, host=host: _ask(kube_cluster, echo_set, f"echo-set-{me}", host, "hi"),
-                              lambda got, other=other: got == f"echo-set-{other} hi", 60, f"echo-set-{me} -> {host}")
-            assert answer == f"echo-set-{other} hi"
+            host = f"echo-set-{other}.echo-set.{namespace}.svc.cluster.local"
+            wait_for(lambda me=me, host=host: _ask(cluster, namespace, f"echo-set-{me}", host, "hi", timeout=20),
+                     lambda got, other=other: got == f"echo-set-{other} hi", timeout, f"echo-set-{me} -> {host}")
+
+
+def test_pods_on_three_nodes_find_each_other_by_dns_name_and_talk_over_tcp(kube_cluster: KubeCluster,
+                                                                          echo_set: str) -> None:
+    # Given three pods of a StatefulSet behind a headless Service, one on each worker
+    nodes = {_node_of(kube_cluster, echo_set, f"echo-set-{n}") for n in range(3)}
+    assert nodes == set(kube_cluster.workers())
+    # When each asks every other by its stable name
+    # Then the named pod answers over TCP, across nodes
+    _all_answer(kube_cluster, echo_set)
 
 
 def test_a_cluster_ip_service_routes_to_every_pod(kube_cluster: KubeCluster, echo_set: str) -> None:
@@ -243,6 +225,63 @@ def test_a_cluster_ip_service_routes_to_every_pod(kube_cluster: KubeCluster, ech
     # Then every pod has answered, and the Service's DNS name points at its ClusterIP
     assert answered == {"echo-set-0", "echo-set-1", "echo-set-2"}
     assert _ask(kube_cluster, echo_set, "echo-set-1", f"echo-any.{echo_set}.svc.cluster.local", "x").endswith(" x")
+
+
+def _answer_or_failure(cluster: KubeCluster, namespace: str, pod: str, host: str) -> str:
+    try:
+        return _ask(cluster, namespace, pod, host, "blocked?", timeout=30)
+    except KubeError as error:  # the failed exec is the answer looked for: the client's "cannot reach" line
+        lines = str(error).splitlines()
+        return next((line for line in lines if "cannot reach" in line), str(error))
+
+
+def _blocked(answer: str) -> bool:
+    """kube-router turns a denied connection away with an ICMP port-unreachable (REJECT): the client sees it
+    refused at once; an enforcer that drops it would make it time out."""
+    return "refused" in answer or "timed out" in answer
+
+
+def test_a_network_policy_that_denies_blocks_connections_and_removing_it_restores_them(
+        kube_cluster: KubeCluster, echo_set: str) -> None:
+    # Given echo-set-1 answers echo-set-0 on another node
+    target = f"echo-set-1.echo-set.{echo_set}.svc.cluster.local"
+    assert _ask(kube_cluster, echo_set, "echo-set-0", target, "open") == "echo-set-1 open"
+    # When a NetworkPolicy lets nothing into echo-set-1
+    deny = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": {"name": "deny-echo-1"},
+            "spec": {"podSelector": {"matchLabels": {"statefulset.kubernetes.io/pod-name": "echo-set-1"}},
+                     "policyTypes": ["Ingress"], "ingress": []}}
+    kube_cluster.apply([deny], echo_set)
+    try:
+        # Then connections to it are turned away (the server still listens), while echo-set-2 still answers
+        seen = wait_for(lambda: _answer_or_failure(kube_cluster, echo_set, "echo-set-0", target), _blocked, 60,
+                        "the connection to echo-set-1 to be blocked")
+        print(f"\nwith the policy: {seen}")
+        assert _ask(kube_cluster, echo_set, "echo-set-1", "localhost", "inside") == "echo-set-1 inside"
+        assert _ask(kube_cluster, echo_set, "echo-set-0", f"echo-set-2.echo-set.{echo_set}.svc.cluster.local",
+                    "still") == "echo-set-2 still"
+    finally:
+        # When the policy is removed
+        kube_cluster.kubectl("delete", "networkpolicy", "-n", echo_set, "deny-echo-1")
+    # Then echo-set-1 answers again
+    wait_for(lambda: _answer_or_failure(kube_cluster, echo_set, "echo-set-0", target),
+             lambda answer: answer == "echo-set-1 blocked?", 60, "echo-set-1 to answer again")
+
+
+def test_a_connection_to_a_service_address_no_service_has_is_turned_away_at_once(kube_cluster: KubeCluster,
+                                                                               echo_set: str) -> None:
+    # Given an address in the Service range that no Service has (as a Service's is once it is deleted: a client
+    # that kept it, a keep-alive connection, still sends there)
+    taken = {s["spec"].get("clusterIP") for s in kube_cluster.kubectl_json("get", "services", "-A")["items"]}
+    unused = next(f"10.96.255.{n}" for n in range(250, 2, -1) if f"10.96.255.{n}" not in taken)
+    # When a pod connects to it
+    began = time.monotonic()
+    answer = _answer_or_failure(kube_cluster, echo_set, "echo-set-0", unused)
+    # Then the node turns it away at once (no route): it never leaves the cluster for the machine's own network
+    # (where a proxy of this network answered such connections, and a scrape kept alive to a deleted Service got
+    # 404s forever)
+    took = time.monotonic() - began
+    print(f"\n{unused}: {answer} after {took:.1f} s")
+    assert "No route to host" in answer, answer
 
 
 def _events(cluster: KubeCluster, namespace: str, pod: str) -> list[tuple[str, float]]:
@@ -280,3 +319,49 @@ def test_deleting_a_pod_runs_prestop_and_sigterm_kills_at_the_grace_period_and_k
     assert deleted_at <= first["prestop"] < first["sigterm"] < killed_at
     assert first["sigterm"] - first["prestop"] >= PRESTOP_SECONDS - 0.1
     assert GRACE_SECONDS - 0.5 <= killed_at - deleted_at <= GRACE_SECONDS + 3
+
+
+def _node_ready(cluster: KubeCluster, node: str) -> str:
+    conditions = cluster.kubectl_json("get", "node", node)["status"]["conditions"]
+    return next(c["status"] for c in conditions if c["type"] == "Ready")
+
+
+def test_a_partitioned_node_is_cut_off_until_healed(kube_cluster: KubeCluster, echo_set: str) -> None:
+    # Given echo-set-2's node, and the pods on the other nodes reaching it
+    _all_answer(kube_cluster, echo_set)
+    node = _node_of(kube_cluster, echo_set, "echo-set-2")
+    target = f"echo-set-2.echo-set.{echo_set}.svc.cluster.local"
+    # When the node is partitioned: its traffic to and from every other node dropped
+    kube_cluster.node_fault("partition", node)
+    try:
+        # Then the others' connections to it time out (nothing answers, not even with a refusal)
+        seen = _answer_or_failure(kube_cluster, echo_set, "echo-set-0", target)
+        assert "timed out" in seen, seen
+    finally:
+        # When it is healed
+        kube_cluster.node_fault("heal", node)
+    # Then every pod reaches every other again
+    _all_answer(kube_cluster, echo_set, timeout=120)
+
+
+def test_a_stopped_node_goes_not_ready_and_comes_back_ready_with_its_pods(
+        kube_cluster: KubeCluster, echo_set: str, cluster_timings: list[tuple[str, float]]) -> None:
+    # Given echo-set-2's node Ready
+    node = _node_of(kube_cluster, echo_set, "echo-set-2")
+    assert _node_ready(kube_cluster, node) == "True"
+    # When every process of that node is killed at once (a power cut)
+    stopped = time.monotonic()
+    kube_cluster.node_fault("stop", node)
+    # Then the API server sees it NotReady (after the controller manager's grace period)
+    wait_for(lambda: _node_ready(kube_cluster, node), lambda ready: ready != "True", 180, f"{node} not Ready")
+    cluster_timings.append((f"node stop -> {node} not Ready", time.monotonic() - stopped))
+    # When it starts again
+    started = time.monotonic()
+    kube_cluster.node_fault("start", node)
+    # Then it is Ready again, its pod runs, and every pod reaches every other again
+    wait_for(lambda: _node_ready(kube_cluster, node), lambda ready: ready == "True", 180, f"{node} Ready")
+    cluster_timings.append((f"node start -> {node} Ready", time.monotonic() - started))
+    kube_cluster.kubectl("wait", "-n", echo_set, "--for=condition=Ready", "pod/echo-set-2", "--timeout=180s",
+                         timeout=200)
+    _all_answer(kube_cluster, echo_set, timeout=180)
+    cluster_timings.append((f"node start -> every pod reaches echo-set-2 on {node} again", time.monotonic() - started))

@@ -9,10 +9,34 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// controller makes, grows and removes backing files (called by external-provisioner and -resizer).
+// TopologyKey is the one topology segment of a volume: the node that holds its backing file.
+const TopologyKey = "topology.loop.csi.localkube/node"
+
+// controller makes and removes the backing files of this node's volumes (called by the external-provisioner
+// beside it) and answers the external-resizer.
 type controller struct {
 	csi.UnimplementedControllerServer
-	vols *volumes
+	vols   *volumes
+	nodeID string
+}
+
+func (c *controller) topology() []*csi.Topology {
+	return []*csi.Topology{{Segments: map[string]string{TopologyKey: c.nodeID}}}
+}
+
+// onThisNode refuses a volume asked for another node: the provisioner beside each driver provisions for
+// its own node only, so this means a provisioner that is not in its node-deployment mode.
+func (c *controller) onThisNode(requirement *csi.TopologyRequirement) error {
+	wanted := append(requirement.GetPreferred(), requirement.GetRequisite()...)
+	if len(wanted) == 0 {
+		return nil
+	}
+	for _, topology := range wanted {
+		if topology.GetSegments()[TopologyKey] == c.nodeID {
+			return nil
+		}
+	}
+	return status.Errorf(codes.ResourceExhausted, "node %s cannot hold a volume for %v", c.nodeID, wanted)
 }
 
 func (c *controller) CreateVolume(_ context.Context, req *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
@@ -21,6 +45,9 @@ func (c *controller) CreateVolume(_ context.Context, req *csi.CreateVolumeReques
 	}
 	if req.GetVolumeContentSource() != nil {
 		return nil, status.Error(codes.InvalidArgument, "no snapshots or clones: volumes start empty")
+	}
+	if err := c.onThisNode(req.GetAccessibilityRequirements()); err != nil {
+		return nil, err
 	}
 	bytes, err := size(req.GetCapacityRange())
 	if err != nil {
@@ -40,7 +67,8 @@ func (c *controller) CreateVolume(_ context.Context, req *csi.CreateVolumeReques
 	} else if err := create(file, bytes); err != nil {
 		return nil, err
 	}
-	return &csi.CreateVolumeResponse{Volume: &csi.Volume{VolumeId: req.GetName(), CapacityBytes: bytes}}, nil
+	return &csi.CreateVolumeResponse{Volume: &csi.Volume{VolumeId: req.GetName(), CapacityBytes: bytes,
+		AccessibleTopology: c.topology()}}, nil
 }
 
 // create makes a sparse file with an XFS filesystem in it, under its final name only once complete.
@@ -73,10 +101,7 @@ func (c *controller) DeleteVolume(_ context.Context, req *csi.DeleteVolumeReques
 	if _, err := os.Stat(file); os.IsNotExist(err) {
 		return &csi.DeleteVolumeResponse{}, nil
 	}
-	// A loop device nothing mounts (a publish whose mount failed) goes with the volume; a mounted one stops it.
-	if err := detach(file); err != nil {
-		return nil, err
-	}
+	// A volume still mounted (its loop device attached) stays; mounts release their device when they go.
 	devices, err := loopDevices(file)
 	if err != nil {
 		return nil, err
@@ -91,31 +116,24 @@ func (c *controller) DeleteVolume(_ context.Context, req *csi.DeleteVolumeReques
 	return &csi.DeleteVolumeResponse{}, nil
 }
 
-// ControllerExpandVolume grows the backing file; the node then grows the loop device and the
-// filesystem (NodeExpandVolume), with the volume mounted or at its next mount.
+// ControllerExpandVolume has nothing to do centrally (the resizer that asks may run on any node): the
+// volume's node grows the backing file, the loop device and the filesystem (NodeExpandVolume), with the
+// volume mounted or at its next mount.
 func (c *controller) ControllerExpandVolume(_ context.Context, req *csi.ControllerExpandVolumeRequest) (
 	*csi.ControllerExpandVolumeResponse, error) {
+	if _, err := c.vols.file(req.GetVolumeId()); err != nil {
+		return nil, err
+	}
 	bytes, err := size(req.GetCapacityRange())
 	if err != nil {
 		return nil, err
 	}
-	c.vols.mu.Lock()
-	defer c.vols.mu.Unlock()
-	file, current, err := c.vols.existing(req.GetVolumeId())
-	if err != nil {
-		return nil, err
-	}
-	if current < bytes {
-		if err := os.Truncate(file, bytes); err != nil {
-			return nil, status.Error(codes.Internal, err.Error())
-		}
-	}
-	return &csi.ControllerExpandVolumeResponse{CapacityBytes: max(current, bytes), NodeExpansionRequired: true}, nil
+	return &csi.ControllerExpandVolumeResponse{CapacityBytes: bytes, NodeExpansionRequired: true}, nil
 }
 
 func (c *controller) ValidateVolumeCapabilities(_ context.Context, req *csi.ValidateVolumeCapabilitiesRequest) (
 	*csi.ValidateVolumeCapabilitiesResponse, error) {
-	if _, _, err := c.vols.existing(req.GetVolumeId()); err != nil {
+	if _, err := c.vols.file(req.GetVolumeId()); err != nil {
 		return nil, err
 	}
 	if err := checkCapabilities(req.GetVolumeCapabilities()); err != nil {

@@ -1,14 +1,19 @@
 // csi-loop is the CSI driver behind localkube's StorageClass "expandable": every volume is an XFS
-// filesystem in a sparse file, mounted through a loop device, and it grows while a pod uses it (PVC
-// 1Gi -> 2Gi, and `df` in the running pod shows 2Gi). local-path-provisioner, the default class, hands
-// out plain directories, which have no size to grow.
+// filesystem in a sparse file on the node that uses it, mounted through a loop device, and it grows while a
+// pod uses it (PVC 1Gi -> 2Gi, and `df` in the running pod shows 2Gi). local-path-provisioner, the default
+// class, hands out plain directories, which have no size to grow.
+//
+// It runs on every node (a DaemonSet pod, privileged: it calls mkfs.xfs, mount, losetup and xfs_growfs), and
+// a volume lives on one node: its topology is that node (NodeGetInfo tells the kubelet the key, CreateVolume
+// puts the volume there), so the scheduler puts the pod where its volume is, and the claim binds on the node
+// where its first pod lands (WaitForFirstConsumer). The upstream external-provisioner runs beside each driver
+// in its node-deployment mode: it provisions and deletes the volumes of its own node only. The upstream
+// external-resizer (one of them leads) asks ControllerExpandVolume, which has nothing to do centrally; the
+// kubelet then calls NodeExpandVolume on the volume's node, which grows the file, the loop device and XFS.
 //
 // Why our own driver: the upstream csi-driver-host-path (which also backs volumes with files) and the
-// node-driver-registrar are not served by the Go module proxy on our machines. So this driver is small,
-// runs as a host process next to the kubelet (as root: it calls losetup, mkfs.xfs, xfs_growfs and
-// mount), and answers the kubelet's plugin-registration API itself, the registrar's job. The upstream
-// external-provisioner and external-resizer, which are served, drive its Controller service over the
-// same unix socket as the kubelet.
+// node-driver-registrar are not served by the Go module proxy on our machines. So this driver is small and
+// answers the kubelet's plugin-registration API itself, the registrar's job.
 //
 // Why XFS and not ext4: ext4 grows while mounted only for a process with CAP_SYS_RESOURCE, which these
 // VMs withhold even from root (resize2fs: "Permission denied to resize filesystem"); XFS's grow needs
@@ -47,6 +52,7 @@ func main() {
 	registry := flag.String("registration-dir", "", "the kubelet's plugins_registry folder")
 	dir := flag.String("volumes", "", "folder of the volumes' backing files")
 	nodeID := flag.String("node-id", "", "this node's name")
+	loopDevices := flag.Int("loop-devices", 256, "make device nodes /dev/loop0..N-1 where missing (see loop.go)")
 	flag.Parse()
 	log.SetFlags(log.LstdFlags | log.Lmicroseconds)
 	if *endpoint == "" || *registry == "" || *dir == "" || *nodeID == "" {
@@ -55,11 +61,14 @@ func main() {
 	if err := os.MkdirAll(*dir, 0o700); err != nil {
 		log.Fatal(err)
 	}
+	if err := makeLoopDeviceNodes(*loopDevices); err != nil {
+		log.Fatal(err)
+	}
 	vols := &volumes{dir: *dir}
 
 	csiServer := grpc.NewServer(grpc.UnaryInterceptor(logCalls))
 	csi.RegisterIdentityServer(csiServer, &identity{name: *name})
-	csi.RegisterControllerServer(csiServer, &controller{vols: vols})
+	csi.RegisterControllerServer(csiServer, &controller{vols: vols, nodeID: *nodeID})
 	csi.RegisterNodeServer(csiServer, &node{vols: vols, nodeID: *nodeID})
 	serve(csiServer, *endpoint)
 
@@ -125,10 +134,14 @@ func (i *identity) GetPluginCapabilities(context.Context, *csi.GetPluginCapabili
 	*csi.GetPluginCapabilitiesResponse, error) {
 	service := &csi.PluginCapability_Service_{Service: &csi.PluginCapability_Service{
 		Type: csi.PluginCapability_Service_CONTROLLER_SERVICE}}
+	// Volumes are reachable from their own node only: the provisioner then asks CreateVolume for the
+	// claim's node and gives the PersistentVolume that node's affinity.
+	topology := &csi.PluginCapability_Service_{Service: &csi.PluginCapability_Service{
+		Type: csi.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS}}
 	expansion := &csi.PluginCapability_VolumeExpansion_{VolumeExpansion: &csi.PluginCapability_VolumeExpansion{
 		Type: csi.PluginCapability_VolumeExpansion_ONLINE}}
 	return &csi.GetPluginCapabilitiesResponse{Capabilities: []*csi.PluginCapability{
-		{Type: service}, {Type: expansion}}}, nil
+		{Type: service}, {Type: topology}, {Type: expansion}}}, nil
 }
 
 func (i *identity) Probe(context.Context, *csi.ProbeRequest) (*csi.ProbeResponse, error) {

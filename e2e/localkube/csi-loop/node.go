@@ -11,8 +11,8 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// node mounts volumes for the kubelet. No staging: each publish attaches the backing file to a loop
-// device (or reuses the one it has) and mounts that at the pod's target path.
+// node mounts volumes for the kubelet. No staging: each publish mounts the backing file through a loop
+// device (mount -o loop: the device is released with its mount, even when the node dies).
 type node struct {
 	csi.UnimplementedNodeServer
 	vols   *volumes
@@ -41,22 +41,14 @@ func (n *node) NodePublishVolume(_ context.Context, req *csi.NodePublishVolumeRe
 	if isMounted {
 		return &csi.NodePublishVolumeResponse{}, nil
 	}
-	device, err := attach(file)
-	if err != nil {
-		return nil, err
-	}
 	if err := os.MkdirAll(target, 0o750); err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
-	options := req.GetVolumeCapability().GetMount().GetMountFlags()
+	options := append([]string{"loop"}, req.GetVolumeCapability().GetMount().GetMountFlags()...)
 	if req.GetReadonly() {
 		options = append(options, "ro")
 	}
-	args := []string{"-t", "xfs", device, target}
-	if len(options) > 0 {
-		args = append(args, "-o", strings.Join(options, ","))
-	}
-	if _, err := run("mount", args...); err != nil {
+	if _, err := run("mount", "-t", "xfs", "-o", strings.Join(options, ","), file, target); err != nil {
 		return nil, err
 	}
 	return &csi.NodePublishVolumeResponse{}, nil
@@ -68,8 +60,7 @@ func (n *node) NodeUnpublishVolume(_ context.Context, req *csi.NodeUnpublishVolu
 	if target == "" {
 		return nil, status.Error(codes.InvalidArgument, "no target path")
 	}
-	file, err := n.vols.file(req.GetVolumeId())
-	if err != nil {
+	if _, err := n.vols.file(req.GetVolumeId()); err != nil {
 		return nil, err
 	}
 	n.vols.mu.Lock()
@@ -86,15 +77,11 @@ func (n *node) NodeUnpublishVolume(_ context.Context, req *csi.NodeUnpublishVolu
 	if err := os.Remove(target); err != nil && !os.IsNotExist(err) {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
-	if _, err := os.Stat(file); err == nil {
-		if err := detach(file); err != nil {
-			return nil, err
-		}
-	}
 	return &csi.NodeUnpublishVolumeResponse{}, nil
 }
 
-// NodeExpandVolume makes the loop device see its grown backing file, then grows XFS while mounted.
+// NodeExpandVolume grows the backing file to the size asked, makes the loop device see it, then grows XFS
+// while mounted.
 func (n *node) NodeExpandVolume(_ context.Context, req *csi.NodeExpandVolumeRequest) (
 	*csi.NodeExpandVolumeResponse, error) {
 	volumePath := req.GetVolumePath()
@@ -107,10 +94,20 @@ func (n *node) NodeExpandVolume(_ context.Context, req *csi.NodeExpandVolumeRequ
 	}
 	n.vols.mu.Lock()
 	defer n.vols.mu.Unlock()
-	file, bytes, err := n.vols.existing(req.GetVolumeId())
+	file, current, err := n.vols.existing(req.GetVolumeId())
 	if err != nil {
 		return nil, err
 	}
+	bytes, err := size(req.GetCapacityRange())
+	if err != nil {
+		return nil, err
+	}
+	if current < bytes {
+		if err := os.Truncate(file, bytes); err != nil {
+			return nil, status.Error(codes.Internal, err.Error())
+		}
+	}
+	bytes = max(current, bytes)
 	devices, err := loopDevices(file)
 	if err != nil {
 		return nil, err
@@ -168,5 +165,6 @@ func (n *node) NodeGetCapabilities(context.Context, *csi.NodeGetCapabilitiesRequ
 }
 
 func (n *node) NodeGetInfo(context.Context, *csi.NodeGetInfoRequest) (*csi.NodeGetInfoResponse, error) {
-	return &csi.NodeGetInfoResponse{NodeId: n.nodeID}, nil
+	return &csi.NodeGetInfoResponse{NodeId: n.nodeID, AccessibleTopology: &csi.Topology{
+		Segments: map[string]string{TopologyKey: n.nodeID}}}, nil
 }

@@ -123,38 +123,6 @@ func loopDevices(file string) ([]string, error) {
 	return strings.Fields(out), nil
 }
 
-// attach returns the loop device of a backing file, attaching one if there is none.
-func attach(file string) (string, error) {
-	devices, err := loopDevices(file)
-	if err != nil {
-		return "", err
-	}
-	if len(devices) > 0 {
-		return devices[0], nil
-	}
-	return run("losetup", "--find", "--show", file)
-}
-
-// detach frees the loop devices of a backing file that nothing mounts any more.
-func detach(file string) error {
-	devices, err := loopDevices(file)
-	if err != nil {
-		return err
-	}
-	for _, device := range devices {
-		used, err := mounted(func(m mount) bool { return m.source == device })
-		if err != nil {
-			return err
-		}
-		if !used {
-			if _, err := run("losetup", "--detach", device); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
 type mount struct{ point, source string }
 
 // mounted tells whether /proc/self/mountinfo holds a mount that matches.

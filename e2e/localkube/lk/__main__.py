@@ -1,10 +1,14 @@
-"""localkube: a real single-node Kubernetes cluster on this machine, without Docker or a registry.
+"""localkube: a kind cluster of a control plane and N workers in N zones, built from source on this machine
+(podman as kind's provider where no Docker engine answers; nothing is pulled from a registry).
 
-  up                      start (or keep) the cluster; waits for the node to be Ready
-  down                    stop everything and leave nothing behind (the cache stays)
-  status [--json]         what runs, whether the node is Ready, what is left behind when down
-  load-images SPEC...     build images with buildah and import them into the cluster's containerd;
+  up [--nodes N]          start (or keep) the cluster: a control plane and N workers (default 3), each in its
+                          own zone (topology.kubernetes.io/zone zone-a, zone-b, ...); waits until all are Ready
+  down                    delete the cluster and leave nothing behind (the cache stays)
+  status [--json]         the node containers, the nodes' Ready conditions, what is left behind when down
+  load-images SPEC...     build images with buildah and import them into every worker's containerd;
                           SPEC is NAME=DOCKERFILE[:CONTEXT] or @LISTFILE (one SPEC per line)
+  node ACTION NODE        stop (every process of the node killed at once, like a power cut), start,
+                          partition (its traffic to and from everything dropped) or heal
   kubeconfig              print the admin kubeconfig's path
   tools-path              print the folder holding kubectl, helm and the cluster's other programs
   base-image              make (or keep) the Debian base image in buildah's storage
@@ -21,7 +25,8 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from . import base_image, cluster, images, procs
+from . import base_image, images
+from . import cluster as kc
 from .settings import Settings
 
 
@@ -32,25 +37,26 @@ def _specs(args: list[str]) -> list[images.ImageSpec]:
     return specs
 
 
-def load_images(args: list[str]) -> int:
+def load_images(args: list[str]) -> None:
     cfg = Settings.from_env()
-    if procs.pid_of(cfg.pids, "containerd") is None:
-        print("localkube: the cluster is not up (run `localkube up` first)", file=sys.stderr)
-        return 1
+    nodes = {name: kc.ctr(name) for name in kc.schedulable_nodes()}
+    if not nodes:
+        raise SystemExit("localkube: the cluster is not up (run `localkube up` first)")
     base_image.ensure(cfg)
-    for name, image_id, imported in images.load(cfg, _specs(args)):
-        print(f"localkube: {name} {image_id[:12]} {'imported' if imported else 'unchanged'}", flush=True)
-    return 0
+    for name, image_id, imported in images.load(cfg, _specs(args), nodes):
+        where = f"imported into {', '.join(imported)}" if imported else "unchanged"
+        print(f"localkube: {name} {image_id[:12]} {where}", flush=True)
 
 
 def print_status(as_json: bool) -> int:
-    state = cluster.status()
+    state = kc.status()
     if as_json:
         print(json.dumps(state, indent=2))
     else:
-        print(f"state: {state['state']}\nnode: {state['node']}\nkubeconfig: {state['kubeconfig']}")
-        for name, pid in state["processes"].items():  # type: ignore[attr-defined]
-            print(f"  {name:<24} {pid or '-'}")
+        print(f"state: {state['state']} ({state['engine']})\nkubeconfig: {state['kubeconfig']}")
+        nodes: dict[str, str] = state["nodes"]  # type: ignore[assignment]
+        for name, container in state["containers"].items():  # type: ignore[attr-defined]
+            print(f"  {name:<28} container {container:<10} Ready {nodes.get(name, '-')}")
         for kind, items in state["leftovers"].items():  # type: ignore[attr-defined]
             for item in items:
                 print(f"  left behind ({kind}): {item}")
@@ -59,30 +65,23 @@ def print_status(as_json: bool) -> int:
 
 @contextlib.contextmanager
 def exclusive(cfg: Settings) -> Iterator[None]:
-    """One up/down/load-images at a time on this machine (several test sessions may share the cluster)."""
-    cfg.state.mkdir(parents=True, exist_ok=True)
-    with open(cfg.state / "lock", "w") as lock:
+    """One up/down/load-images/node action at a time on this machine (test sessions may share the cluster)."""
+    cfg.cache.mkdir(parents=True, exist_ok=True)
+    with open(cfg.cache / "lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         yield
-
-
-def up() -> int:
-    cluster.up()
-    return 0
-
-
-def down() -> int:
-    cluster.down()
-    return 0
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="localkube", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["up", "down", "status", "load-images", "kubeconfig", "tools-path",
-                                            "base-image"])
+    parser.add_argument("command", choices=["up", "down", "status", "load-images", "node", "kubeconfig",
+                                            "tools-path", "base-image"])
     parser.add_argument("--json", action="store_true", help="status: print JSON")
-    parser.add_argument("specs", nargs="*", help="load-images: NAME=DOCKERFILE[:CONTEXT] or @LISTFILE")
+    parser.add_argument("--nodes", type=int, default=kc.DEFAULT_WORKERS,
+                        help=f"up: how many workers, one zone each (default {kc.DEFAULT_WORKERS})")
+    parser.add_argument("args", nargs="*", help="load-images: NAME=DOCKERFILE[:CONTEXT] or @LISTFILE; "
+                        f"node: ACTION ({', '.join(kc.NODE_ACTIONS)}) NODE")
     args = parser.parse_args(argv)
     cfg = Settings.from_env()
     if args.command == "kubeconfig":
@@ -92,15 +91,24 @@ def main(argv: list[str]) -> int:
         print(cfg.tools_bin)
         return 0
     if os.geteuid() != 0:
-        parser.error("must run as root: it starts the kubelet and containerd and changes iptables")
+        parser.error("must run as root: it runs privileged node containers and changes the host's network links")
+    if not 1 <= args.nodes <= 8:
+        parser.error(f"--nodes must be 1 to 8 (workers), not {args.nodes}")
+    if args.command == "node" and (len(args.args) != 2 or args.args[0] not in kc.NODE_ACTIONS):
+        parser.error(f"node needs ACTION NODE, ACTION one of {', '.join(kc.NODE_ACTIONS)}")
+    kc.configure_environment(cfg)
     if args.command == "status":
         return print_status(args.json)
-    actions: dict[str, Callable[[], int]] = {
-        "up": up, "down": down, "load-images": lambda: load_images(args.specs),
-        "base-image": lambda: print(base_image.ensure(cfg)) or 0,
+    actions: dict[str, Callable[[], object]] = {
+        "up": lambda: kc.up(args.nodes),
+        "down": kc.down,
+        "load-images": lambda: load_images(args.args),
+        "node": lambda: kc.node_fault(args.args[0], args.args[1]),
+        "base-image": lambda: print(base_image.ensure(cfg)),
     }
     with exclusive(cfg):
-        return actions[args.command]()
+        actions[args.command]()
+    return 0
 
 
 if __name__ == "__main__":

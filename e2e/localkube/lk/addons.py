@@ -1,13 +1,8 @@
-"""The cluster's add-ons as API objects (pure): cluster DNS, the local-path storage provisioner, and the
-loop-file CSI driver with its provisioner and resizer (volumes that grow online).
-
-All run as host processes next to the kubelet rather than as pods, each with its own client certificate
-and the RBAC below. Why not pods: the add-ons are then up as soon as the API server is (no image build,
-no pod network, no sandbox in the way of the first DNS answer or the first volume), they cannot be
-evicted, throttled or restarted by probes on a busy two-core machine, and `localkube up` watches and
-restarts them like every other node component. What the workloads see is unchanged: the kube-dns
-Service at 10.96.0.10 (its EndpointSlice points at CoreDNS on the node IP), the default StorageClass
-whose helper pods run on the node from the locally built base image, and the StorageClass `expandable`.
+"""The cluster's storage as API objects (pure), applied by kind after `kubeadm init` (node_image.py writes them
+into the node image as /kind/manifests/default-storage.yaml):
+- the default StorageClass `standard`: rancher's local-path-provisioner (a directory per volume on the
+  node), run as kind runs it, from the image built here; its helper pods run the locally built base image;
+- the StorageClass `expandable`: csi-loop on every node (volumes that grow online, each on one node).
 """
 
 from __future__ import annotations
@@ -23,9 +18,14 @@ Obj = dict[str, Any]
 LOCAL_PATH_NAMESPACE = "local-path-storage"
 LOCAL_PATH_SERVICE_ACCOUNT = "local-path-provisioner-service-account"
 LOCAL_PATH_CONFIGMAP = "local-path-config"
+LOCAL_PATH_DIR = "/var/local-path-provisioner"  # on each node, in the node container's /var volume
 PROVISIONER = "rancher.io/local-path"
 STORAGE_CLASS = "standard"
 EXPANDABLE_STORAGE_CLASS = "expandable"
+CSI_LOOP_DIR = "/var/lib/csi-loop"  # the backing files of a node's `expandable` volumes, likewise
+KUBELET_DIR = "/var/lib/kubelet"
+CSI_NAMESPACE = "kube-system"
+CSI_ACCOUNT = "csi-loop"
 
 
 def _cluster_role(name: str, rules: list[Obj]) -> Obj:
@@ -40,35 +40,6 @@ def _binding(kind: str, name: str, subjects: list[Obj], namespace: str | None = 
     return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": f"{kind}Binding", "metadata": metadata,
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": name},
             "subjects": subjects}
-
-
-def _user(name: str) -> Obj:
-    return {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": name}
-
-
-def dns(node_ip: str) -> list[Obj]:
-    ports = [{"name": "dns", "port": 53, "protocol": "UDP", "targetPort": s.COREDNS_PORT},
-             {"name": "dns-tcp", "port": 53, "protocol": "TCP", "targetPort": s.COREDNS_PORT}]
-    labels = {"k8s-app": "kube-dns", "kubernetes.io/name": "CoreDNS"}
-    return [
-        _cluster_role("localkube:coredns", [
-            {"apiGroups": [""], "resources": ["endpoints", "services", "pods", "namespaces"],
-             "verbs": ["list", "watch"]},
-            {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list", "watch"]},
-        ]),
-        _binding("ClusterRole", "localkube:coredns", [_user("localkube:coredns")]),
-        # No selector: the EndpointSlice below is ours, the endpoint controllers leave it alone.
-        {"apiVersion": "v1", "kind": "Service",
-         "metadata": {"name": "kube-dns", "namespace": "kube-system", "labels": labels},
-         "spec": {"clusterIP": s.DNS_SERVICE_IP, "ports": ports}},
-        {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-         "metadata": {"name": "kube-dns-localkube", "namespace": "kube-system",
-                      "labels": {"kubernetes.io/service-name": "kube-dns",
-                                 "endpointslice.kubernetes.io/managed-by": "localkube"}},
-         "addressType": "IPv4",
-         "endpoints": [{"addresses": [node_ip], "conditions": {"ready": True}, "nodeName": s.NODE_NAME}],
-         "ports": [{"name": p["name"], "port": s.COREDNS_PORT, "protocol": p["protocol"]} for p in ports]},
-    ]
 
 
 SETUP_SCRIPT = '#!/bin/sh\nset -eu\nmkdir -m 0777 -p "$VOL_DIR"\n'
@@ -94,8 +65,7 @@ spec:
 
 
 def _local_path_rbac() -> list[Obj]:
-    subjects = [{"kind": "ServiceAccount", "name": LOCAL_PATH_SERVICE_ACCOUNT, "namespace": LOCAL_PATH_NAMESPACE},
-                _user("localkube:local-path-provisioner")]
+    subjects = [{"kind": "ServiceAccount", "name": LOCAL_PATH_SERVICE_ACCOUNT, "namespace": LOCAL_PATH_NAMESPACE}]
     name = "localkube:local-path-provisioner"
     return [
         _cluster_role(name, [
@@ -115,13 +85,14 @@ def _local_path_rbac() -> list[Obj]:
     ]
 
 
-def storage(cfg: Settings) -> list[Obj]:
-    config = {"nodePathMap": [{"node": "DEFAULT_PATH_FOR_NON_LISTED_NODES", "paths": [str(cfg.volumes)]}]}
+def local_path_storage(cfg: Settings) -> list[Obj]:
+    config = {"nodePathMap": [{"node": "DEFAULT_PATH_FOR_NON_LISTED_NODES", "paths": [LOCAL_PATH_DIR]}]}
     return [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": LOCAL_PATH_NAMESPACE}},
         {"apiVersion": "v1", "kind": "ServiceAccount",
          "metadata": {"name": LOCAL_PATH_SERVICE_ACCOUNT, "namespace": LOCAL_PATH_NAMESPACE}},
         *_local_path_rbac(),
+        local_path_provisioner(cfg),
         {"apiVersion": "v1", "kind": "ConfigMap",
          "metadata": {"name": LOCAL_PATH_CONFIGMAP, "namespace": LOCAL_PATH_NAMESPACE},
          "data": {"config.json": json.dumps(config), "setup": SETUP_SCRIPT, "teardown": TEARDOWN_SCRIPT,
@@ -133,53 +104,111 @@ def storage(cfg: Settings) -> list[Obj]:
     ]
 
 
-def expandable_storage() -> list[Obj]:
-    """The opt-in StorageClass whose volumes grow while mounted: csi-loop (csi-loop/main.go) and the upstream
-    external-provisioner and external-resizer (their deploy/kubernetes/rbac.yaml, less what is off here:
-    leader election, snapshots, capacity tracking, attaching). The default class stays local-path's."""
-    provisioner, resizer = "localkube:csi-provisioner", "localkube:csi-resizer"
+def local_path_provisioner(cfg: Settings) -> Obj:
+    labels = {"app": "local-path-provisioner"}
+    image = s.kind_image("local-path-provisioner", cfg.versions["LOCAL_PATH_PROVISIONER_VERSION"])
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "local-path-provisioner", "namespace": LOCAL_PATH_NAMESPACE},
+        "spec": {"replicas": 1, "selector": {"matchLabels": labels}, "template": {
+            "metadata": {"labels": labels},
+            "spec": {
+                "serviceAccountName": LOCAL_PATH_SERVICE_ACCOUNT,
+                "priorityClassName": "system-cluster-critical",
+                "tolerations": [{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists",
+                                 "effect": "NoSchedule"}],
+                "nodeSelector": {"node-role.kubernetes.io/control-plane": ""},
+                "containers": [{
+                    "name": "local-path-provisioner", "image": image, "imagePullPolicy": "Never",
+                    "command": ["local-path-provisioner", "start", "--helper-image", s.BASE_IMAGE,
+                                "--config", "/etc/config/config.json"],
+                    "env": [{"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+                            {"name": "CONFIG_MOUNT_PATH", "value": "/etc/config/"}],
+                    "volumeMounts": [{"name": "config", "mountPath": "/etc/config/"}],
+                    "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}},
+                }],
+                "volumes": [{"name": "config", "configMap": {"name": LOCAL_PATH_CONFIGMAP}}],
+            }}},
+    }
+
+
+def _csi_rbac() -> list[Obj]:
+    """What the external-provisioner and -resizer ask of the API (their deploy/kubernetes/rbac.yaml, less what
+    is off here: snapshots, capacity tracking, attaching), and the resizers' leader election."""
     read = ["get", "list", "watch"]
-    events = {"apiGroups": [""], "resources": ["events"], "verbs": ["list", "watch", "create", "update", "patch"]}
+    name = "localkube:csi-loop"
     return [
-        _cluster_role(provisioner, [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": CSI_ACCOUNT, "namespace": CSI_NAMESPACE}},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": name}, "rules": [
             {"apiGroups": [""], "resources": ["persistentvolumes"], "verbs": [*read, "create", "patch", "delete"]},
-            {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": [*read, "update"]},
-            {"apiGroups": [""], "resources": ["nodes"], "verbs": read},
-            {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses", "csinodes"], "verbs": read},
-            events,
-        ]),
-        _binding("ClusterRole", provisioner, [_user(provisioner)]),
-        _cluster_role(resizer, [
-            {"apiGroups": [""], "resources": ["persistentvolumes"], "verbs": [*read, "patch"]},
-            {"apiGroups": [""], "resources": ["persistentvolumeclaims", "pods"], "verbs": read},
+            {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": [*read, "update", "patch"]},
             {"apiGroups": [""], "resources": ["persistentvolumeclaims/status"], "verbs": ["patch"]},
-            {"apiGroups": ["storage.k8s.io"], "resources": ["volumeattributesclasses"], "verbs": read},
-            events,
-        ]),
-        _binding("ClusterRole", resizer, [_user(resizer)]),
-        # Nothing to attach (a loop device is set up where the volume is mounted), so no external-attacher;
-        # the kubelet gives the files to a pod's fsGroup (brokers run as non-root).
+            {"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": read},
+            {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses", "csinodes", "volumeattributesclasses"],
+             "verbs": read},
+            {"apiGroups": [""], "resources": ["events"], "verbs": ["list", "watch", "create", "update", "patch"]},
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": [*read, "create", "update"]},
+        ]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": name},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+         "subjects": [{"kind": "ServiceAccount", "name": CSI_ACCOUNT, "namespace": CSI_NAMESPACE}]},
+    ]
+
+
+def csi_loop(cfg: Settings, image: str) -> list[Obj]:
+    """csi-loop on every node beside an external-provisioner that provisions and deletes that node's volumes
+    only (node-deployment) and an external-resizer (one leads); the CSIDriver and the StorageClass."""
+    plugin_dir = f"{KUBELET_DIR}/plugins/{s.CSI_DRIVER}"
+    socket = f"{plugin_dir}/csi.sock"
+    node_name = {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
+    plugin = {"name": "plugin-dir", "mountPath": plugin_dir}
+    labels = {"app": "csi-loop"}
+
+    def sidecar(name: str, args: list[str]) -> Obj:
+        return {"name": name, "image": image, "imagePullPolicy": "Never",
+                "command": [name, f"--csi-address={socket}", "--v=1", *args], "env": [node_name],
+                "volumeMounts": [plugin], "resources": {"requests": {"cpu": "5m", "memory": "24Mi"}}}
+
+    driver = {
+        "name": "csi-loop", "image": image, "imagePullPolicy": "Never",
+        "command": ["csi-loop", f"--driver-name={s.CSI_DRIVER}", f"--endpoint={socket}",
+                    f"--registration-dir={KUBELET_DIR}/plugins_registry", f"--volumes={CSI_LOOP_DIR}",
+                    "--node-id=$(NODE_NAME)"],
+        "env": [node_name], "securityContext": {"privileged": True},
+        "resources": {"requests": {"cpu": "5m", "memory": "16Mi"}},
+        "volumeMounts": [{"name": "kubelet-dir", "mountPath": KUBELET_DIR, "mountPropagation": "Bidirectional"},
+                         {"name": "volumes", "mountPath": CSI_LOOP_DIR}],
+    }
+    return [
+        *_csi_rbac(),
+        {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "csi-loop", "namespace": CSI_NAMESPACE},
+         "spec": {"selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}, "spec": {
+             "serviceAccountName": CSI_ACCOUNT, "priorityClassName": "system-node-critical", "hostNetwork": True,
+             "containers": [
+                 driver,
+                 sidecar("csi-provisioner", ["--node-deployment=true", "--node-deployment-immediate-binding=false",
+                                             "--leader-election=false", "--extra-create-metadata=false"]),
+                 sidecar("csi-resizer", ["--leader-election=true", f"--leader-election-namespace={CSI_NAMESPACE}"]),
+             ],
+             "volumes": [{"name": "kubelet-dir", "hostPath": {"path": KUBELET_DIR, "type": "Directory"}},
+                         {"name": "plugin-dir", "hostPath": {"path": plugin_dir, "type": "DirectoryOrCreate"}},
+                         {"name": "volumes", "hostPath": {"path": CSI_LOOP_DIR, "type": "DirectoryOrCreate"}}],
+         }}}},
         {"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver", "metadata": {"name": s.CSI_DRIVER},
          "spec": {"attachRequired": False, "podInfoOnMount": False, "fsGroupPolicy": "File",
                   "volumeLifecycleModes": ["Persistent"]}},
-        {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": EXPANDABLE_STORAGE_CLASS},
+        {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+         "metadata": {"name": EXPANDABLE_STORAGE_CLASS},
          "provisioner": s.CSI_DRIVER, "parameters": {"csi.storage.k8s.io/fstype": "xfs"},
          "allowVolumeExpansion": True, "volumeBindingMode": "WaitForFirstConsumer", "reclaimPolicy": "Delete"},
     ]
 
 
-def network_policies() -> list[Obj]:
-    """What kube-router's firewall reads: the policies and who they select (its informers list them all)."""
-    name = "localkube:kube-router"
-    return [
-        _cluster_role(name, [
-            {"apiGroups": [""], "resources": ["namespaces", "pods", "services", "nodes", "endpoints"],
-             "verbs": ["get", "list", "watch"]},
-            {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"], "verbs": ["get", "list", "watch"]},
-            {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["get", "list", "watch"]},
-        ]),
-        _binding("ClusterRole", name, [_user(name)]),
-    ]
+def default_storage(cfg: Settings, csi_image: str) -> str:
+    """What kind applies as the default storage: local-path's objects and its Deployment, and csi-loop's, as JSON
+    (which is YAML)."""
+    objects = [*local_path_storage(cfg), *csi_loop(cfg, csi_image)]
+    return json.dumps(manifest(objects), indent=1)
 
 
 def manifest(objects: list[Obj]) -> Obj:

@@ -6,8 +6,9 @@
 - Builds use chroot isolation (no nested namespaces or cgroups needed; RUN steps share the host's
   network and DNS) with the layer cache on, so an unchanged Dockerfile rebuilds in about a second.
 - The host's pip settings that choose an index or a CA bundle go in as build args, only when set.
-- An image is imported into containerd (as a docker-archive) only when its ID differs from the one
-  recorded on the containerd image as a label, so unchanged images cost no import.
+- An image is imported into each node's containerd (as a docker-archive, through the node container's
+  `ctr`) only when its ID differs from the one recorded on the containerd image as a label, so unchanged
+  images cost no import.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from .progress import ticking
 from .settings import Settings
 
 ID_LABEL = "krafty.localkube/image-id"
@@ -102,12 +104,20 @@ def build(spec: ImageSpec, extra_args: list[str]) -> str:
         return iidfile.read_text().strip().removeprefix("sha256:")
 
 
-def _ctr(cfg: Settings, *args: str) -> list[str]:
-    return ["ctr", "--address", str(cfg.containerd_socket), "--namespace", "k8s.io", *args]
+def _run_in(argv: list[str], stdin_path: Path | None = None) -> str:
+    if stdin_path is None:
+        return _run(argv)
+    with stdin_path.open("rb") as stdin:
+        result = subprocess.run(argv, stdin=stdin, capture_output=True, check=False)
+    if result.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv[:4])} failed ({result.returncode}): "
+                           f"{result.stderr.decode(errors='replace').strip()[-3000:]}")
+    return result.stdout.decode(errors="replace")
 
 
-def imported_id(cfg: Settings, ref: str) -> str | None:
-    out = _run(_ctr(cfg, "images", "ls", f"name=={ref}"))
+def imported_id(ctr: list[str], ref: str) -> str | None:
+    """The buildah image ID recorded on a containerd image (ctr: the command that reaches that containerd)."""
+    out = _run([*ctr, "images", "ls", f"name=={ref}"])
     for line in out.splitlines()[1:]:
         for label in line.split()[-1].split(","):
             key, _, value = label.partition("=")
@@ -123,30 +133,43 @@ def buildah_image_id(name: str) -> str | None:
     return ids[0].removeprefix("sha256:") if result.returncode == 0 and ids else None
 
 
-def import_image(cfg: Settings, name: str, image_id: str) -> bool:
-    """Copies a buildah image into containerd unless it is there already; True if it was copied."""
+def archive(image_id: str, ref: str, folder: Path) -> Path:
+    """The image as a docker-archive under folder, named ref inside."""
+    path = folder / f"{image_id[:16]}.tar"
+    if not path.exists():
+        _run(["buildah", "push", "--quiet", image_id, f"docker-archive:{path}:{ref}"])
+    return path
+
+
+def import_image(ctr: list[str], name: str, image_id: str, folder: Path) -> bool:
+    """Copies a buildah image into one containerd (ctr: the command that reaches it, reading an archive on its
+    standard input) unless it is there already; True if it was copied."""
     ref = normalize(name)
-    if imported_id(cfg, ref) == image_id:
+    if imported_id(ctr, ref) == image_id:
         return False
-    with tempfile.TemporaryDirectory(dir=cfg.cache) as tmp:
-        archive = Path(tmp) / "image.tar"
-        _run(["buildah", "push", "--quiet", image_id, f"docker-archive:{archive}:{ref}"])
-        try:
-            _run(_ctr(cfg, "images", "import", str(archive)))
-        except RuntimeError:
-            # containerd occasionally loses a parent snapshot while unpacking (seen here under load):
-            # drop the half-imported image and import it once more.
-            subprocess.run(_ctr(cfg, "images", "rm", ref), capture_output=True, check=False)
-            _run(_ctr(cfg, "images", "import", str(archive)))
-    _run(_ctr(cfg, "images", "label", ref, f"{ID_LABEL}={image_id}"))
+    tar = archive(image_id, ref, folder)
+    try:
+        _run_in([*ctr, "images", "import", "--digests", "-"], tar)
+    except RuntimeError:
+        # containerd occasionally loses a parent snapshot while unpacking (seen here under load):
+        # drop the half-imported image and import it once more.
+        subprocess.run([*ctr, "images", "rm", ref], capture_output=True, check=False)
+        _run_in([*ctr, "images", "import", "--digests", "-"], tar)
+    _run([*ctr, "images", "label", ref, f"{ID_LABEL}={image_id}"])
     return True
 
 
-def load(cfg: Settings, specs: list[ImageSpec]) -> list[tuple[str, str, bool]]:
-    """Builds each image and imports what changed: [(name, image id, imported?)]."""
+def load(cfg: Settings, specs: list[ImageSpec], nodes: dict[str, list[str]]) -> list[tuple[str, str, list[str]]]:
+    """Builds each image and imports it where it changed; nodes maps each node to the command that reaches its
+    containerd. Returns [(name, image id, the nodes it was imported into)]."""
     args = build_args(pip_settings())
     results = []
-    for spec in specs:
-        image_id = build(spec, args)
-        results.append((spec.name, image_id, import_image(cfg, spec.name, image_id)))
+    with tempfile.TemporaryDirectory(dir=cfg.cache) as tmp:
+        for spec in specs:
+            with ticking(f"building {spec.name}"):
+                image_id = build(spec, args)
+            with ticking(f"importing {spec.name} into {len(nodes)} nodes"):
+                imported = [node for node, ctr in nodes.items()
+                            if import_image(ctr, spec.name, image_id, Path(tmp))]
+            results.append((spec.name, image_id, imported))
     return results

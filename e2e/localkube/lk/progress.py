@@ -1,0 +1,52 @@
+"""Saying what runs: a line for each step, and at least every PROGRESS_SECONDS while a long one lasts."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+PROGRESS_SECONDS = 15
+
+
+def say(message: str) -> None:
+    print(f"localkube: {message}", flush=True)
+
+
+@contextmanager
+def ticking(what: str) -> Iterator[None]:
+    """Says what is still under way, and for how long, every PROGRESS_SECONDS while the block runs."""
+    began = time.monotonic()
+    done = threading.Event()
+
+    def tick() -> None:
+        while not done.wait(PROGRESS_SECONDS):
+            say(f"{what}: {time.monotonic() - began:.0f} s so far")
+
+    thread = threading.Thread(target=tick, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
+def wait(check: Callable[[], str], timeout: float, what: str) -> None:
+    """Waits until check() says "ok", printing what it last said every PROGRESS_SECONDS."""
+    began = last_said = time.monotonic()
+    seen = ""
+    while time.monotonic() - began < timeout:
+        try:
+            seen = check()
+        except (RuntimeError, subprocess.TimeoutExpired) as error:
+            seen = str(error)
+        if seen == "ok":
+            return
+        if time.monotonic() - last_said >= PROGRESS_SECONDS:
+            say(f"waiting for {what} ({time.monotonic() - began:.0f} s): {seen}")
+            last_said = time.monotonic()
+        time.sleep(1)
+    raise RuntimeError(f"timed out after {timeout:.0f} s waiting for {what}; last seen: {seen}")
