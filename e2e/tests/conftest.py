@@ -1,8 +1,9 @@
-"""The two Kafka clusters most end-to-end tests share: a dedicated 3 controllers + 3 brokers "prod" (a plaintext
-listener first, and two that authenticate clients: test_17_authentication.py) and a combined, rack-aware 3-node
-"small", created with a plaintext listener only and moved to TLS on the way (test_15_tls.py adds a TLS listener,
-test_55_tls_switch.py moves clients and drops plaintext); both speak mutual TLS between their nodes (images,
-operator and client pod: e2e/conftest.py), and the Spark image and RBAC the Spark tests share."""
+"""The two Kafka clusters most end-to-end tests share, each spread over the three workers' zones: a dedicated
+3 controllers + 3 brokers "prod" (the default spread; a plaintext listener first, and two that authenticate
+clients: test_17_authentication.py) and a combined 3-node "small" rack-aware by zone, created with a plaintext
+listener only and moved to TLS on the way (test_15_tls.py adds a TLS listener, test_55_tls_switch.py moves
+clients and drops plaintext); both speak mutual TLS between their nodes (images, operator and client pod:
+e2e/conftest.py), and the Spark image and RBAC the Spark tests share."""
 
 from __future__ import annotations
 
@@ -27,8 +28,8 @@ def prod(operator: KubeCluster, cluster_timings: list[tuple[str, float]]) -> Kaf
 @pytest.fixture(scope="session")
 def small(operator: KubeCluster, cluster_timings: list[tuple[str, float]]) -> KafkaClusterHandle:
     handle = KafkaClusterHandle(operator, "small")
-    # Rack-aware by node name, a label every node has: each broker reads its rack from its node.
-    handle.apply(cluster_spec("combined", rack={"topologyKey": "kubernetes.io/hostname"},
+    # Rack-aware by zone: each broker reads its rack from its node, one broker in each zone.
+    handle.apply(cluster_spec("combined", rack={"topologyKey": "topology.kubernetes.io/zone"},
                               listeners=[{"name": "plain", "port": 9092}]))
     cluster_timings.append(("KafkaCluster small (3 combined nodes): apply to Ready", handle.wait_ready(900)))
     return handle

@@ -75,10 +75,11 @@ def test_both_topologies_are_ready_and_say_so(prod: KafkaClusterHandle, small: K
     assert nodes["prod-controller-2"]["roles"] == ["controller"]
     assert all(n["ready"] for n in nodes.values())
     assert prod.status()["bootstrapServers"] == prod.bootstrap
-    # And the rack-aware cluster's brokers took their rack from the node they run on
-    node = operator.kubectl("get", "nodes", "-o", "jsonpath={.items[0].metadata.name}")
+    # And the rack-aware cluster's brokers took their rack from the zone of the node they run on
+    zones = operator.workers()
+    expected = {pod["metadata"]["name"].rsplit("-", 1)[1]: zones[pod["spec"]["nodeName"]] for pod in small.pods()}
     racks = re.findall(r"\(id: (\d+) rack: (\S+) ", small.kafka_tool("kafka-broker-api-versions.sh"))
-    assert sorted(racks) == [("0", node), ("1", node), ("2", node)]
+    assert dict(racks) == expected
     # through the chart's one rack binding, which holds the rack-aware cluster's account and not the other's
     subjects = operator.kubectl_json("get", "clusterrolebinding", "krafty-kafka-rack")["subjects"]
     accounts = {(s["namespace"], s["name"]) for s in subjects}

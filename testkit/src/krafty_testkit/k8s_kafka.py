@@ -162,9 +162,9 @@ class KafkaClusterHandle:
         return dict(self.kube.kubectl_json("get", "configmap", f"{self.name}-kafka-connection", "-n",
                                            self.namespace)["data"])
 
-    def kafka_tool(self, tool: str, *args: str, timeout: float = 120) -> str:
-        """Runs one of Kafka's own tools inside broker 0."""
-        return self.kube.kubectl("exec", "-n", self.namespace, f"{self.name}-broker-0", "-c", "kafka", "--",
+    def kafka_tool(self, tool: str, *args: str, timeout: float = 120, broker: int = 0) -> str:
+        """Runs one of Kafka's own tools inside a broker (broker 0 unless told)."""
+        return self.kube.kubectl("exec", "-n", self.namespace, f"{self.name}-broker-{broker}", "-c", "kafka", "--",
                                  tool, "--bootstrap-server", "localhost:9092", *args, timeout=timeout)
 
     def events(self, reason: str | None = None) -> list[dict[str, Any]]:
@@ -184,12 +184,14 @@ class ClientPod:
     kube: KubeCluster
     name: str = "kafka-client"
     namespace: str = NAMESPACE
+    node: str | None = None  # the Kubernetes node it must run on (None: wherever the scheduler puts it)
 
     def create(self) -> None:
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": self.name, "namespace": self.namespace},
                "spec": {"containers": [{"name": "client", "image": CLIENT_IMAGE, "imagePullPolicy": "IfNotPresent",
                                         "resources": {"requests": {"cpu": "20m", "memory": "64Mi"}}}],
-                        "terminationGracePeriodSeconds": 1}}
+                        "terminationGracePeriodSeconds": 1,
+                        **({"nodeSelector": {"kubernetes.io/hostname": self.node}} if self.node else {})}}
         self.kube.kubectl("apply", "-f", "-", stdin=json.dumps(pod))
         self.kube.kubectl("wait", "--for=condition=Ready", f"pod/{self.name}", "-n", self.namespace,
                           "--timeout=180s", timeout=200)
