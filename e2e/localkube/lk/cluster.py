@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import node_image
+from . import base_image, node_image
 from . import settings as s
 from .progress import say, ticking, wait
 from .settings import Settings
@@ -102,12 +102,20 @@ def _json_lines(out: str) -> list[dict[str, Any]]:
     return list(json.loads(text)) if text.startswith("[") else [json.loads(line) for line in text.splitlines()]
 
 
-def containers() -> dict[str, str]:
-    """The cluster's node containers and their state (running, exited, ...)."""
+def _node_containers() -> dict[str, dict[str, Any]]:
     found = _json_lines(_run([engine(), "ps", "-a", "--filter", f"label={CLUSTER_LABEL}={CLUSTER}",
                               "--format", "json"]))
-    names = ((c["Names"][0] if isinstance(c["Names"], list) else c["Names"]) for c in found)
-    return {name: str(c["State"]).lower() for name, c in zip(names, found, strict=True)}
+    return {(c["Names"][0] if isinstance(c["Names"], list) else c["Names"]): c for c in found}
+
+
+def containers() -> dict[str, str]:
+    """The cluster's node containers and their state (running, exited, ...)."""
+    return {name: str(c["State"]).lower() for name, c in _node_containers().items()}
+
+
+def node_images() -> set[str]:
+    """The images the cluster's node containers were made from."""
+    return {str(c["Image"]) for c in _node_containers().values()}
 
 
 def schedulable_nodes() -> list[str]:
@@ -153,9 +161,12 @@ def _system_pods_ready(cfg: Settings) -> str:
     return f"not Ready yet: {', '.join(sorted(waiting))}" if waiting else "ok"
 
 
-def is_up(cfg: Settings, workers: int) -> bool:
+def is_up(cfg: Settings, workers: int, image: str) -> bool:
+    """Up with this shape, made from this node image, every node Ready."""
     found = containers()
     if len(found) != workers + 1 or any(state != "running" for state in found.values()):
+        return False
+    if node_images() != {image}:
         return False
     try:
         return _ready_nodes(cfg, workers + 1) == "ok"
@@ -164,17 +175,19 @@ def is_up(cfg: Settings, workers: int) -> bool:
 
 
 def up(workers: int = DEFAULT_WORKERS) -> float:
-    """Brings the cluster up (or keeps it up when it has this shape and every node is Ready)."""
+    """Brings the cluster up, or keeps it up when it has this shape, runs the current node image (the tree's
+    programs and manifests) and every node is Ready."""
     began = time.monotonic()
     cfg = Settings.from_env()
-    if is_up(cfg, workers):
+    base_image.ensure(cfg)
+    image = node_image.ensure(cfg, engine())
+    if is_up(cfg, workers, image):
         say(f"already up: the control plane and {workers} workers Ready")
         return time.monotonic() - began
     if containers():
-        say("a cluster of another shape, or with a node down, is here: deleting it first")
+        say("a cluster of another shape, of an older node image, or with a node down, is here: deleting it first")
         down(quiet=True)
     Path("/lib/modules").mkdir(exist_ok=True)
-    image = node_image.ensure(cfg, engine())
     config_file = cfg.cache / "kind-cluster.json"
     config_file.write_text(json.dumps(config(cfg, workers, image), indent=1))
     say(f"creating kind cluster {CLUSTER} on {engine()}: a control plane and {workers} workers in "
