@@ -20,6 +20,7 @@ import base64
 import json
 import re
 import sys
+import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -43,12 +44,28 @@ ADMIN = "demo-admin"
 PAGES = ["/", "/products", "/cart", "/checkout", "/search", "/help"]
 T = TypeVar("T")
 STARTED = time.monotonic()
+PROGRESS_SECONDS = 15
 
 
 def step(title: str, action: Callable[[], T]) -> T:
+    """Runs one step of the demo, saying what it does, what it still waits for every PROGRESS_SECONDS, and how
+    long it took."""
     began = time.monotonic()
     print(f"[{time.monotonic() - STARTED:7.1f}s] {title} ...", flush=True)
-    result = action()
+    done = threading.Event()
+
+    def tick() -> None:
+        while not done.wait(PROGRESS_SECONDS):
+            print(f"[{time.monotonic() - STARTED:7.1f}s]   still {title[0].lower()}{title[1:]}: "
+                  f"{time.monotonic() - began:.0f}s so far", flush=True)
+
+    ticker = threading.Thread(target=tick, daemon=True)
+    ticker.start()
+    try:
+        result = action()
+    finally:
+        done.set()
+        ticker.join()
     print(f"[{time.monotonic() - STARTED:7.1f}s]   done in {time.monotonic() - began:.1f}s", flush=True)
     return result
 

@@ -154,8 +154,15 @@ class LocalCluster(KubeCluster):
         return run([str(LOCALKUBE / "localkube"), *args], timeout)
 
     def up(self) -> float:
+        """`localkube up`, its progress shown as it goes (a first build takes many minutes)."""
         began = time.monotonic()
-        self._localkube("up", timeout=3600)
+        argv = [str(LOCALKUBE / "localkube"), "up"]
+        try:
+            returncode = subprocess.run(argv, timeout=3600, check=False).returncode
+        except subprocess.TimeoutExpired:
+            raise KubeError(f"timed out after 3600s: {' '.join(argv)}") from None
+        if returncode != 0:
+            raise KubeError(f"exit {returncode}: {' '.join(argv)} (its output is above)")
         return time.monotonic() - began
 
     def down(self) -> float:
