@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import subprocess
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from .progress import ticking
@@ -141,13 +143,9 @@ def archive(image_id: str, ref: str, folder: Path) -> Path:
     return path
 
 
-def import_image(ctr: list[str], name: str, image_id: str, folder: Path) -> bool:
-    """Copies a buildah image into one containerd (ctr: the command that reaches it, reading an archive on its
-    standard input) unless it is there already; True if it was copied."""
-    ref = normalize(name)
-    if imported_id(ctr, ref) == image_id:
-        return False
-    tar = archive(image_id, ref, folder)
+def import_archive(ctr: list[str], ref: str, image_id: str, tar: Path) -> None:
+    """Imports an image archive into one containerd (ctr: the command that reaches it, reading the archive on its
+    standard input) and records the buildah image ID on it."""
     try:
         _run_in([*ctr, "images", "import", "--digests", "-"], tar)
     except RuntimeError:
@@ -156,7 +154,10 @@ def import_image(ctr: list[str], name: str, image_id: str, folder: Path) -> bool
         subprocess.run([*ctr, "images", "rm", ref], capture_output=True, check=False)
         _run_in([*ctr, "images", "import", "--digests", "-"], tar)
     _run([*ctr, "images", "label", ref, f"{ID_LABEL}={image_id}"])
-    return True
+
+
+def _import_into(nodes: dict[str, list[str]], ref: str, image_id: str, tar: Path, node: str) -> None:
+    import_archive(nodes[node], ref, image_id, tar)
 
 
 def load(cfg: Settings, specs: list[ImageSpec], nodes: dict[str, list[str]]) -> list[tuple[str, str, list[str]]]:
@@ -168,8 +169,13 @@ def load(cfg: Settings, specs: list[ImageSpec], nodes: dict[str, list[str]]) -> 
         for spec in specs:
             with ticking(f"building {spec.name}"):
                 image_id = build(spec, args)
-            with ticking(f"importing {spec.name} into {len(nodes)} nodes"):
-                imported = [node for node, ctr in nodes.items()
-                            if import_image(ctr, spec.name, image_id, Path(tmp))]
-            results.append((spec.name, image_id, imported))
+            ref = normalize(spec.name)
+            # Only where it changed; into every such node at once (each import mostly waits on the disk)
+            stale = [node for node, ctr in nodes.items() if imported_id(ctr, ref) != image_id]
+            if stale:
+                with ticking(f"importing {spec.name} into {', '.join(stale)}"):
+                    tar = archive(image_id, ref, Path(tmp))
+                    with ThreadPoolExecutor(len(stale)) as pool:
+                        list(pool.map(partial(_import_into, nodes, ref, image_id, tar), stale))
+            results.append((spec.name, image_id, stale))
     return results
