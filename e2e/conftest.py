@@ -1,8 +1,8 @@
 """e2e fixtures: a real Kubernetes cluster for the whole session.
 
-kube_cluster (session) brings up whichever cluster this machine offers (krafty_testkit.kube: the local
-single-node cluster here, kind where a Docker engine answers, or KRAFTY_E2E_CLUSTER=existing) and
-yields it. Bringing it up is idempotent: a cluster that is already up costs about a second. When the
+kube_cluster (session) brings up the cluster krafty_testkit.kube chooses (the local kind cluster of
+e2e/localkube: a control plane and three workers in three zones; or KRAFTY_E2E_CLUSTER=existing, the
+current kubectl context) and yields it. Bringing it up is idempotent: a cluster that is already up costs about a second. When the
 session brought the cluster up, it takes it down at the end, unless KRAFTY_E2E_KEEP_CLUSTER=1 (handy
 while iterating: the next session starts in a second).
 
