@@ -2,9 +2,9 @@
 
 kube_cluster (session) brings up the cluster krafty_testkit.kube chooses (the local kind cluster of
 e2e/localkube: a control plane and three workers in three zones; or KRAFTY_E2E_CLUSTER=existing, the
-current kubectl context) and yields it. Bringing it up is idempotent: a cluster that is already up costs about a second. When the
-session brought the cluster up, it takes it down at the end, unless KRAFTY_E2E_KEEP_CLUSTER=1 (handy
-while iterating: the next session starts in a second).
+current kubectl context) and yields it. Bringing it up is idempotent: a cluster that is already up
+costs about a second. When the session brought the cluster up, it takes it down at the end, unless
+KRAFTY_E2E_KEEP_CLUSTER=1 (handy while iterating: the next session starts in a second).
 
 KRAFTY_E2E_BUDGET_MINUTES (`make e2e` sets it from CI's time limit) ends the run, failed, once a test finishes
 past it: the summary of what failed is printed instead of the run being killed in the middle.
