@@ -23,6 +23,7 @@ from krafty_testkit.k8s_kafka import (
     wait_topic_ready,
 )
 from krafty_testkit.kube import KubeCluster
+from krafty_testkit.kubectl_krafty import plan, planned_restarts
 from krafty_testkit.plugin import report_table
 from krafty_testkit.waiting import wait_for
 
@@ -113,11 +114,14 @@ def test_a_static_change_rolls_every_node_in_the_safe_order_without_losing_a_wri
     make_topic(operator, "rolling", "prod", partitions=6, replicas=3, config={"min.insync.replicas": 2})
     before = pod_uids(prod)
     started = time.time()
+    # And what `kubectl krafty plan` says a change that needs every node restarted would do (grace period: both
+    # pools; a static broker key: brokers)
+    change = {"restarts": {"gracePeriodSeconds": 150}, "brokers": {"config": {"socket.send.buffer.bytes": 204800}}}
+    preview = plan(prod, change)
     with client.steady_producer(prod.bootstrap, "rolling", rate=100) as report:
         time.sleep(10)  # traffic before the change, so the roll starts under load
-        # When a change needs every node restarted (grace period: both pools; a static broker key: brokers)
-        prod.patch_spec({"restarts": {"gracePeriodSeconds": 150},
-                         "brokers": {"config": {"socket.send.buffer.bytes": 204800}}})
+        # When that change is applied
+        prod.patch_spec(change)
         # And the leading operator is killed right after the first restart
         wait_for(lambda: restart_events(prod, started), bool, 300, "the first restart")
         leader, killed = kill_the_leading_operator(operator)
@@ -135,7 +139,8 @@ def test_a_static_change_rolls_every_node_in_the_safe_order_without_losing_a_wri
                  [[leader, successor, f"{took_over:.1f}", f"{next_action:.1f}"]])
     assert report["failed"] == {}
     assert (verified["lost"], verified["duplicated"], verified["out_of_order_keys"]) == (0, 0, 0)
-    # And the order was: controllers first (the active one last), then brokers, each node once
+    # And the order was: controllers first (the active one last), then brokers, each node once; as planned
+    assert restart_events(prod, started) == planned_restarts(preview)
     order = [pod for pod, _ in restart_events(prod, started)]
     assert sorted(order) == sorted(before), order
     controllers = [p for p in order if "controller" in p]
@@ -171,13 +176,19 @@ def test_naive_roll_for_comparison(prod: KafkaClusterHandle, client: ClientPod, 
 
 def test_a_dynamic_change_applies_without_a_restart(prod: KafkaClusterHandle):
     before = pod_uids(prod)
-    prod.patch_spec({"brokers": {"config": {"log.retention.ms": 7200000}}})  # a merge patch: other keys stay
+    change = {"brokers": {"config": {"log.retention.ms": 7200000}}}  # a merge patch: other keys stay
+    # Given `kubectl krafty plan` says it applies to every broker without a restart
+    preview = plan(prod, change)
+    assert (preview["verdict"], preview["dynamicConfig"], preview["restarts"]) == (
+        "Changes", ["log.retention.ms=7200000"], [])
+    prod.patch_spec(change)
 
     def defaults() -> str:
         return prod.kafka_tool("kafka-configs.sh", "--entity-type", "brokers", "--entity-default", "--describe")
 
     wait_for(defaults, lambda out: "log.retention.ms=7200000" in out, 120, "the cluster-wide default applied")
-    assert any("log.retention.ms=7200000" in e["message"] for e in prod.events("DynamicConfigApplied"))
+    said = "applied without a restart: " + ", ".join(preview["dynamicConfig"])
+    assert said in [e["message"] for e in prod.events("DynamicConfigApplied")]
     prod.wait_ready(120)
     assert pod_uids(prod) == before
 

@@ -4,6 +4,7 @@ healthy time, a downgrade before that (full set), and one after it refused witho
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -13,6 +14,7 @@ from test_10_operator_core import kill_the_leading_operator, make_topic, pod_uid
 
 from krafty_testkit.k8s_kafka import KAFKA_VERSIONS, ClientPod, KafkaClusterHandle, cluster_spec, operator_leader
 from krafty_testkit.kube import KubeCluster
+from krafty_testkit.kubectl_krafty import kubectl_krafty, plan, planned_restarts
 from krafty_testkit.plugin import report_table
 from krafty_testkit.waiting import wait_for
 
@@ -40,23 +42,28 @@ def image_versions(handle: KafkaClusterHandle) -> dict[str, str]:
 def roll_to(handle: KafkaClusterHandle, client: ClientPod, version: str, kill_leader: bool = False,
             **spec: Any) -> dict[str, Any]:
     """Changes spec.version under an idempotent acks=all producer and a consumer group (on a topic of their own:
-    RF 3, min ISR 2); returns what they saw and the restart order. `kill_leader`: the leading operator is
-    SIGKILLed right after the first restart (the standby finishes the roll)."""
+    RF 3, min ISR 2); returns what they saw, the restarts (pod, reason) in order, what `kubectl krafty plan` said
+    before, and `kubectl krafty status` during the roll. `kill_leader`: the leading operator is SIGKILLed right
+    after the first restart (the standby finishes the roll)."""
     topic = f"upgrade-to-{version.replace('.', '-')}-{int(time.time())}"
     make_topic(handle.kube, topic, handle.name, partitions=6, replicas=3, config={"min.insync.replicas": 2})
     before, started = pod_uids(handle), time.time()
     active = handle.status()["quorum"]["leaderId"]
+    preview = plan(handle, {"version": version, **spec})
     with (client.following_consumer(handle.bootstrap, topic, f"{topic}-reader") as followed,
           client.steady_producer(handle.bootstrap, topic, rate=100) as produced):
         time.sleep(10)
         handle.patch_spec({"version": version, **spec})
         takeover = _kill_leader(handle, started) if kill_leader else {}
+        wait_for(lambda: restart_events(handle, started), bool, 300, "the first restart")
+        screen = kubectl_krafty(handle.kube, "status", handle.name, "-n", handle.namespace)
         wait_rolled(handle, before, set(before))
         time.sleep(5)
     verified = client.verify(handle.bootstrap, topic)
-    order = [pod for pod, _ in restart_events(handle, started)]
-    return {"produced": produced, "followed": followed, "verified": verified, "order": order,
-            "active": f"{handle.name}-controller-{active - 1000}", **takeover}
+    restarts = restart_events(handle, started)
+    return {"produced": produced, "followed": followed, "verified": verified, "restarts": restarts,
+            "order": [pod for pod, _ in restarts], "active": f"{handle.name}-controller-{active - 1000}",
+            "plan": preview, "status screen": screen, **takeover}
 
 
 def _kill_leader(handle: KafkaClusterHandle, started: float) -> dict[str, Any]:
@@ -79,6 +86,11 @@ def assert_safe(seen: dict[str, Any], handle: KafkaClusterHandle) -> None:
     assert sorted(order) == sorted(pod_uids(handle)), order
     assert order[:3] == [p for p in order if "controller" in p], order
     assert order[2] == seen["active"], order
+    # as `kubectl krafty plan` said before the change, and as its status showed during the roll
+    assert seen["restarts"] == planned_restarts(seen["plan"])
+    assert re.search(r"^Roll: +\d/6 nodes on the current configuration", seen["status screen"], re.M), \
+        seen["status screen"]
+    print(f"\nkubectl krafty status during the roll:\n{seen['status screen']}")
 
 
 @pytest.mark.full  # one more roll of six nodes
@@ -118,13 +130,16 @@ def test_an_upgrade_under_load_finalizes_metadata_version_and_a_later_downgrade_
     finalized = time.monotonic() - began
     assert (versions["metadataVersion"], versions["metadataLevel"]) == LEVELS[NEWER]
     assert legacy.events("MetadataVersionFinalized")
-    # When spec.version goes back to the older release after that
+    # When spec.version goes back to the older release after that (`kubectl krafty plan` says it is refused)
     pods = pod_uids(legacy)
+    preview = plan(legacy, {"version": OLDER})
+    assert (preview["verdict"], preview["restarts"]) == ("Refused", [])
     legacy.patch_spec({"version": OLDER})
     refused = wait_for(lambda: legacy.condition("Ready"), lambda c: c.get("reason") == "VersionRefused", 120,
                        "the downgrade refused")
     time.sleep(20)
-    # Then it is refused, said why, and no pod restarted
+    # Then it is refused, said why (as planned), and no pod restarted
+    assert refused["message"] == preview["refused"][0]
     assert "a downgrade is only possible before that" in refused["message"]
     assert legacy.events("VersionRefused")
     assert pod_uids(legacy) == pods

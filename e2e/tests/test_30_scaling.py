@@ -18,6 +18,7 @@ from krafty_testkit.k8s_kafka import (
     wait_topic_ready,
 )
 from krafty_testkit.kube import KubeCluster
+from krafty_testkit.kubectl_krafty import plan
 from krafty_testkit.waiting import wait_for
 
 
@@ -122,11 +123,15 @@ def test_a_statefulset_shrunk_while_the_operator_is_stopped_loses_no_volume(prod
 
 def test_an_impossible_scale_down_is_refused_and_the_cluster_keeps_serving(prod: KafkaClusterHandle,
                                                                              client: ClientPod):
-    # Given a topic with RF 3 ("scaling"), When brokers.replicas goes to 2
+    # Given a topic with RF 3 ("scaling"), and `kubectl krafty plan` saying brokers.replicas 2 would be refused
+    preview = plan(prod, {"brokers": {"replicas": 2}})
+    assert (preview["verdict"], preview["restarts"], preview["scaling"]) == ("Refused", [], None)
+    # When brokers.replicas goes to 2
     prod.patch_spec({"brokers": {"replicas": 2}})
     try:
         degraded = wait_for(lambda: prod.condition("Degraded"), lambda c: c.get("reason") == "ScaleDownBlocked",
                             180, "the scale-down refused")
+        assert degraded["message"] == preview["refused"][0]
         assert "would not fit" in degraded["message"]
         assert "replication factor 3" in degraded["message"]
         assert len(prod.pods("broker")) == 3

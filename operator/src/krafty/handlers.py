@@ -17,11 +17,12 @@ import sys
 import time
 import uuid
 from collections.abc import Mapping
+from http.server import ThreadingHTTPServer
 from typing import Any
 
 import kopf
 
-from krafty import metrics, naming
+from krafty import metrics, naming, plan_api
 from krafty.clients import kube as kube_client
 from krafty.clients.connection import Connection
 from krafty.clients.kafka_admin import AdminPool, KafkaAdmin
@@ -44,6 +45,7 @@ BUSY_INTERVAL = 5.0
 IDLE_INTERVAL = 30.0
 REFUSED_INTERVAL = 30.0  # a namespace another install operates: look again this often
 JOBS = ("cluster", "topics", "users", "lag", "disks")
+DEFAULT_API_PORT = 8082  # the plan endpoint (krafty.plan_api)
 
 
 def _operator_peer() -> OperatorPeer | None:
@@ -138,15 +140,20 @@ class Operator:
         self.claims = None if lease is None else NamespaceClaims(self.kube, f"{lease.namespace}/{lease.name}")
         self._told: set[tuple[str, str, str | None]] = set()
         self._seen: dict[tuple[str, str, str], tuple[Any, ...]] = {}
+        self.plan_api: ThreadingHTTPServer | None = None
 
     def start(self) -> None:
         self.scheduler.start()
         if self.elector is not None:
             self.elector.start()
+        port = int(os.environ.get("KRAFTY_API_PORT") or DEFAULT_API_PORT)
+        self.plan_api = plan_api.serve(port, self.kube, self.clusters.preview)
 
     def stop(self) -> None:
         """Finishes the passes under way, then lets go of the namespaces and the Lease (a standby takes over
         at once)."""
+        if self.plan_api is not None:
+            self.plan_api.shutdown()
         self.scheduler.stop()
         if self.claims is not None and self.role is Role.LEADER:
             self.claims.release()

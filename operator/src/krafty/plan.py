@@ -291,7 +291,7 @@ def plan(ctx: ClusterContext, obs: ClusterObservation, facts: Facts) -> ClusterP
                    result=PassResult.INVALID, busy=False)
 
 
-def _growth(ctx: ClusterContext, obs: ClusterObservation) -> volumes.Growth:
+def growth_of(ctx: ClusterContext, obs: ClusterObservation) -> volumes.Growth:
     running = Sizes.running(ctx.spec, obs.statefulset_replicas)
     return volumes.growth(ctx.name, volumes.wanted_sizes(
         (pool, storage.size if (storage := ctx.storage(pool)) else None, running.of_pool(pool))
@@ -305,11 +305,15 @@ def _volume_actions(growth: volumes.Growth) -> list[Action]:
     return actions
 
 
+def with_resizes(obs: ClusterObservation, growth: volumes.Growth) -> ClusterObservation:
+    """A file system that grows only when its pod starts: the node restarts in the roll."""
+    return replace(obs, nodes=tuple(replace(n, resize_waiting=growth.restarts.get(n.node_id)) for n in obs.nodes))
+
+
 def _plan(ctx: ClusterContext, obs: ClusterObservation, facts: Facts,
           version_facts: upgrade.VersionFacts) -> ClusterPlan:
-    growth = _growth(ctx, obs)
-    # A file system that grows only when its pod starts: the node restarts in the roll
-    obs = replace(obs, nodes=tuple(replace(n, resize_waiting=growth.restarts.get(n.node_id)) for n in obs.nodes))
+    growth = growth_of(ctx, obs)
+    obs = with_resizes(obs, growth)
     scale = _scale(ctx, obs, facts)
     formed = _quorum_formed(ctx, obs)
     published = listeners.published(ctx.spec.listeners, ctx.announced_listeners, obs.nodes)

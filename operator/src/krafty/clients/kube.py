@@ -68,13 +68,15 @@ class Kube:
                 self._resources[kind] = self._dynamic.resources.get(api_version=_API_VERSIONS[kind], kind=kind)
             return self._resources[kind]
 
-    def apply(self, body: dict[str, Any]) -> dict[str, Any]:
-        """Server-side apply as the operator's field manager (taking over conflicting fields)."""
+    def apply(self, body: dict[str, Any], dry_run: bool = False) -> dict[str, Any]:
+        """Server-side apply as the operator's field manager (taking over conflicting fields). dry_run: the
+        object as the API server would store it (defaults filled in, admission run), nothing stored."""
         meta = body["metadata"]
         metrics.KUBE_REQUESTS.labels("apply", body["kind"]).inc()
         result = self._resource(body["kind"]).server_side_apply(
             body=body, name=meta["name"], namespace=meta.get("namespace"),
-            field_manager=naming.FIELD_MANAGER, force_conflicts=True, _request_timeout=REQUEST_TIMEOUT)
+            field_manager=naming.FIELD_MANAGER, force_conflicts=True, _request_timeout=REQUEST_TIMEOUT,
+            **({"dry_run": "All"} if dry_run else {}))
         return dict(result.to_dict())
 
     def get(self, kind: str, name: str, namespace: str | None) -> dict[str, Any] | None:

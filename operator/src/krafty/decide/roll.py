@@ -171,7 +171,9 @@ def catching_up(obs: ClusterObservation) -> str | None:
     return None
 
 
-def _check_node(node: NodeState, obs: ClusterObservation) -> Blocked | None:
+def blocker(node: NodeState, obs: ClusterObservation) -> Blocked | None:
+    """What stops this node from restarting now (a voter the quorum needs, a partition it would take offline or
+    below min.insync.replicas), or None."""
     if node.is_controller:
         reason = controller_blocker(node.node_id, obs.quorum)
         if reason:
@@ -257,7 +259,7 @@ def _first_safe(obs: ClusterObservation, order: list[NodeState]) -> Step:
     for node in order:
         if first_blocked is not None and node.pool is not order[0].pool:
             break
-        blocked = _check_node(node, obs)
+        blocked = blocker(node, obs)
         if blocked is None:
             reason, message = restart_reason(node)
             return Restart(node, reason, message)

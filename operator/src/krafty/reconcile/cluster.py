@@ -12,25 +12,31 @@ from __future__ import annotations
 import datetime
 import hashlib
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from kubernetes.client.exceptions import ApiException
+
 from krafty import metrics, naming
+from krafty import preview as previewing
 from krafty.clients.connection import Connection
 from krafty.clients.kafka_admin import AdminPool, KafkaAdmin
-from krafty.clients.kube import Kube
+from krafty.clients.kube import Kube, api_message
 from krafty.decide import identity, listeners
 from krafty.decide.status import DEGRADED, READY, Condition
 from krafty.kraft_wire import random_kafka_uuid
 from krafty.model import KafkaClusterSpec
 from krafty.model.context import ClusterContext, OperatorPeer
-from krafty.plan import Facts, Held, PassResult, admit, plan
+from krafty.naming import Pool
+from krafty.plan import Announce, ApplyChildren, ClusterPlan, Facts, Held, PassResult, admit, plan
+from krafty.pods import node_pods
 from krafty.reconcile import observe as observing
 from krafty.reconcile import rack
 from krafty.reconcile import status as writer
 from krafty.reconcile.act import Actor
-from krafty.reconcile.pki import CaUnusable, PkiPass
+from krafty.reconcile.pki import CaUnusable, ClusterPki, PkiPass
+from krafty.reconcile.pki import held as pki_held
 from krafty.reconcile.teardown import teardown_pass
 
 log = logging.getLogger(__name__)
@@ -62,11 +68,19 @@ class Outcome:
     busy: bool = False  # a roll, formation, move or election is under way: check again soon
 
 
+def authorization_problem(ctx: ClusterContext) -> str | None:
+    if ctx.spec.authorization.enabled and not ctx.internal_tls:
+        return ("spec.authorization is enabled, but this cluster was created without TLS between its nodes: they "
+                "would have no identity to be super users with. Nothing changes until authorization is off")
+    return None
+
+
 class ClusterReconciler:
     def __init__(self, kube: Kube, settings: Settings) -> None:
         self.kube = kube
         self.settings = settings
         self.admins = AdminPool(KafkaAdmin)
+        self.preview_admins = AdminPool(KafkaAdmin)  # a plan preview never waits on a pass's client, nor it on one
 
     def reconcile(self, body: dict[str, Any]) -> Outcome:
         moment = writer.now()
@@ -96,13 +110,7 @@ class ClusterReconciler:
         except CaUnusable as unusable:
             return self._hold(body, "CaUnusable", str(unusable), moment)
         ctx = replace(ctx, certificates=issued.marker, config_secrets=secrets_digest, clients_ca=issued.clients_digest)
-        override = self.settings.endpoints
-        if override:
-            admin = self.admins.get(Connection(override.bootstrap))
-        else:
-            admin = self.admins.get(Connection(naming.operator_bootstrap(ctx.name, ctx.namespace, ctx.cluster_domain),
-                                               issued.identity() if ctx.internal_tls else None))
-        controllers = (lambda _count: override.controllers) if override else ctx.controller_bootstrap_servers
+        admin, controllers = self._kafka(self.admins, ctx, issued)
         obs = observing.observe(self.kube, admin, controllers, ctx, claims, listed, moment)
         decided = plan(ctx, obs, Facts.from_status(body.get("status")))
         actor = Actor(self.kube, admin, obs.controller_servers, replace(ctx, sizes=decided.sizes), body)
@@ -121,35 +129,107 @@ class ClusterReconciler:
             partitions_to_move=decided.scale.partitions_to_move, observation=obs))
         return Outcome(decided.result if done else PassResult.ERROR, busy=decided.busy or not done)
 
+    def _kafka(self, admins: AdminPool[KafkaAdmin], ctx: ClusterContext, issued: ClusterPki
+               ) -> tuple[KafkaAdmin, Callable[[int], str]]:
+        """The operator's Kafka client for the cluster, and its controllers' addresses for a number of them."""
+        override = self.settings.endpoints
+        if override:
+            return admins.get(Connection(override.bootstrap)), lambda _count: override.controllers
+        bootstrap = naming.operator_bootstrap(ctx.name, ctx.namespace, ctx.cluster_domain)
+        return (admins.get(Connection(bootstrap, issued.identity() if ctx.internal_tls else None)),
+                ctx.controller_bootstrap_servers)
+
+    def preview(self, body: dict[str, Any], proposed_spec: Mapping[str, Any]) -> previewing.Preview:
+        """What the passes would do if the cluster's spec were `proposed_spec` (`kubectl krafty plan`): the
+        steps of a pass, reading only; the children are applied as a dry run (what the API server would store
+        or refuse)."""
+        proposed = {**body, "spec": dict(proposed_spec)}
+        spec = admit(proposed)
+        if isinstance(spec, Held):
+            return previewing.held(spec)
+        meta = body["metadata"]
+        claims = observing.volumes(self.kube, meta["name"], meta["namespace"])
+        try:
+            ctx, _ = self._resolve(proposed, spec, frozenset(v.claim for v in claims))
+        except identity.IdentityConflict as error:
+            return previewing.refused(str(error))
+        secrets_digest, missing = self._config_secrets(ctx)
+        refusals = [why for why in (authorization_problem(ctx), self._rack_problem(ctx), missing) if why]
+        issued = pki_held(self.kube, ctx)
+        if issued is None:
+            refusals.append("the cluster has no certificates yet: its first pass has not run")
+        if refusals or issued is None:
+            return previewing.refused(*refusals)
+        ctx = replace(ctx, certificates=issued.marker, config_secrets=secrets_digest, clients_ca=issued.clients_digest)
+        listed = observing.cluster_pods(self.kube, ctx)
+        admin, controllers = self._kafka(self.preview_admins, ctx, issued)
+        obs = observing.observe(self.kube, admin, controllers, ctx, claims, listed, writer.now())
+        facts = Facts.from_status(body.get("status"))
+        templates, rejected = self._dry_run(ctx, plan(ctx, obs, facts))
+        if rejected:
+            return previewing.refused(*rejected)
+        running = {p["metadata"]["name"]: p for p in node_pods(listed)}
+        return previewing.preview(ctx, previewing.proposed_nodes(obs, templates, running), facts)
+
+    def _dry_run(self, ctx: ClusterContext, decided: ClusterPlan) -> tuple[dict[Pool, dict[str, Any]], list[str]]:
+        """Each child the plan applies, applied as a dry run: the pod templates of the pools as the API server
+        would store them, and what it would refuse."""
+        by_name = {naming.statefulset(ctx.name, pool): pool for pool in ctx.pools()}
+        templates, rejected = {}, []
+        for action in decided.actions:
+            for child in action.children if isinstance(action, ApplyChildren) else ():
+                if child.desired is None:
+                    continue
+                try:
+                    stored = self.kube.apply(dict(child.desired), dry_run=True)
+                except ApiException as error:
+                    if error.status not in (400, 422):
+                        raise
+                    rejected.append(f"Kubernetes would refuse {child.kind} {child.name}: {api_message(error)}")
+                    continue
+                if child.kind == "StatefulSet" and child.name in by_name:
+                    templates[by_name[child.name]] = stored["spec"]["template"]
+        return templates, rejected
+
     # -- before observing ------------------------------------------------------------------
     def _context(self, body: dict[str, Any], spec: KafkaClusterSpec, claims: frozenset[str]) -> ClusterContext | None:
+        try:
+            ctx, notices = self._resolve(body, spec, claims)
+        except identity.IdentityConflict as error:
+            self.kube.event(body, naming.CLUSTER_KIND, "ClusterIdConflict", str(error), warning=True)
+            self._write(body, {}, [Condition(DEGRADED, True, "ClusterIdConflict", str(error))])
+            return None
+        for notice in notices:
+            self.kube.event(body, naming.CLUSTER_KIND, notice.reason, notice.message, warning=notice.warning)
+        return ctx
+
+    def _resolve(self, body: dict[str, Any], spec: KafkaClusterSpec, claims: frozenset[str]
+                 ) -> tuple[ClusterContext, list[Announce]]:
+        """The cluster's context (identity read from its ConfigMap and status), and what to tell about it;
+        raises identity.IdentityConflict."""
         meta = body["metadata"]
         config = self.kube.get("ConfigMap", naming.config_map(meta["name"]), meta["namespace"])
         draft = ClusterContext(meta["name"], meta["namespace"], meta["uid"], spec, "", (),
                                spec.image or self.settings.broker_images[spec.version], self.settings.cluster_domain,
                                self.settings.operator, broker_images=self.settings.broker_images)
-        try:
-            found = identity.resolve((body.get("status") or {}).get("clusterId"),
-                                     (config or {}).get("data") if config else None, draft.voter_ids(),
-                                     random_kafka_uuid, naming.data_claims(meta["name"], claims),
-                                     naming.config_map(meta["name"]))
-        except identity.IdentityConflict as error:
-            self.kube.event(body, naming.CLUSTER_KIND, "ClusterIdConflict", str(error), warning=True)
-            self._write(body, {}, [Condition(DEGRADED, True, "ClusterIdConflict", str(error))])
-            return None
+        found = identity.resolve((body.get("status") or {}).get("clusterId"),
+                                 (config or {}).get("data") if config else None, draft.voter_ids(),
+                                 random_kafka_uuid, naming.data_claims(meta["name"], claims),
+                                 naming.config_map(meta["name"]))
+        notices = []
         if found.renewed_from:
-            self.kube.event(body, naming.CLUSTER_KIND, "ClusterIdRenewed",
-                            f"no volume of the earlier cluster {found.renewed_from} is left: starting clean as "
-                            f"{found.cluster_id}")
+            notices.append(Announce("ClusterIdRenewed", f"no volume of the earlier cluster {found.renewed_from} is "
+                                                        f"left: starting clean as {found.cluster_id}"))
         internal_tls = identity.internal_tls((config or {}).get("data") if config else None, spec.tls.internal)
         if spec.tls.internal is not None and spec.tls.internal != internal_tls:
-            self.kube.event(body, naming.CLUSTER_KIND, "InternalTlsFixed",
-                            f"spec.tls.internal is {str(spec.tls.internal).lower()}, but this cluster was created "
-                            f"with{'' if internal_tls else 'out'} TLS between its nodes, which cannot change while it "
-                            "runs: it keeps what it was created with", warning=True)
+            notices.append(Announce("InternalTlsFixed", f"spec.tls.internal is {str(spec.tls.internal).lower()}, but "
+                                    f"this cluster was created with{'' if internal_tls else 'out'} TLS between its "
+                                    "nodes, which cannot change while it runs: it keeps what it was created with",
+                                    warning=True))
         return replace(draft, cluster_id=found.cluster_id, initial_voters=found.initial_voters,
                        internal_tls=internal_tls,
-                       announced_listeners=listeners.from_status((body.get("status") or {}).get("listeners") or ()))
+                       announced_listeners=listeners.from_status((body.get("status") or {}).get("listeners") or ())
+                       ), notices
 
     def _hold(self, body: dict[str, Any], reason: str, message: str, moment: datetime.datetime) -> Outcome:
         """A pass that changes nothing until what the spec names exists: said in conditions and an Event."""
@@ -160,10 +240,14 @@ class ClusterReconciler:
 
     def _authorization(self, body: dict[str, Any], ctx: ClusterContext, moment: datetime.datetime
                        ) -> Outcome | None:
-        if ctx.spec.authorization.enabled and not ctx.internal_tls:
-            return self._hold(body, "AuthorizationNeedsTls", "spec.authorization is enabled, but this cluster was "
-                              "created without TLS between its nodes: they would have no identity to be super "
-                              "users with. Nothing changes until authorization is off", moment)
+        problem = authorization_problem(ctx)
+        return self._hold(body, "AuthorizationNeedsTls", problem, moment) if problem else None
+
+    def _rack_problem(self, ctx: ClusterContext) -> str | None:
+        if self.settings.rack_binding is None and ctx.spec.rack is not None:
+            return ("spec.rack is set, but the operator was installed without rack awareness (chart value "
+                    "rackAwareness.enabled): brokers could not read their node's labels. Nothing changes until it "
+                    "is, or spec.rack is removed")
         return None
 
     def _rack(self, body: dict[str, Any], ctx: ClusterContext, moment: datetime.datetime) -> Outcome | None:
@@ -171,11 +255,8 @@ class ClusterReconciler:
         when rack awareness was not installed."""
         binding = self.settings.rack_binding
         if binding is None:
-            if ctx.spec.rack is None:
-                return None
-            return self._hold(body, "RackAwarenessNotInstalled", "spec.rack is set, but the operator was installed "
-                              "without rack awareness (chart value rackAwareness.enabled): brokers could not read "
-                              "their node's labels. Nothing changes until it is, or spec.rack is removed", moment)
+            problem = self._rack_problem(ctx)
+            return self._hold(body, "RackAwarenessNotInstalled", problem, moment) if problem else None
         try:
             if rack.admit(self.kube, binding, ctx.namespace, ctx.name, ctx.spec.rack is not None):
                 self.kube.event(body, naming.CLUSTER_KIND, "RackBindingUpdated",

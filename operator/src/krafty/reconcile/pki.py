@@ -269,3 +269,20 @@ class PkiPass:
                                        operator["operator"].key, bundle))
         return ClusterPki(trusted, certificates.running_marker(trusted, generation), operator["operator"],
                           clients_trusted)
+
+
+def held(kube: Kube, ctx: ClusterContext) -> ClusterPki | None:
+    """What the last pass issued, read and changed in nothing (a plan preview); None before the first pass
+    issued anything."""
+    ns = ctx.namespace
+    trust = decoded(kube.get("Secret", naming.cluster_ca_cert(ctx.name), ns)).get(naming.CA_CERT_KEY)
+    operator = _pair(decoded(kube.get("Secret", naming.operator_certificate(ctx.name), ns)), naming.TLS_CERT_KEY,
+                     naming.TLS_KEY_KEY)
+    if trust is None or operator is None:
+        return None
+    generation = annotations_of(kube.get("Secret", naming.node_certificates(ctx.name), ns)).get(
+        naming.CERTIFICATE_GENERATION_ANNOTATION, "0")
+    clients = decoded(kube.get("Secret", naming.clients_ca_cert(ctx.name), ns)).get(naming.CA_CERT_KEY, "")
+    trusted = pki.split_bundle(trust)
+    return ClusterPki(trusted, certificates.running_marker(trusted, int(generation or 0)), operator,
+                      pki.split_bundle(clients))
