@@ -9,6 +9,7 @@ import time
 from collections import Counter
 
 import pytest
+from test_10_operator_core import restart_events
 
 from krafty_testkit.k8s_kafka import (
     OPERATOR_NAMESPACE,
@@ -60,12 +61,18 @@ def assert_balanced(handle: KafkaClusterHandle, brokers: int) -> None:
 def test_brokers_3_to_5_to_3_under_load(prod: KafkaClusterHandle, client: ClientPod, operator: KubeCluster):
     operator.apply([topic_resource("scaling", "prod", partitions=12, replicas=3, config={"min.insync.replicas": 2})])
     wait_topic_ready(operator, "scaling")
+    # Given `kubectl krafty plan` says two more brokers scale the cluster and restart no node
+    preview = plan(prod, {"brokers": {"replicas": 5}})
+    assert (preview["verdict"], preview["restarts"], preview["refused"]) == ("Changes", [], [])
+    assert preview["scaling"] == "waiting for brokers [3, 4] to register"
+    started = time.time()
     with client.steady_producer(prod.bootstrap, "scaling", rate=100) as report:
         time.sleep(5)
-        # When two brokers join, Then they receive their fair share of replicas and leaders
+        # When two brokers join, Then they receive their fair share of replicas and leaders, and no node restarted
         prod.patch_spec({"brokers": {"replicas": 5}})
         wait_scaled(prod, 5)
         assert_balanced(prod, 5)
+        assert restart_events(prod, started) == []
         # When they leave again, Then their replicas move first, and they are unregistered
         prod.patch_spec({"brokers": {"replicas": 3}})
         wait_scaled(prod, 3)

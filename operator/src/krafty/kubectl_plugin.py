@@ -67,16 +67,16 @@ class Plugin:
         if port not in ports:
             raise PluginError(f"operator pod {meta['namespace']}/{meta['name']} has no port named {port}: "
                               "upgrade the operator's chart")
-        url = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}:{ports[port]}/proxy{path}"
-        api: Any = self.kube.api_client  # (its type stubs lack call_api's keyword arguments)
+        path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}:{ports[port]}/proxy{path}"
+        api = self.kube.api_client
         try:
-            response = api.call_api(
-                url, method, body=body, auth_settings=["BearerToken"], _preload_content=False,
-                header_params={"Content-Type": "application/json", "Accept": "application/json, text/plain"},
-                _request_timeout=timeout)
+            verb, url, headers, payload, _ = api.param_serialize(
+                method=method, resource_path=path, body=body, auth_settings=["BearerToken"],
+                header_params={"Content-Type": "application/json", "Accept": "application/json, text/plain"})
+            response = api.call_api(verb, url, header_params=headers, body=payload, _request_timeout=timeout)
         except ApiException as error:
             return int(error.status), str(error.body or error.reason)
-        return int(response.status), response.data.decode()
+        return int(response.status), bytes(response.read() or b"").decode()
 
     def leader(self, namespace: str, cluster: str) -> tuple[dict[str, Any], str]:
         """The leading operator replica that operates the cluster, and its metrics (whichever install that is)."""
@@ -175,20 +175,32 @@ def _document(path: str) -> dict[str, Any]:
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="kubectl krafty", description=__doc__.split("\n\n")[0])
-    parser.add_argument("-n", "--namespace", help="the namespace (default: the kubeconfig context's)")
-    parser.add_argument("--operator-selector", default=OPERATOR_SELECTOR, help="labels of the operator's pods")
+    # The common flags go before or after the command, as with kubectl (SUPPRESS: a command's parser does not
+    # overwrite what was given before it)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("-n", "--namespace", default=argparse.SUPPRESS,
+                        help="the namespace (default: the kubeconfig context's)")
+    common.add_argument("--operator-selector", default=argparse.SUPPRESS,
+                        help=f"labels of the operator's pods (default {OPERATOR_SELECTOR})")
+    parser = argparse.ArgumentParser(prog="kubectl krafty", description=__doc__.split("\n\n")[0], parents=[common])
     commands = parser.add_subparsers(dest="command", required=True)
-    status = commands.add_parser("status", help="the cluster on one screen: nodes, roll, quorum, partitions, lag")
-    plan = commands.add_parser("plan", help="what the operator would do if a spec were applied")
+
+    def command(name: str, text: str) -> argparse.ArgumentParser:
+        return commands.add_parser(name, help=text, parents=[common])
+
+    status = command("status", "the cluster on one screen: nodes, roll, quorum, partitions, lag")
+    plan = command("plan", "what the operator would do if a spec were applied")
     for sub in (status, plan):
         sub.add_argument("cluster")
         sub.add_argument("-o", "--output", choices=("text", "json"), default="text")
     plan.add_argument("-f", "--filename", required=True, help="the KafkaCluster to preview (YAML or JSON; -: stdin)")
-    commands.add_parser("restart", help="restart one Kafka node when the roll allows").add_argument("pod")
+    command("restart", "restart one Kafka node when the roll allows").add_argument("pod")
     for verb in ("pause", "resume"):
-        commands.add_parser(verb, help=f"{verb} the operator's changes to a cluster").add_argument("cluster")
-    return parser.parse_args(argv)
+        command(verb, f"{verb} the operator's changes to a cluster").add_argument("cluster")
+    args = parser.parse_args(argv)
+    args.namespace = getattr(args, "namespace", None)
+    args.operator_selector = getattr(args, "operator_selector", OPERATOR_SELECTOR)
+    return args
 
 
 def run(args: argparse.Namespace, plugin: Plugin, namespace: str) -> str:
