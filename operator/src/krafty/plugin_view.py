@@ -90,6 +90,9 @@ def status_screen(body: Mapping[str, Any], lag: Sequence[GroupLag] = ()) -> str:
         lines.append(f"Partitions: {parts['total']} total, {parts['underReplicated']} under-replicated, "
                      f"{parts['underMinIsr']} under min ISR, {parts['offline']} offline, "
                      f"{parts['notPreferredLeader']} not on their preferred leader")
+    for listener in status.get("listeners") or ():
+        lines.append(f"Listener:   {listener['name']} ({listener.get('type', 'internal')}, "
+                     f"{listener.get('securityProtocol', '?')}) {listener.get('bootstrapServers') or 'no address yet'}")
     lines.append("")
     node_versions = versions.get("nodes") or {}
     lines += _table(("NODE", "ID", "ROLES", "PHASE", "READY", "VOTER", "IN-SYNC", "LEADERS", "VERSION", "CURRENT",

@@ -27,6 +27,7 @@ def test_status_shows_roll_progress_as_n_of_m_with_the_node_next_and_the_rest():
            "prod-broker-1, prod-broker-2" in screen
     assert "Quorum:     leader 1001 (epoch 7), voters 1000, 1001, 1002, largest follower lag 0" in screen
     assert "Partitions: 6 total, 0 under-replicated, 0 under min ISR, 0 offline" in screen
+    assert "Listener:   plain (internal, PLAINTEXT) prod-kafka-bootstrap.kafka.svc.cluster.local:9092" in screen
     progressing = next(line for line in screen.splitlines() if line.startswith("Progressing"))
     assert "RollingRestart" in progressing
     assert "next prod-controller-1, then 3 more" in progressing
