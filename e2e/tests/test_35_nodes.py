@@ -206,6 +206,7 @@ def _drain_brokers_of(kube: KubeCluster, node: str) -> str:
     return proc.stdout + proc.stderr
 
 
+@pytest.mark.full  # about two minutes: CI loses a whole node under load in the test above
 def test_a_drain_completes_and_never_takes_a_second_replica_offline(
         prod: KafkaClusterHandle, small: KafkaClusterHandle, operator: KubeCluster, clients: dict[str, ClientPod],
         durable_topic: str, client: ClientPod):
