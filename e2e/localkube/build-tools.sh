@@ -8,6 +8,8 @@
 #   csi-provisioner, csi-resizer                  the same, each in a copy of its own module
 #   spark-operator                                the Kubeflow Spark operator the same way, and the Helm
 #                                                 chart its module holds (only when asked for: Spark e2e)
+#   metallb                                       MetalLB's controller and speaker, each in a copy of its
+#                                                 module, and the native manifest it holds
 #   csi-loop                                      our CSI driver, from csi-loop/ in this tree
 #   pause                                         the sandbox process, from the
 #                                                 pause.c of the k8s.io/kubernetes
@@ -126,6 +128,29 @@ sys.exit(d["Error"]) if "Error" in d else print(d["Dir"], d.get("Origin", {}).ge
   ln -sfn "$dir/spark-operator" "$bin/spark-operator"
 }
 
+# MetalLB: its controller and speaker, built inside a copy of its module (like the CSI sidecars), and the
+# native manifest the module holds (config/manifests/metallb-native.yaml) kept next to them.
+metallb_tool() {
+  local version="$METALLB_VERSION" module=go.universe.tf/metallb dir="$tools/metallb-$METALLB_VERSION" moddir
+  if [[ ! -x "$dir/controller" || ! -x "$dir/speaker" || ! -f "$dir/metallb-native.yaml" ]]; then
+    say "building metallb $version (controller, speaker) from source through $(go env GOPROXY) (first time only)"
+    moddir="$(cd /tmp && GOFLAGS=-mod=mod go mod download -json "$module@$version" \
+      | python3 -c 'import json,sys; d=json.load(sys.stdin); sys.exit(d["Error"]) if "Error" in d else print(d["Dir"])')"
+    rm -rf "$dir" && mkdir -p "$dir"
+    cp -r "$moddir" "$dir/.src" && chmod -R u+w "$dir/.src"
+    for program in controller speaker; do
+      (cd "$dir/.src" && progress "building metallb $program" env GOWORK=off GOTOOLCHAIN=local \
+        GOFLAGS="-mod=readonly -buildvcs=false" CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" \
+        -o "../$program.partial" "./$program")
+      mv "$dir/$program.partial" "$dir/$program"
+    done
+    cp "$dir/.src/config/manifests/metallb-native.yaml" "$dir/metallb-native.yaml"
+    rm -rf "$dir/.src"
+  fi
+  ln -sfn "$dir/controller" "$bin/metallb-controller"
+  ln -sfn "$dir/speaker" "$bin/metallb-speaker"
+}
+
 # csi-loop comes from this tree: its folder is named by a hash of the sources, so an edited driver is
 # rebuilt (and the build it replaces removed) and an unchanged one costs nothing.
 csi_loop_tool() {
@@ -175,6 +200,7 @@ build() {
       github.com/kubernetes-csi/external-provisioner/v5 ;;
     csi-resizer) csi_sidecar_tool csi-resizer "$CSI_RESIZER_VERSION" github.com/kubernetes-csi/external-resizer ;;
     csi-loop) csi_loop_tool ;;
+    metallb) metallb_tool ;;
     pause) pause_tool ;;
     kubectl) kubectl_link ;;
     *) say "unknown tool: $1"; exit 2 ;;
@@ -189,6 +215,6 @@ kubectl_link() {
 
 if [[ $# -eq 0 ]]; then
   set -- kubectl kind etcd crictl pause coredns local-path-provisioner kube-router helm csi-loop csi-provisioner \
-    csi-resizer
+    csi-resizer metallb
 fi
 for tool in "$@"; do build "$tool"; done

@@ -4,6 +4,7 @@ provisioning each node's volumes on that node)."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "e2e" / "localkube"))  # lk is no installed package
 
-from lk import addons, cluster
+from lk import addons, cluster, load_balancer
 from lk.settings import Settings
 
 
@@ -68,3 +69,40 @@ def test_local_path_is_the_default_class_and_expandable_grows_on_the_pods_node(c
     # And nothing is ever pulled
     assert {c["imagePullPolicy"] for o in objects if o["kind"] in ("Deployment", "DaemonSet")
             for c in o["spec"]["template"]["spec"]["containers"]} == {"Never"}
+
+
+def test_the_load_balancer_pool_is_the_top_of_the_nodes_subnet():
+    assert load_balancer.address_range("10.89.0.0/24") == ("10.89.0.205", "10.89.0.254")
+    pool, advertisement = load_balancer.pool("10.89.0.205", "10.89.0.254")
+    assert pool["spec"] == {"addresses": ["10.89.0.205-10.89.0.254"]}
+    assert advertisement["spec"] == {"ipAddressPools": [pool["metadata"]["name"]]}
+    with pytest.raises(RuntimeError, match="no room"):
+        load_balancer.address_range("10.89.0.0/28")
+
+
+def test_metallb_runs_the_images_built_here(cfg: Settings):
+    # Given MetalLB's native manifest where build-tools.sh keeps it, next to its programs
+    version = cfg.versions["METALLB_VERSION"]
+    folder = cfg.cache / "localkube" / "tools" / f"metallb-{version}"
+    folder.mkdir(parents=True)
+    (folder / "controller").write_text("")
+    cfg.tools_bin.mkdir(parents=True, exist_ok=True)
+    (cfg.tools_bin / "metallb-controller").symlink_to(folder / "controller")
+    (folder / "metallb-native.yaml").write_text(
+        f"spec:\n  containers:\n      - args: [--port=9120]\n        image: quay.io/metallb/controller:{version}\n"
+        f"---\n      - args: [--port=9120]\n        image: quay.io/metallb/speaker:{version}\n")
+    # Then its two images are the ones the nodes preload, started by their path in them
+    made = load_balancer.manifest(cfg)
+    assert "quay.io" not in made
+    assert f"image: localhost/krafty-kind/metallb-speaker:{version}\n        command: [/usr/local/bin/speaker]" in made
+    # And a manifest that names other images is refused rather than run with images nobody built
+    (folder / "metallb-native.yaml").write_text("image: quay.io/metallb/controller:v0.0.1\n")
+    with pytest.raises(RuntimeError, match="does not name"):
+        load_balancer.manifest(cfg)
+
+
+def test_nodes_take_addresses_from_the_lower_half_of_their_subnet_and_the_pool_is_at_its_top():
+    assert load_balancer.node_range("10.89.1.0/24") == "10.89.1.0/25"
+    first, last = load_balancer.address_range("10.89.1.0/24")
+    assert ipaddress.ip_address(first) not in ipaddress.ip_network(load_balancer.node_range("10.89.1.0/24"))
+    assert last == "10.89.1.254"

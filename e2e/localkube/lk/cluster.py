@@ -3,9 +3,10 @@ answers): up, down, status, and the node faults the tests inject.
 
 kind runs with KIND_EXPERIMENTAL_PROVIDER=podman on machines without a Docker engine (ours). Its node image is
 built here from source (node_image.py); its network is kube-router, its storage local-path and csi-loop
-(addons.py). What these machines need from the host is set up before kind starts: /lib/modules (kind mounts it
-into every node; podman refuses a missing path), and podman's settings for our calls (settings.CONTAINERS_CONF:
-rlimits the machine allows, a network backend that resolves the nodes' names).
+(addons.py), its load balancer MetalLB (load_balancer.py). What these machines need from the host is set up
+before kind starts: /lib/modules (kind mounts it into every node; podman refuses a missing path), and podman's
+settings for our calls (settings.CONTAINERS_CONF: rlimits the machine allows, a network backend that resolves
+the nodes' names).
 
 Node faults act on the node's container from outside, as a machine fails:
 - stop: SIGKILL to every process of the node at once (`podman kill`), like a power cut; start: the container
@@ -25,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import base_image, node_image
+from . import base_image, load_balancer, node_image
 from . import settings as s
 from .progress import say, ticking, wait
 from .settings import Settings
@@ -183,11 +184,14 @@ def up(workers: int = DEFAULT_WORKERS) -> float:
     image = node_image.ensure(cfg, engine())
     if is_up(cfg, workers, image):
         say(f"already up: the control plane and {workers} workers Ready")
+        if not _has_load_balancer(cfg):  # an earlier `up` stopped before MetalLB took its pool
+            _install_load_balancer(cfg)
         return time.monotonic() - began
     if containers():
         say("a cluster of another shape, of an older node image, or with a node down, is here: deleting it first")
         down(quiet=True)
     Path("/lib/modules").mkdir(exist_ok=True)
+    _make_network()
     config_file = cfg.cache / "kind-cluster.json"
     config_file.write_text(json.dumps(config(cfg, workers, image), indent=1))
     say(f"creating kind cluster {CLUSTER} on {engine()}: a control plane and {workers} workers in "
@@ -200,9 +204,66 @@ def up(workers: int = DEFAULT_WORKERS) -> float:
         raise RuntimeError(f"kind create cluster failed:\n{result.stdout[-3000:]}{result.stderr[-6000:]}")
     wait(lambda: _ready_nodes(cfg, workers + 1), 300, f"{workers + 1} nodes Ready")
     wait(lambda: _system_pods_ready(cfg), 300, "the system pods (DNS, network, storage) Ready")
+    _install_load_balancer(cfg)
     seconds = time.monotonic() - began
     say(f"up in {seconds:.1f} s; KUBECONFIG={cfg.admin_kubeconfig}")
     return seconds
+
+
+def _make_network() -> None:
+    """The nodes' network, made before kind would make it: the subnet the engine picks, with the nodes'
+    addresses from its lower half only (the load balancer's pool is at its top)."""
+    if NETWORK in _networks():
+        _run([engine(), "network", "rm", NETWORK])
+    _run([engine(), "network", "create", "-d=bridge", NETWORK])
+    picked = subnet()
+    _run([engine(), "network", "rm", NETWORK])
+    _run([engine(), "network", "create", "-d=bridge", "--subnet", picked, "--ip-range",
+          load_balancer.node_range(picked), NETWORK])
+
+
+def subnet() -> str:
+    """The nodes' network's IPv4 subnet."""
+    found = _run([engine(), "network", "inspect", NETWORK, "--format", "{{range .Subnets}}{{.Subnet}} {{end}}"])
+    return next(net for net in found.split() if "." in net)
+
+
+def _install_load_balancer(cfg: Settings) -> None:
+    """MetalLB, then its address pool once its webhook answers (it validates the pool)."""
+    say("installing MetalLB (load balancer) with a layer-2 pool on the nodes' network")
+    kubectl_stdin(cfg, load_balancer.manifest(cfg), "apply", "-f", "-", timeout=120)
+    wait(lambda: _rolled_out(cfg), 300, "MetalLB's controller and speakers Ready")
+    wait(lambda: _applied(cfg, load_balancer.pool_manifest(subnet())), 120, "MetalLB's webhook to take the pool")
+
+
+def _has_load_balancer(cfg: Settings) -> bool:
+    try:
+        kubectl(cfg, "get", "ipaddresspools.metallb.io", load_balancer.POOL, "-n", load_balancer.NAMESPACE,
+                timeout=20)
+    except (RuntimeError, subprocess.TimeoutExpired):
+        return False
+    return True
+
+
+def _rolled_out(cfg: Settings) -> str:
+    for workload in ("deployment/controller", "daemonset/speaker"):
+        out = kubectl(cfg, "rollout", "status", "-n", load_balancer.NAMESPACE, workload, "--timeout=5s", timeout=30)
+        if "successfully rolled out" not in out:
+            return out.strip()
+    return "ok"
+
+
+def _applied(cfg: Settings, manifest: str) -> str:
+    kubectl_stdin(cfg, manifest, "apply", "-f", "-", timeout=60)
+    return "ok"
+
+
+def kubectl_stdin(cfg: Settings, stdin: str, *args: str, timeout: float = 60) -> str:
+    result = subprocess.run([str(cfg.binary("kubectl")), "--kubeconfig", str(cfg.admin_kubeconfig), *args],
+                            input=stdin, capture_output=True, text=True, timeout=timeout, check=False)
+    if result.returncode != 0:
+        raise RuntimeError(f"kubectl {' '.join(args)} failed: {result.stderr.strip()[-2000:]}")
+    return result.stdout
 
 
 def down(quiet: bool = False) -> float:

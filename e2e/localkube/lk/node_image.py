@@ -4,8 +4,8 @@ drives a Docker engine and pulls its base image).
 Three steps:
 1. the component images, built with buildah: the control plane (kube-apiserver, kube-controller-manager,
    kube-scheduler, etcd), kube-proxy, CoreDNS, the pause sandbox, kube-router (the network and its
-   policies), local-path-provisioner and csi-loop (the storage), and the Debian base local-path's helper
-   pods run;
+   policies), local-path-provisioner and csi-loop (the storage), MetalLB's controller and speaker (the
+   load balancer), and the Debian base local-path's helper pods run;
 2. the node's file system (kind/node/Dockerfile, buildah): Debian's systemd, containerd, runc and CNI
    plugins, kind's own base files from the kind module the Go proxy serves, kubeadm, kubelet, kubectl and
    crictl, /kind/version, and the manifests kind applies after `kubeadm init` (the network, the storage);
@@ -84,6 +84,8 @@ def components(cfg: Settings) -> list[Component]:
         Component(s.kind_image("csi-loop", csi_loop_tag(cfg)), _dockerfile("csi-loop"),
                   (tool("csi-loop"), tool("csi-provisioner"), tool("csi-resizer"))),
         Component(cfg.pause_image, _dockerfile("pause"), (tool("pause"),)),
+        *(_program(s.kind_image(f"metallb-{name}", v["METALLB_VERSION"]), tool(f"metallb-{name}"))
+          for name in ("controller", "speaker")),
     ]
 
 
