@@ -4,7 +4,8 @@
 # The operator's ConfigMap, mounted at /etc/kafka/krafty, holds every node's
 # server.properties (<pool>-<ordinal>.properties), the cluster id and, until
 # the quorum has formed, the first voters. This script picks this pod's file,
-# adds broker.rack when rack awareness is on, formats the storage on first
+# adds broker.rack when rack awareness is on, puts its node's address where a
+# nodeport listener advertises it, formats the storage on first
 # start, and execs Kafka, so SIGTERM reaches the JVM directly and Kafka shuts
 # down in a controlled way (leadership moved away, logs closed cleanly).
 set -euo pipefail
@@ -33,6 +34,15 @@ if [[ -n "${KRAFTY_RACK_TOPOLOGY_KEY:-}" ]]; then
   [[ -n "$rack" ]] || { log "node $NODE_NAME has no label $KRAFTY_RACK_TOPOLOGY_KEY"; exit 1; }
   echo "broker.rack=$rack" >> "$props"
   log "broker.rack=$rack (from node $NODE_NAME)"
+fi
+
+if grep -q '${KRAFTY_NODE_ADDRESS}' "$props"; then
+  # A nodeport listener advertises the address of the Kubernetes node this pod runs on.
+  : "${KRAFTY_NODE_ADDRESS:?KRAFTY_NODE_ADDRESS must be set (downward API status.hostIP) for a nodeport listener}"
+  address="$KRAFTY_NODE_ADDRESS"
+  [[ "$address" == *:* ]] && address="[$address]"  # IPv6
+  sed -i "s/\${KRAFTY_NODE_ADDRESS}/$address/g" "$props"
+  log "nodeport listeners advertise node address $address"
 fi
 
 log_dir="$(sed -n 's/^log\.dirs=//p' "$props")"

@@ -152,6 +152,18 @@ def bootstrap_address(cluster: str, namespace: str, domain: str, port: int) -> s
     return f"{bootstrap_service(cluster)}.{namespace}.svc.{domain}:{port}"
 
 
+def external_service(cluster: str, listener: str, ordinal: int | None) -> str:
+    """A nodeport or loadbalancer listener's Service of one broker (None: the one to bootstrap from)."""
+    return f"{cluster}-{listener}-{'bootstrap' if ordinal is None else ordinal}"
+
+
+# In a node's server.properties: replaced by the address of the Kubernetes node its pod runs on (the pod's
+# status.hostIP, through the downward API) when the pod starts: what a nodeport listener advertises.
+NODE_ADDRESS_PLACEHOLDER = "${KRAFTY_NODE_ADDRESS}"
+NODE_ADDRESS_ENV = "KRAFTY_NODE_ADDRESS"
+EXTERNAL_LISTENER_LABEL = f"{GROUP}/listener"  # on a listener's external Services
+
+
 def metrics_service(cluster: str) -> str:
     return f"{cluster}-kafka-metrics"
 

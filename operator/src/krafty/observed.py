@@ -175,6 +175,7 @@ class NodeState:
     version: str | None = None  # the Kafka release its pod runs (from its image); None: no pod, or a foreign image
     host: str | None = None  # the Kubernetes node its pod was scheduled on
     host_down: str | None = None  # why that Kubernetes node cannot run it (not Ready, gone); None: it can
+    host_address: str | None = None  # that Kubernetes node's address (the pod's hostIP)
 
     @property
     def template_pending(self) -> bool:
@@ -274,6 +275,15 @@ class StorageClassState:
 
 
 @dataclass(frozen=True)
+class ExternalServiceState:
+    """A Service of a nodeport or loadbalancer listener, as Kubernetes has it."""
+
+    name: str
+    node_port: int | None = None  # the node port Kubernetes gave the listener's port
+    address: str | None = None  # the load balancer's address (its ingress IP or host name), once it has one
+
+
+@dataclass(frozen=True)
 class ClusterObservation:
     """Everything one pass knows, read once at its start."""
 
@@ -294,6 +304,7 @@ class ClusterObservation:
     revisions: Mapping[Pool, str] = field(default_factory=dict)  # each StatefulSet's update revision
     templates: Mapping[Pool, Mapping[str, Any]] = field(default_factory=dict)  # each StatefulSet's pod template
     preflights: tuple[Preflight, ...] = ()
+    external_services: Mapping[str, ExternalServiceState] = field(default_factory=dict)  # by name
     metadata_level: int | None = None  # the finalized metadata.version; None: unread
     observed_at: datetime.datetime | None = None
 

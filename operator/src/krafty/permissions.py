@@ -42,6 +42,7 @@ WATCHED_NAMESPACES: dict[Resource, dict[str, str]] = {
         "list": "which volumes a cluster has, and how their growth stands",
         "patch": "a larger storage.size asked of each claim", "delete": "volumes of removed nodes (deleteClaim)"},
     ("", "services"): {
+        "list": "the node ports and load-balancer addresses of nodeport and loadbalancer listeners",
         "create": "server-side apply of a new Service", "patch": "server-side apply",
         "delete": "a Service the spec no longer asks for"},
     ("", "serviceaccounts"): {

@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from krafty import naming
-from krafty.decide import cluster_status, listeners, preflight, roll, scaling, upgrade, volumes
+from krafty.decide import cluster_status, external, listeners, preflight, roll, scaling, upgrade, volumes
 from krafty.decide.configs import ConfigDiff, diff
 from krafty.decide.status import DEGRADED, PROGRESSING, READY, Condition
 from krafty.model import KafkaClusterSpec, LeaderBalanceMode
@@ -317,8 +317,9 @@ def _plan(ctx: ClusterContext, obs: ClusterObservation, facts: Facts,
     scale = _scale(ctx, obs, facts)
     formed = _quorum_formed(ctx, obs)
     published = listeners.published(ctx.spec.listeners, ctx.announced_listeners, obs.nodes)
+    outside = external.endpoints(ctx.name, ctx.spec.listeners, scale.brokers, obs.external_services)
     sized = replace(ctx, sizes=Sizes(scale.brokers, scale.controllers), announced_listeners=published,
-                    claim_sizes=obs.claim_templates,
+                    claim_sizes=obs.claim_templates, external_endpoints=outside,
                     # once formed, a node formatting an empty disk joins the existing quorum instead
                     initial_voters=() if formed else ctx.initial_voters)
     # A voter leaving is removed before anything else: the StatefulSet stops it only once that went through.
@@ -329,7 +330,7 @@ def _plan(ctx: ClusterContext, obs: ClusterObservation, facts: Facts,
     if scale.add_voter is not None:
         pool, ordinal = naming.pool_and_ordinal(scale.add_voter.node_id)
         actions.append(AddVoter(scale.add_voter, ctx.host(pool, ordinal)))
-    actions.append(ApplyChildren(tuple(children(sized))))
+    actions.append(ApplyChildren(_with_stale_services(children(sized), obs)))
     if formed:
         assert obs.quorum is not None
         actions.append(Announce("QuorumFormed", f"controller quorum formed with voters "
@@ -363,13 +364,33 @@ def _plan(ctx: ClusterContext, obs: ClusterObservation, facts: Facts,
         actions.append(FinalizeMetadata(version.finalize_to, version.message))
     next_facts = Facts(scale.balanced_for if scale.balanced_for is not None else facts.balanced_for, leaders_pending,
                        version.healthy_since)
-    conditions = cluster_status.conditions(obs, step, set(range(ctx.spec.brokers.replicas)), scale, version, growth)
+    addressing = external.waiting(ctx.name, ctx.spec.listeners, scale.brokers, outside)
+    conditions = _conditions(cluster_status.conditions(obs, step, set(range(ctx.spec.brokers.replicas)), scale,
+                                                       version, growth), addressing)
     status = {**cluster_status.fields(sized, obs, step, scale, next_facts.balanced_for, next_facts.leaders_pending),
               "versions": cluster_status.version_fields(ctx.spec.version, obs, version),
               "volumes": cluster_status.volume_entries(obs)}
-    busy = bool(ctx.initial_voters) or scale.busy or not isinstance(step, roll.Done) or growth.growing is not None
+    busy = (bool(ctx.initial_voters) or scale.busy or not isinstance(step, roll.Done) or growth.growing is not None
+            or addressing is not None)
     return ClusterPlan(Sizes(scale.brokers, scale.controllers), tuple(actions), step, scale, next_facts, status,
                        tuple(conditions), _result(step), busy)
+
+
+def _conditions(conditions: list[Condition], addressing: str | None) -> list[Condition]:
+    """A listener not open on every broker yet (its external addresses unknown): said in Progressing, and not
+    Ready until it is."""
+    if addressing is None:
+        return conditions
+    ready, available, _, degraded = conditions
+    if ready.status is True:
+        ready = Condition(READY, False, "WaitingForExternalAddress", addressing)
+    return [ready, available, Condition(PROGRESSING, True, "WaitingForExternalAddress", addressing), degraded]
+
+
+def _with_stale_services(rendered: list[Child], obs: ClusterObservation) -> tuple[Child, ...]:
+    """The children, and the deletion of each external Service no listener or broker needs any more."""
+    names = {child.name for child in rendered if child.kind == "Service"}
+    return (*rendered, *(Child("Service", name, None) for name in sorted(obs.external_services) if name not in names))
 
 
 def _version_facts(ctx: ClusterContext, obs: ClusterObservation) -> upgrade.VersionFacts:

@@ -214,6 +214,7 @@ def node_states(ctx: ClusterContext, statefulsets: Mapping[Pool, Mapping[str, An
                 trouble=trouble(pod), requests=_requests(pod), listeners=served_listeners(pod) if pod else frozenset(),
                 version=ctx.version_of(_image(pod)) if pod else None,
                 host=host(pod) if pod else None, host_down=(hosts_down or {}).get(host(pod) or "") if pod else None,
+                host_address=((pod.get("status") or {}).get("hostIP") or None) if pod else None,
                 pending=pending_changes(pod, template) if pod and template and not current else ()))
     return tuple(nodes)
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from krafty.decide import roll
+from krafty.decide import external, roll
 from krafty.decide.health import summarize
 from krafty.decide.scaling import ScalePlan
 from krafty.decide.status import AVAILABLE, DEGRADED, PROGRESSING, READY, Condition
 from krafty.decide.upgrade import VersionPhase, VersionPlan
 from krafty.decide.volumes import Growth
 from krafty.model import format_bytes, versions
+from krafty.model.cluster import Listener
 from krafty.model.context import ClusterContext
 from krafty.observed import ClusterObservation, NodeState, PodPhase
 
@@ -213,15 +214,23 @@ def scaling_fields(scale: ScalePlan, obs: ClusterObservation, balanced_for: tupl
     }
 
 
+def _bootstrap(ctx: ClusterContext, obs: ClusterObservation, listener: Listener) -> str | None:
+    """Inside Kubernetes, the bootstrap Service; from outside, what krafty.decide.external says."""
+    if listener.outside is None:
+        return ctx.bootstrap_servers(listener)
+    return external.bootstrap(ctx.name, listener, ctx.external_endpoints, [n for n in obs.nodes if n.is_broker],
+                              obs.external_services)
+
+
 def fields(ctx: ClusterContext, obs: ClusterObservation, step: roll.Step, scale: ScalePlan,
            balanced_for: tuple[int, ...] | None, leaders_pending: bool) -> dict[str, Any]:
     """Everything status holds besides the conditions."""
     status: dict[str, Any] = {
         "clusterId": ctx.cluster_id,
         "bootstrapServers": ctx.bootstrap_servers(),
-        "listeners": [{"name": listener.name, "port": listener.port, "tls": listener.tls,
+        "listeners": [{"name": listener.name, "port": listener.port, "type": listener.type.value, "tls": listener.tls,
                        "authentication": listener.authentication.value, "securityProtocol": listener.protocol.value,
-                       "bootstrapServers": ctx.bootstrap_servers(listener)} for listener in ctx.published_listeners],
+                       "bootstrapServers": _bootstrap(ctx, obs, listener)} for listener in ctx.published_listeners],
         "readyBrokers": sum(1 for n in obs.nodes if n.is_broker and n.serving),
         "nodes": node_entries(obs),
         "roll": roll_summary(obs, step),

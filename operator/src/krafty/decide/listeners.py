@@ -31,14 +31,20 @@ def published(wanted: tuple[Listener, ...], before: tuple[Listener, ...],
 
 def from_status(entries: Iterable[dict[str, object]]) -> tuple[Listener, ...]:
     """status.listeners as written by an earlier pass (name, port, tls, authentication)."""
-    return tuple(Listener.model_validate({key: entry[key] for key in ("name", "port", "tls", "authentication")
-                                          if key in entry})
+    return tuple(Listener.model_validate({key: entry[key] for key in STATUS_KEYS if key in entry})
                  for entry in entries)
+
+
+STATUS_KEYS = ("name", "port", "type", "tls", "authentication")  # what status.listeners keeps of each
+
+
+def _published_form(listeners: tuple[Listener, ...]) -> list[tuple[object, ...]]:
+    return [tuple(getattr(listener, key) for key in STATUS_KEYS) for listener in listeners]
 
 
 def moved(before: tuple[Listener, ...], after: tuple[Listener, ...]) -> str | None:
     """What changed for applications, when the published listeners do (None: nothing, or a new cluster)."""
-    if not before or before == after:
+    if not before or _published_form(before) == _published_form(after):
         return None
     first = after[0]
     return (f"published listeners now {', '.join(f'{lst.name}:{lst.port}' for lst in after)}; applications "

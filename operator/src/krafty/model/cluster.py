@@ -106,18 +106,72 @@ class SecurityProtocol(StrEnum):
 SCRAM_MECHANISM = "SCRAM-SHA-512"
 
 
+class ListenerType(StrEnum):
+    """Where clients of a listener are: inside the Kubernetes cluster, or outside it."""
+
+    INTERNAL = "internal"  # ClusterIP bootstrap and headless per-pod names
+    NODEPORT = "nodeport"  # a NodePort Service per broker (and one to bootstrap); brokers advertise their node
+    LOADBALANCER = "loadbalancer"  # a LoadBalancer Service per broker (and one to bootstrap)
+
+
+HOST_PATTERN = (r"^(([0-9]{1,3}\.){3}[0-9]{1,3}|[0-9a-fA-F:]*:[0-9a-fA-F:.]+|"
+                r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*)$")
+
+
+class ExternalBroker(Spec):
+    """What one broker's external address is made of, where the defaults do not fit."""
+
+    broker: int = Field(ge=0, le=99)
+    node_port: int | None = Field(default=None, ge=1, le=65535)  # nodeport: this node port (else Kubernetes picks)
+    advertised_host: str | None = Field(default=None, pattern=HOST_PATTERN, max_length=253)
+    advertised_port: int | None = Field(default=None, ge=1, le=65535)
+
+
+class External(Spec):
+    """A nodeport or loadbalancer listener's Services and addresses."""
+
+    bootstrap_node_port: int | None = Field(default=None, ge=1, le=65535)
+    brokers: tuple[ExternalBroker, ...] = Field(default=(), max_length=100)
+    annotations: dict[str, str] = Field(default_factory=dict, max_length=50)  # on each of its Services
+
+    @model_validator(mode="after")
+    def _one_entry_per_broker(self) -> External:
+        ids = [b.broker for b in self.brokers]
+        if len(set(ids)) != len(ids):
+            raise ValueError("external.brokers names a broker twice")
+        ports = [p for p in (self.bootstrap_node_port, *(b.node_port for b in self.brokers)) if p is not None]
+        if len(set(ports)) != len(ports):
+            raise ValueError("external node ports must be unique")
+        return self
+
+    def of(self, broker: int) -> ExternalBroker:
+        return next((b for b in self.brokers if b.broker == broker), ExternalBroker(broker=broker))
+
+
 class Listener(Spec):
     name: str = Field(pattern=r"^[a-z][a-z0-9]{0,14}$")
     port: int = Field(ge=1024, le=65535)
+    type: ListenerType = ListenerType.INTERNAL
     tls: bool = False
     authentication: ClientAuthentication = ClientAuthentication.NONE
     network_policy_peers: tuple[NetworkPolicyPeer, ...] = Field(default=(), max_length=20)
+    external: External | None = None
 
     @model_validator(mode="after")
     def _certificates_need_tls(self) -> Listener:
         if self.authentication is ClientAuthentication.TLS and not self.tls:
             raise ValueError(f"listener {self.name}: authentication tls needs tls: true")
+        if self.external is not None and self.type is ListenerType.INTERNAL:
+            raise ValueError(f"listener {self.name}: external applies to type nodeport or loadbalancer only")
+        if self.type is ListenerType.LOADBALANCER and self.external is not None and (
+                self.external.bootstrap_node_port is not None or any(b.node_port for b in self.external.brokers)):
+            raise ValueError(f"listener {self.name}: node ports apply to type nodeport only")
         return self
+
+    @property
+    def outside(self) -> External | None:
+        """How clients outside the cluster reach it (its external settings), or None for an internal one."""
+        return None if self.type is ListenerType.INTERNAL else self.external or External()
 
     @property
     def kafka_name(self) -> str:

@@ -58,6 +58,14 @@ class OperatorPeer:
 
 
 @dataclass(frozen=True)
+class Endpoint:
+    """Where clients outside Kubernetes reach one broker on a nodeport or loadbalancer listener."""
+
+    host: str  # for a nodeport listener by default naming.NODE_ADDRESS_PLACEHOLDER: the pod's node, at its start
+    port: int
+
+
+@dataclass(frozen=True)
 class ClusterContext:
     name: str
     namespace: str
@@ -79,6 +87,8 @@ class ClusterContext:
     # The size in each existing StatefulSet's claim template: Kubernetes never changes a template's claims, so it
     # keeps the size the pool was created with, and the operator grows the claims themselves (krafty.decide.volumes)
     claim_sizes: Mapping[Pool, str] = field(default_factory=dict)
+    # (listener, broker ordinal) -> its external address, for brokers whose address is known (decide/external.py)
+    external_endpoints: Mapping[tuple[str, int], Endpoint] = field(default_factory=dict)
 
     def version_of(self, image: str | None) -> str | None:
         """The Kafka release a pod's image carries: the operator's image of a version, or spec.image (which

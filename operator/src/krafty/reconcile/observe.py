@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from krafty import naming, pods, volume_claims
+from krafty import naming, pods, service_state, volume_claims
 from krafty.clients import kraft
 from krafty.clients.errors import KafkaUnavailable
 from krafty.clients.kafka_admin import KafkaAdmin
@@ -26,6 +26,7 @@ from krafty.naming import Pool
 from krafty.observed import (
     BrokerRegistration,
     ClusterObservation,
+    ExternalServiceState,
     PartitionState,
     PodPhase,
     QuorumState,
@@ -112,6 +113,12 @@ def hosts_down(kube: Kube, found: list[dict[str, Any]], now: datetime.datetime,
     return {name: why for name in names if (why := pods.host_down(kube.get("Node", name, None), name))}
 
 
+def external_services(kube: Kube, ctx: ClusterContext) -> dict[str, ExternalServiceState]:
+    """The cluster's nodeport and loadbalancer Services (of its listeners' brokers and bootstraps), by name."""
+    return {state.name: state for found in kube.list("Service", ctx.namespace, naming.selector_labels(ctx.name))
+            if (state := service_state.external_service(found)) is not None}
+
+
 def _claim_template_size(statefulset: dict[str, Any]) -> str | None:
     for template in statefulset["spec"].get("volumeClaimTemplates") or []:
         if template["metadata"]["name"] == naming.DATA_VOLUME:
@@ -158,4 +165,5 @@ def observe(kube: Kube, admin: KafkaAdmin, controllers: Callable[[int], str], ct
                               revisions={pool: sts["status"]["updateRevision"] for pool, sts in statefulsets.items()
                                          if sts and (sts.get("status") or {}).get("updateRevision")},
                               templates={pool: sts["spec"]["template"] for pool, sts in statefulsets.items() if sts},
-                              preflights=preflights, metadata_level=kafka.metadata_level, observed_at=now)
+                              preflights=preflights, external_services=external_services(kube, ctx),
+                              metadata_level=kafka.metadata_level, observed_at=now)

@@ -33,6 +33,7 @@ def children(ctx: ClusterContext) -> list[Child]:
         Child("Service", naming.bootstrap_service(name), services.bootstrap_service(ctx)),
         Child("Service", naming.metrics_service(name), services.metrics_service(ctx)),
         Child("NetworkPolicy", naming.network_policy(name), network_policy.network_policy(ctx)),
+        *(Child("Service", service, body) for service, body in services.external_services(ctx)),
     ]
     for pool in (Pool.CONTROLLER, Pool.BROKER):
         present = pool in ctx.pools()

@@ -51,8 +51,14 @@ def _listeners(ctx: ClusterContext, pool: Pool, ordinal: int) -> dict[str, str]:
     bind, advertised, protocols = [], [], []
     if "broker" in roles:
         for listener in ctx.listeners_by_port:
+            address = f"{host}:{listener.port}"
+            if listener.outside is not None:
+                endpoint = ctx.external_endpoints.get((listener.name, ordinal))
+                if endpoint is None:
+                    continue  # its external address is not known yet (krafty.decide.external)
+                address = f"{endpoint.host}:{endpoint.port}"
             bind.append(f"{listener.kafka_name}://:{listener.port}")
-            advertised.append(f"{listener.kafka_name}://{host}:{listener.port}")
+            advertised.append(f"{listener.kafka_name}://{address}")
             protocols.append(f"{listener.kafka_name}:{listener.protocol}")
         bind.append(f"{naming.REPLICATION_LISTENER}://:{naming.REPLICATION_PORT}")
         advertised.append(f"{naming.REPLICATION_LISTENER}://{host}:{naming.REPLICATION_PORT}")

@@ -8,7 +8,7 @@ from typing import Any
 
 from krafty import naming
 from krafty.model import NodePool, parse_quantity
-from krafty.model.cluster import ClientAuthentication
+from krafty.model.cluster import ClientAuthentication, ListenerType
 from krafty.model.context import ClusterContext
 from krafty.naming import Pool
 from krafty.render.kafka_config import restart_hash, static_config
@@ -53,6 +53,9 @@ def _env(ctx: ClusterContext, pool: Pool, spec: NodePool) -> list[dict[str, Any]
         env.append({"name": "KAFKA_OPTS", "value": " ".join(spec.jvm.options)})
     if ctx.spec.rack is not None and pool is Pool.BROKER:
         env.append({"name": "KRAFTY_RACK_TOPOLOGY_KEY", "value": ctx.spec.rack.topology_key})
+    if pool is Pool.BROKER and any(listener.type is ListenerType.NODEPORT for listener in ctx.spec.listeners):
+        # What a nodeport listener advertises: the address of the node the pod runs on
+        env.append({"name": naming.NODE_ADDRESS_ENV, "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}})
     return env
 
 

@@ -1,0 +1,103 @@
+"""Clients outside Kubernetes: a nodeport and a loadbalancer listener reached from this machine (the test
+process, outside the pod network: the cluster's DNS names do not resolve here) before and after a rolling
+restart. Through the nodeport one each broker advertises the node its pod runs on and its own node port;
+through the loadbalancer one, the address MetalLB gave its own Service (layer 2 on the nodes' network)."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from test_10_operator_core import make_topic, pod_uids, wait_rolled
+
+from krafty_testkit.k8s_kafka import NAMESPACE, KafkaClusterHandle, cluster_spec
+from krafty_testkit.kube import KubeCluster
+from krafty_testkit.traffic import consume_all, produce_sequences, verify
+
+EXTERNAL = {"name": "outside", "port": 9094, "type": "nodeport"}
+BALANCED = {"name": "balanced", "port": 9095, "type": "loadbalancer"}
+
+
+@pytest.fixture(scope="module")
+def reachable(operator: KubeCluster) -> Iterator[KafkaClusterHandle]:
+    """3 combined nodes with an internal listener, a nodeport one and a loadbalancer one; gone after the module."""
+    handle = KafkaClusterHandle(operator, "reachable")
+    handle.apply(cluster_spec("combined", listeners=[{"name": "plain", "port": 9092}, EXTERNAL, BALANCED]))
+    handle.wait_ready(900)
+    yield handle
+    handle.delete()
+
+
+def external_bootstrap(handle: KafkaClusterHandle, listener: dict[str, object]) -> str:
+    entry = next(e for e in handle.status()["listeners"] if e["name"] == listener["name"])
+    assert entry["type"] == listener["type"]
+    return str(entry["bootstrapServers"])
+
+
+def service(handle: KafkaClusterHandle, listener: dict[str, object], which: str) -> dict[str, Any]:
+    return dict(handle.kube.kubectl_json("get", "service", f"{handle.name}-{listener['name']}-{which}", "-n",
+                                         NAMESPACE))
+
+
+def expected_addresses(handle: KafkaClusterHandle, listener: dict[str, object]) -> set[str]:
+    """Each broker's address: its node (its pod's hostIP) and its own Service's node port, or its own Service's
+    load-balancer address and the listener's port."""
+    out = set()
+    for pod in handle.pods("broker"):
+        own = service(handle, listener, pod["metadata"]["name"].rsplit("-", 1)[1])
+        if listener["type"] == "nodeport":
+            out.add(f"{pod['status']['hostIP']}:{own['spec']['ports'][0]['nodePort']}")
+        else:
+            out.add(f"{own['status']['loadBalancer']['ingress'][0]['ip']}:{listener['port']}")
+    return out
+
+
+def advertised(bootstrap: str) -> set[str]:
+    """The brokers' addresses as Kafka itself tells a client that bootstrapped from here."""
+    from confluent_kafka.admin import AdminClient
+
+    brokers = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=30).brokers.values()
+    return {f"{b.host}:{b.port}" for b in brokers}
+
+
+def round_trip(bootstrap: str, topic: str) -> tuple[int, int, int]:
+    """(acknowledged, lost, duplicated) for 2,000 acks=all records produced and read back from this machine."""
+    report = produce_sequences(bootstrap, topic, 2000)
+    checked = verify(report.acked, consume_all(bootstrap, topic))
+    return len(report.acked), len(checked.lost), len(checked.duplicated)
+
+
+def test_a_nodeport_listener_serves_clients_outside_the_cluster_through_a_rolling_restart(
+        reachable: KafkaClusterHandle):
+    # Given this machine is outside the pod network (the in-cluster bootstrap name does not resolve here)
+    with pytest.raises(socket.gaierror):
+        socket.getaddrinfo(f"reachable-kafka-bootstrap.{NAMESPACE}.svc.cluster.local", 9092)
+    make_topic(reachable.kube, "from-outside", "reachable", partitions=6, replicas=3,
+               config={"min.insync.replicas": 2})
+    # When a client here bootstraps from what status.listeners says, through the node ports
+    bootstrap = external_bootstrap(reachable, EXTERNAL)
+    assert set(bootstrap.split(",")) == expected_addresses(reachable, EXTERNAL)
+    # Then Kafka sends it to each broker's node and node port, and it writes and reads everything back
+    assert advertised(bootstrap) == expected_addresses(reachable, EXTERNAL)
+    assert round_trip(bootstrap, "from-outside") == (2000, 0, 0)
+    # And through the load balancers: the bootstrap Service's address, then each broker's own
+    balanced = external_bootstrap(reachable, BALANCED)
+    lb = service(reachable, BALANCED, "bootstrap")["status"]["loadBalancer"]["ingress"][0]["ip"]
+    assert balanced == f"{lb}:{BALANCED['port']}"
+    assert advertised(balanced) == expected_addresses(reachable, BALANCED)
+    assert round_trip(balanced, "from-outside") == (2000, 0, 0)
+    # When every broker restarts (a static config change rolls them)
+    before = pod_uids(reachable)
+    reachable.patch_spec({"brokers": {"config": {"queued.max.requests": 600}}})
+    wait_rolled(reachable, before, set(before))
+    reachable.wait_ready(600)
+    time.sleep(5)
+    # Then the addresses each broker advertises are still its node's and its load balancer's, and clients here
+    # keep working through both
+    for listener in (EXTERNAL, BALANCED):
+        after = external_bootstrap(reachable, listener)
+        assert advertised(after) == expected_addresses(reachable, listener)
+        assert round_trip(after, "from-outside") == (2000, 0, 0)

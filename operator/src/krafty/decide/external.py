@@ -1,0 +1,67 @@
+"""Where clients outside Kubernetes reach the brokers of a nodeport or loadbalancer listener.
+
+A broker advertises, for such a listener, its own address: the spec's advertisedHost and advertisedPort
+when given; else for a nodeport listener the address of the Kubernetes node its pod runs on (filled in when
+the pod starts) and its Service's node port (the spec's, or the one Kubernetes gave); for a loadbalancer
+listener its Service's load-balancer address and the listener's port. A broker whose address is not known
+yet (its Service has no node port or load balancer yet) does not open the listener until it is: a client
+is never sent to an address that leads nowhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from krafty import naming
+from krafty.model.cluster import Listener, ListenerType
+from krafty.model.context import Endpoint
+from krafty.observed import ExternalServiceState, NodeState
+
+
+def endpoints(cluster: str, listeners: Iterable[Listener], brokers: int,
+              services: Mapping[str, ExternalServiceState]) -> dict[tuple[str, int], Endpoint]:
+    """(listener, broker ordinal) -> its advertised address, for every broker whose address is known."""
+    out = {}
+    for listener in listeners:
+        outside = listener.outside
+        if outside is None:
+            continue
+        for ordinal in range(brokers):
+            chosen = outside.of(ordinal)
+            seen = services.get(naming.external_service(cluster, listener.name, ordinal))
+            if listener.type is ListenerType.NODEPORT:
+                host: str | None = chosen.advertised_host or naming.NODE_ADDRESS_PLACEHOLDER
+                port = chosen.advertised_port or chosen.node_port or (seen.node_port if seen else None)
+            else:
+                host = chosen.advertised_host or (seen.address if seen else None)
+                port = chosen.advertised_port or listener.port
+            if host and port:
+                out[(listener.name, ordinal)] = Endpoint(host, port)
+    return out
+
+
+def waiting(cluster: str, listeners: Iterable[Listener], brokers: int,
+            known: Mapping[tuple[str, int], Endpoint]) -> str | None:
+    """Which external addresses are not known yet, or None."""
+    missing = [naming.external_service(cluster, listener.name, ordinal) for listener in listeners
+               if listener.outside is not None for ordinal in range(brokers) if (listener.name, ordinal) not in known]
+    if not missing:
+        return None
+    return (f"waiting for the external address of {', '.join(missing)} (a node port or a load balancer from "
+            "Kubernetes); those brokers open the listener once it is there")
+
+
+def bootstrap(cluster: str, listener: Listener, known: Mapping[tuple[str, int], Endpoint],
+              brokers: Sequence[NodeState], services: Mapping[str, ExternalServiceState]) -> str | None:
+    """How a client outside Kubernetes starts: the load balancer of the bootstrap Service, or for a nodeport
+    listener every broker's own address (its node and node port); None while unknown."""
+    if listener.type is ListenerType.LOADBALANCER:
+        seen = services.get(naming.external_service(cluster, listener.name, None))
+        return f"{seen.address}:{listener.port}" if seen and seen.address else None
+    addresses = []
+    for node in brokers:
+        found = known.get((listener.name, node.node_id))
+        host = found.host if found and found.host != naming.NODE_ADDRESS_PLACEHOLDER else node.host_address
+        if found and host:
+            addresses.append(f"{host}:{found.port}")
+    return ",".join(addresses) or None

@@ -1,0 +1,166 @@
+"""Listeners reached from outside Kubernetes: nodeport and loadbalancer Services, the address each broker
+advertises, what waits for Kubernetes, and the spec's refusals."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from krafty import naming
+from krafty.decide import external
+from krafty.model import KafkaClusterSpec
+from krafty.model.context import ClusterContext, Endpoint
+from krafty.naming import Pool
+from krafty.observed import ExternalServiceState
+from krafty.plan import ApplyChildren, Facts, plan
+from krafty.render.cluster import children
+from krafty.render.kafka_config import node_properties
+from krafty.service_state import external_service
+from krafty.validation import validate_cluster
+
+from ..conftest import context, example
+from .test_plan import BROKERS, observe
+
+NODEPORT = {"name": "outside", "port": 9094, "type": "nodeport",
+            "external": {"bootstrapNodePort": 31090, "brokers": [{"broker": 2, "nodePort": 31092},
+                                                                  {"broker": 1, "advertisedHost": "kafka-1.example.com",
+                                                                   "advertisedPort": 19094}]}}
+BALANCED = {"name": "lb", "port": 9095, "type": "loadbalancer",
+            "external": {"annotations": {"metallb.universe.tf/address-pool": "kind"}}}
+
+
+def spec_with(*listeners: dict[str, Any]) -> dict[str, Any]:
+    spec = example("kafkacluster-combined.yaml")["spec"]
+    spec["listeners"] = [{"name": "plain", "port": 9092}, *listeners]
+    return spec
+
+
+def ctx(*listeners: dict[str, Any]) -> ClusterContext:
+    return replace(context(spec_with(*listeners), name="prod"), initial_voters=())
+
+
+def seen(name: str, node_port: int | None = None, address: str | None = None) -> ExternalServiceState:
+    return ExternalServiceState(name, node_port, address)
+
+
+def test_nodeport_brokers_advertise_their_node_and_node_port_with_the_specs_overrides():
+    c = ctx(NODEPORT)
+    services = {"prod-outside-0": seen("prod-outside-0", 30500), "prod-outside-2": seen("prod-outside-2", 31092)}
+    found = external.endpoints("prod", c.spec.listeners, 3, services)
+    assert found == {("outside", 0): Endpoint(naming.NODE_ADDRESS_PLACEHOLDER, 30500),
+                     ("outside", 1): Endpoint("kafka-1.example.com", 19094),
+                     ("outside", 2): Endpoint(naming.NODE_ADDRESS_PLACEHOLDER, 31092)}
+    assert external.waiting("prod", c.spec.listeners, 3, found) is None
+
+
+def test_a_broker_whose_address_is_unknown_does_not_open_the_listener_and_status_says_what_waits():
+    c = ctx(BALANCED)
+    services = {"prod-lb-0": seen("prod-lb-0", 30001, "192.0.2.10"), "prod-lb-1": seen("prod-lb-1", 30002)}
+    found = external.endpoints("prod", c.spec.listeners, 3, services)
+    assert found == {("lb", 0): Endpoint("192.0.2.10", 9095)}
+    assert external.waiting("prod", c.spec.listeners, 3, found) == (
+        "waiting for the external address of prod-lb-1, prod-lb-2 (a node port or a load balancer from Kubernetes); "
+        "those brokers open the listener once it is there")
+    with_addresses = replace(c, external_endpoints=found)
+    opened = node_properties(with_addresses, Pool.BROKER, 0)
+    assert "LB://:9095" in opened["listeners"]
+    assert "LB://192.0.2.10:9095" in opened["advertised.listeners"]
+    assert "LB:PLAINTEXT" in opened["listener.security.protocol.map"]
+    closed = node_properties(with_addresses, Pool.BROKER, 1)
+    assert "LB://" not in closed["listeners"]
+    assert "LB://" not in closed["advertised.listeners"]
+
+
+def test_each_broker_and_the_bootstrap_get_a_service_of_the_listeners_type():
+    c = ctx(NODEPORT, BALANCED)
+    rendered = {child.name: child.desired for child in children(c) if child.kind == "Service"}
+    assert {name for name in rendered if name.startswith(("prod-outside", "prod-lb"))} == {
+        "prod-outside-bootstrap", "prod-outside-0", "prod-outside-1", "prod-outside-2",
+        "prod-lb-bootstrap", "prod-lb-0", "prod-lb-1", "prod-lb-2"}
+    broker2 = rendered["prod-outside-2"]
+    assert broker2 is not None
+    assert broker2["spec"]["type"] == "NodePort"
+    assert broker2["spec"]["selector"]["statefulset.kubernetes.io/pod-name"] == "prod-broker-2"
+    assert broker2["spec"]["ports"] == [{"name": "outside", "port": 9094, "targetPort": 9094, "nodePort": 31092}]
+    assert "nodePort" not in rendered["prod-outside-0"]["spec"]["ports"][0]  # Kubernetes picks
+    assert rendered["prod-outside-bootstrap"]["spec"]["ports"][0]["nodePort"] == 31090
+    assert "statefulset.kubernetes.io/pod-name" not in rendered["prod-outside-bootstrap"]["spec"]["selector"]
+    balancer = rendered["prod-lb-1"]
+    assert balancer["spec"]["type"] == "LoadBalancer"
+    assert balancer["metadata"]["annotations"] == {"metallb.universe.tf/address-pool": "kind"}
+    assert balancer["metadata"]["labels"][naming.EXTERNAL_LISTENER_LABEL] == "lb"
+
+
+def test_brokers_learn_their_node_address_only_when_a_nodeport_listener_exists():
+    def env(c: ClusterContext) -> list[str]:
+        sts = next(child.desired for child in children(c) if child.kind == "StatefulSet" and child.desired)
+        return [e["name"] for e in sts["spec"]["template"]["spec"]["containers"][0]["env"]]
+
+    assert naming.NODE_ADDRESS_ENV in env(ctx(NODEPORT))
+    assert naming.NODE_ADDRESS_ENV not in env(ctx(BALANCED))
+    assert naming.NODE_ADDRESS_ENV not in env(ctx())
+
+
+def test_the_pass_opens_the_listener_deletes_services_no_longer_needed_and_publishes_where_to_start():
+    c = ctx(NODEPORT)
+    services = {name: seen(name, port) for name, port in (("prod-outside-0", 30500), ("prod-outside-1", 30501),
+                                                          ("prod-outside-2", 31092), ("prod-outside-3", 30503),
+                                                          ("prod-gone-bootstrap", 30600))}
+    nodes = [replace(n, host_address=f"10.89.0.{n.node_id + 2}") for n in observe(c).nodes]
+    result = plan(c, observe(c, nodes, external_services=services), Facts(BROKERS))
+    [apply] = [a for a in result.actions if isinstance(a, ApplyChildren)]
+    deleted = sorted(child.name for child in apply.children if child.name in services and child.desired is None)
+    assert deleted == ["prod-gone-bootstrap", "prod-outside-3"]
+    listener = next(entry for entry in result.status["listeners"] if entry["name"] == "outside")
+    assert listener["type"] == "nodeport"
+    assert listener["bootstrapServers"] == "10.89.0.2:30500,kafka-1.example.com:19094,10.89.0.4:31092"
+    assert [x.reason for x in result.conditions][2] != "WaitingForExternalAddress"
+
+
+def test_a_load_balancer_without_an_address_keeps_the_cluster_progressing_not_ready():
+    c = ctx(BALANCED)
+    result = plan(c, observe(c), Facts(BROKERS))
+    ready, _, progressing, _ = result.conditions
+    assert (ready.status, ready.reason) == (False, "WaitingForExternalAddress")
+    assert (progressing.status, progressing.reason) == (True, "WaitingForExternalAddress")
+    assert result.busy
+    lb = next(entry for entry in result.status["listeners"] if entry["name"] == "lb")
+    assert lb["bootstrapServers"] is None
+
+
+def test_a_services_node_port_and_load_balancer_address_are_read_from_it():
+    service = {"metadata": {"name": "prod-lb-0"},
+               "spec": {"type": "LoadBalancer", "ports": [{"name": "lb", "port": 9095, "nodePort": 30123}]},
+               "status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.50"}]}}}
+    assert external_service(service) == ExternalServiceState("prod-lb-0", 30123, "192.0.2.50")
+    assert external_service({**service, "status": {}}) == ExternalServiceState("prod-lb-0", 30123, None)
+    assert external_service({"metadata": {"name": "x"}, "spec": {"type": "ClusterIP"}}) is None
+
+
+@pytest.mark.parametrize(("listener", "error"), [
+    ({"name": "in", "port": 9094, "external": {}}, "external applies to type nodeport or loadbalancer only"),
+    ({"name": "lb", "port": 9094, "type": "loadbalancer", "external": {"bootstrapNodePort": 31000}},
+     "node ports apply to type nodeport only"),
+    ({"name": "np", "port": 9094, "type": "nodeport", "external": {"brokers": [{"broker": 0}, {"broker": 0}]}},
+     "names a broker twice"),
+    ({"name": "np", "port": 9094, "type": "nodeport",
+      "external": {"bootstrapNodePort": 31000, "brokers": [{"broker": 0, "nodePort": 31000}]}},
+     "node ports must be unique"),
+    ({"name": "np", "port": 9094, "type": "nodeport", "external": {"brokers": [{"broker": 0,
+                                                                               "advertisedHost": "not a host"}]}},
+     "advertisedHost"),
+    ({"name": "np", "port": 9094, "type": "NodePort"}, "type"),
+])
+def test_a_listener_that_cannot_work_is_refused_with_why(listener: dict[str, Any], error: str):
+    with pytest.raises(ValidationError, match=error):
+        KafkaClusterSpec.model_validate(spec_with(listener))
+
+
+def test_tls_on_an_external_listener_is_refused_until_certificates_name_external_addresses():
+    spec = KafkaClusterSpec.model_validate(spec_with({**NODEPORT, "tls": True}))
+    [problem] = validate_cluster(spec)
+    assert problem.field == "spec.listeners[outside].tls"
+    assert "not supported yet" in problem.message
