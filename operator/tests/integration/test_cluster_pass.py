@@ -132,9 +132,10 @@ def test_a_calm_pass_reads_each_object_and_each_kafka_fact_once(calm: Outcome, k
     print("Kafka calls of one calm pass:", dict(sorted(kafka_calls.items())))
     assert outcome.result is PassResult.RECONCILED
     reads = {key: n for key, n in kube_calls.items() if key[0] in ("get", "list")}
-    # (the Secrets: the cluster CA, the clients CA, the node certificates and the operator's certificate)
+    # (the Secrets: the cluster CA, the clients CA, the node certificates and the operator's certificate; the
+    # Services: which external ones exist, their node ports and load balancers)
     assert reads == {("get", "ConfigMap"): 1, ("get", "StatefulSet"): 2, ("list", "Pod"): 1,
-                     ("list", "PersistentVolumeClaim"): 1, ("get", "Secret"): 4}
+                     ("list", "PersistentVolumeClaim"): 1, ("get", "Secret"): 4, ("list", "Service"): 1}
     assert ("patch-status", naming.CLUSTER_KIND) not in kube_calls  # nothing changed: nothing written
     assert kafka_calls == {("DescribeCluster",): 1, ("ApiVersions",): 1, ("ListPartitionReassignments",): 1,
                            ("topic_state",): 1,
