@@ -33,6 +33,7 @@ OPERATOR_LABEL = "app.kubernetes.io/name=krafty-operator"
 
 _timings: list[tuple[str, float]] = []
 _started = time.monotonic()
+_session_cluster: list[KubeCluster] = []  # the cluster kube_cluster brought up: a failed fixture's report shows it
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -63,13 +64,12 @@ def time_budget(request: pytest.FixtureRequest) -> Iterator[None]:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item) -> Generator[None, pytest.TestReport, None]:
-    """A failed test's report carries what the cluster looked like: pods, KafkaClusters, the operators' logs."""
+    """A failed test's report, a failed fixture's too, carries what the cluster looked like: nodes, pods,
+    KafkaClusters, warnings, the operators' logs."""
     outcome = yield
     report = outcome.get_result()
-    values = item.funcargs.values() if isinstance(item, pytest.Function) else ()
-    cluster = next((value for value in values if isinstance(value, KubeCluster)), None)
-    if report.failed and cluster is not None:
-        report.sections.append(("cluster when it failed", _diagnostics(cluster)))
+    if report.failed and _session_cluster:
+        report.sections.append(("cluster when it failed", _diagnostics(_session_cluster[0])))
     if report.failed:
         _print_now(item.config, report)
 
@@ -89,10 +89,9 @@ def _print_now(config: pytest.Config, report: pytest.TestReport) -> None:
 
 def _diagnostics(cluster: KubeCluster) -> str:
     queries = [
+        ("nodes", ["get", "nodes", "-o", "wide"]),
         ("pods", ["get", "pods", "-A", "-o", "wide"]),
-        ("KafkaClusters", ["get", "kafkaclusters", "-A", "-o",
-                           "custom-columns=NS:.metadata.namespace,NAME:.metadata.name,CONDITIONS:.status.conditions"]),
-        ("warning events", ["get", "events", "-A", "--field-selector", "type=Warning"]),
+        ("warning events", ["get", "events", "-A", "--field-selector", "type=Warning", "--sort-by=.lastTimestamp"]),
     ]
     try:
         operators = cluster.kubectl_json("get", "deployments", "-A", "-l", OPERATOR_LABEL, timeout=30)["items"]
@@ -101,6 +100,9 @@ def _diagnostics(cluster: KubeCluster) -> str:
     for deployment in operators:
         namespace = deployment["metadata"]["namespace"]
         queries.append((f"operator log, {namespace}", ["logs", "-n", namespace, "-l", OPERATOR_LABEL, "--tail=60"]))
+    # last, so that a report cut to its end (CI prints the end) still shows each cluster's conditions
+    queries.append(("KafkaClusters", ["get", "kafkaclusters", "-A", "-o", "custom-columns=NS:.metadata.namespace,"
+                                      "NAME:.metadata.name,CONDITIONS:.status.conditions"]))
     parts = []
     for title, args in queries:
         try:
@@ -123,6 +125,7 @@ def kube_cluster(cluster_timings: list[tuple[str, float]]) -> Iterator[kube.Kube
     was_up = cluster.is_up()
     seconds = cluster.up()
     cluster_timings.append((f"{cluster.kind}: up ({'already up' if was_up else 'fresh cluster'})", seconds))
+    _session_cluster.append(cluster)
     yield cluster
     if not was_up and os.environ.get("KRAFTY_E2E_KEEP_CLUSTER") != "1":
         cluster_timings.append((f"{cluster.kind}: down (end of session)", cluster.down()))

@@ -213,6 +213,7 @@ def test_a_roll_waits_for_a_partition_that_would_lose_its_isr_and_resumes_when_f
     wait_rolled(prod, before, {p for p in before if "broker" in p})
 
 
+@pytest.mark.full  # about 75 s: CI keeps the roll that waits for an ISR (above) and the template that cannot start
 def test_a_node_that_does_not_come_back_stops_the_roll_until_the_spec_changes(small: KafkaClusterHandle):
     # Given a cluster with no topic (no partition could hold a roll) and a broker config that Kafka accepts in
     # the spec but cannot start with (a topic policy class that does not exist)

@@ -26,7 +26,7 @@ def reachable(operator: KubeCluster) -> Iterator[KafkaClusterHandle]:
     """3 combined nodes with an internal listener, a nodeport one and a loadbalancer one; gone after the module."""
     handle = KafkaClusterHandle(operator, "reachable")
     handle.apply(cluster_spec("combined", listeners=[{"name": "plain", "port": 9092}, EXTERNAL, BALANCED]))
-    handle.wait_ready(900)
+    handle.wait_ready(600)  # under pytest's 900 s: a timeout here says what the cluster's conditions were
     yield handle
     handle.delete()
 

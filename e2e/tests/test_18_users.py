@@ -315,6 +315,7 @@ def test_acls_allow_what_they_name_and_nothing_else(
         "GROUP_AUTHORIZATION_FAILED")
 
 
+@pytest.mark.full  # about 30 s: CI sees drift put back for Topics in test_20_topics.py
 def test_acls_changed_behind_the_operators_back_are_put_back_for_its_users_only(
         secure: KafkaClusterHandle, users: dict[str, dict[str, str]], operator: KubeCluster):
     admin = ConsoleTools(operator, secure, "admin", users["admin"])
@@ -371,6 +372,7 @@ def test_a_quota_holds_a_producer_back_while_an_unlimited_one_beside_it_runs_fas
     assert rates["admin"]["mib_per_s"] > rates["writer"]["mib_per_s"]
 
 
+@pytest.mark.full  # about 40 s: CI replaces a credential in the renewal test below
 def test_a_password_changed_in_its_secret_replaces_the_old_one(
         secure: KafkaClusterHandle, users: dict[str, dict[str, str]], client: ClientPod, operator: KubeCluster):
     # Given rotor, whose password comes from the user's own Secret

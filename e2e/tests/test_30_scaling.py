@@ -104,6 +104,7 @@ def claim_uids(handle: KafkaClusterHandle, pool: str) -> dict[str, str]:
     return {c["metadata"]["name"]: c["metadata"]["uid"] for c in items}
 
 
+@pytest.mark.full  # about 30 s: CI scales down through the operator in the test above
 def test_a_statefulset_shrunk_while_the_operator_is_stopped_loses_no_volume(prod: KafkaClusterHandle,
                                                                              operator: KubeCluster):
     # Given the operator stopped, and a broker StatefulSet shrunk behind its back (kubectl scale, a GitOps tool)

@@ -172,6 +172,7 @@ def test_under_replicated_partitions_rise_with_a_stopped_broker_and_return_to_ze
     prod.wait_ready(300)
 
 
+@pytest.mark.full  # about 90 s: CI checks the operator's lag against kafka-consumer-groups.sh in test_18
 def test_lag_grows_while_the_consumer_is_paused_and_drains_after(prometheus: Prometheus, prod: KafkaClusterHandle,
                                                                  client: ClientPod, operator: KubeCluster):
     operator.apply([topic_resource("metrics-lag", "prod", partitions=3, replicas=3)])

@@ -51,6 +51,7 @@ def test_sigkilled_broker_under_load_loses_nothing(prod: KafkaClusterHandle, cli
     prod.wait_ready(600)
 
 
+@pytest.mark.full  # about 45 s: CI loses the node of the active controller in test_35_nodes.py
 def test_sigkilled_active_controller_is_replaced_within_seconds(prod: KafkaClusterHandle, client: ClientPod,
                                                                 operator: KubeCluster):
     leader = prod.status()["quorum"]["leaderId"]

@@ -75,6 +75,7 @@ def assert_clean(cluster: LocalCluster, volumes_before: set[str]) -> None:
 
 
 @pytest.mark.cluster_lifecycle
+@pytest.mark.full  # about two minutes: CI's run brings the cluster up at its start and down at its end
 def test_down_leaves_nothing_behind_and_up_brings_back_three_workers_in_three_zones(
         kube_cluster: KubeCluster, cluster_timings: list[tuple[str, float]]) -> None:
     assert isinstance(kube_cluster, LocalCluster)

@@ -118,6 +118,7 @@ def key(cfg: Settings, kind_module: Path, base_id: str) -> str:
     for component in components(cfg):
         for path in (component.dockerfile, *component.programs):
             _digest_tree(digest, path)
+    digest.update(_default_storage(cfg).encode())
     return digest.hexdigest()[:12]
 
 
@@ -150,9 +151,12 @@ def _manifests(cfg: Settings, folder: Path) -> None:
     cni = (KIND_DIR / "node" / "manifests" / "default-cni.yaml").read_text()
     (folder / "default-cni.yaml").write_text(
         cni.replace("KUBE_ROUTER_IMAGE", s.kind_image("kube-router", cfg.versions["KUBE_ROUTER_VERSION"])))
+    (folder / "default-storage.yaml").write_text(_default_storage(cfg))
+
+
+def _default_storage(cfg: Settings) -> str:
     from . import addons
-    csi_image = s.kind_image("csi-loop", csi_loop_tag(cfg))
-    (folder / "default-storage.yaml").write_text(addons.default_storage(cfg, csi_image))
+    return addons.default_storage(cfg, s.kind_image("csi-loop", csi_loop_tag(cfg)))
 
 
 def _context(cfg: Settings, module: Path, folder: Path) -> None:
