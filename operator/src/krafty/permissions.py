@@ -65,5 +65,6 @@ WATCHED_NAMESPACES: dict[Resource, dict[str, str]] = {
 # Read at cluster scope, never written (the chart's discovery ClusterRole holds these besides kopf's own)
 CLUSTER_READS: dict[Resource, dict[str, str]] = {
     ("storage.k8s.io", "storageclasses"): {"get": "whether a claim's class lets it grow (allowVolumeExpansion)"},
-    ("", "nodes"): {"get": "whether the Kubernetes node of a Kafka pod that is not ready is lost (named in status)"},
+    ("", "nodes"): {"get": "whether the Kubernetes node of a Kafka pod that is not ready is lost (named in status)",
+                    "list": "every node's address, which the brokers' certificates name for a TLS nodeport listener"},
 }

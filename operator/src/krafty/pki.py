@@ -7,6 +7,7 @@ Everything is PEM text; private keys are unencrypted PKCS#8 and live only in Sec
 from __future__ import annotations
 
 import datetime
+import ipaddress
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -36,7 +37,7 @@ class CertFacts:
     common_name: str
     not_before: datetime.datetime
     not_after: datetime.datetime
-    dns_names: tuple[str, ...]
+    alt_names: tuple[str, ...]  # its subject alternative names: DNS names and IP addresses, as text
     fingerprint: str  # SHA-256 of the DER encoding, hex
     is_ca: bool
     self_signed: bool
@@ -109,10 +110,20 @@ def issued_at(pem: str) -> datetime.datetime:
     return _load_cert(pem).not_valid_before_utc + _BACKDATE
 
 
-def issue(ca: KeyPair, common_name: str, dns_names: Sequence[str], now: datetime.datetime,
+def _alt_name(name: str) -> x509.GeneralName:
+    """An IP address names the certificate as one (clients check an address they connect to against the
+    certificate's IP addresses, never its DNS names); anything else is a DNS name."""
+    try:
+        return x509.IPAddress(ipaddress.ip_address(name))
+    except ValueError:
+        return x509.DNSName(name)
+
+
+def issue(ca: KeyPair, common_name: str, alt_names: Sequence[str], now: datetime.datetime,
           validity: datetime.timedelta, chain: Sequence[str] = ()) -> KeyPair:
     """An end-entity certificate for TLS servers and clients alike (nodes are both to each other),
-    never valid past its CA; `chain`: certificates to send after it (a cross-signed CA)."""
+    never valid past its CA; `alt_names`: DNS names and IP addresses; `chain`: certificates to send after it
+    (a cross-signed CA)."""
     ca_cert = _load_cert(ca.cert)
     ca_key = serialization.load_pem_private_key(ca.key.encode(), password=None)
     if not isinstance(ca_key, ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey):  # what cert-manager issues
@@ -128,8 +139,8 @@ def issue(ca: KeyPair, common_name: str, dns_names: Sequence[str], now: datetime
                               critical=False)
                .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
                               critical=False))
-    if dns_names:
-        builder = builder.add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in dns_names]),
+    if alt_names:
+        builder = builder.add_extension(x509.SubjectAlternativeName([_alt_name(n) for n in alt_names]),
                                         critical=False)
     return KeyPair(_cert_pem(builder.sign(ca_key, hashes.SHA256())) + "".join(chain), _key_pem(key))
 
@@ -138,8 +149,8 @@ def facts(pem: str) -> CertFacts:
     """What the operator decides on: names, validity, fingerprint (of the first certificate in `pem`)."""
     cert = _load_cert(pem)
     try:
-        sans = tuple(cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-                     .get_values_for_type(x509.DNSName))
+        found = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        sans = (*found.get_values_for_type(x509.DNSName), *map(str, found.get_values_for_type(x509.IPAddress)))
     except x509.ExtensionNotFound:
         sans = ()
     try:
@@ -148,7 +159,7 @@ def facts(pem: str) -> CertFacts:
         is_ca = False
     names = cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
     return CertFacts(common_name=str(names[0].value) if names else "", not_before=cert.not_valid_before_utc,
-                     not_after=cert.not_valid_after_utc, dns_names=sans,
+                     not_after=cert.not_valid_after_utc, alt_names=sans,
                      fingerprint=cert.fingerprint(hashes.SHA256()).hex(), is_ca=is_ca,
                      self_signed=cert.issuer == cert.subject and signed_by(pem, pem))
 

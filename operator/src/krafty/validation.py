@@ -11,14 +11,14 @@ The operator turns each Problem into a status condition and an Event.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 
 from krafty import naming
 from krafty.kafka_configs import ConfigKey, catalog
 from krafty.model import KafkaClusterSpec, TopicSpec, parse_quantity, versions
-from krafty.model.cluster import Listener, NodePool
+from krafty.model.cluster import NodePool
 from krafty.model.versions import DEFAULT_KAFKA_VERSION
 
 MAX_TOPIC_NAME = 249
@@ -160,12 +160,6 @@ def _resources(pool: NodePool, field: str) -> list[Problem]:
     return problems
 
 
-def _external_tls(listeners: Sequence[Listener]) -> list[Problem]:
-    return [Problem(f"spec.listeners[{listener.name}].tls", "TLS on a nodeport or loadbalancer listener is not "
-                    "supported yet (the brokers' certificates name their in-cluster names only): use an internal "
-                    "listener for TLS") for listener in listeners if listener.outside and listener.tls]
-
-
 def _pool(pool: NodePool, field: str) -> list[Problem]:
     template = pool.template
     return (_resources(pool, field) + _heap_problems(field, pool)
@@ -288,7 +282,6 @@ def validate_cluster(spec: KafkaClusterSpec) -> list[Problem]:
     if defaults.replication_factor > spec.brokers.replicas:
         problems.append(Problem("spec.topicDefaults.replicationFactor",
                                 f"{defaults.replication_factor} exceeds the {spec.brokers.replicas} brokers"))
-    problems += _external_tls(spec.listeners)
     problems += _pool(spec.brokers, "spec.brokers")
     problems += _pool(spec.controllers, "spec.controllers")
     if spec.image is not None and not _IMAGE.match(spec.image):

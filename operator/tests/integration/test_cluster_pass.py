@@ -352,6 +352,70 @@ def test_a_larger_storage_size_is_asked_of_each_claim_where_its_class_allows_it(
                       "-p", '[{"op": "remove", "path": "/metadata/finalizers"}]', check=False)
 
 
+def _node(apiserver: LocalApiServer, name: str, *addresses: tuple[str, str]) -> None:
+    """A Kubernetes node as its kubelet registers it: with its addresses in its status."""
+    apiserver.apply({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
+                     "status": {"addresses": [{"type": kind, "address": a} for kind, a in addresses]}})
+
+
+def test_tls_external_listeners_put_the_nodes_and_load_balancers_addresses_in_broker_certificates(
+        calm: Outcome, apiserver: LocalApiServer, kube: Kube, reconciler: ClusterReconciler):
+    # Given two Kubernetes nodes and a cluster with a TLS nodeport and a TLS loadbalancer listener
+    cluster = "outside"
+    _node(apiserver, "worker-a", ("InternalIP", "10.9.0.1"), ("ExternalIP", "203.0.113.1"), ("Hostname", "worker-a"))
+    _node(apiserver, "worker-b", ("InternalIP", "10.9.0.2"))
+    listeners = [{"name": "plain", "port": 9092}, {"name": "np", "port": 9094, "type": "nodeport", "tls": True},
+                 {"name": "lb", "port": 9095, "type": "loadbalancer", "tls": True,
+                  "external": {"brokers": [{"broker": 1, "advertisedHost": "kafka-1.example.com"}]}}]
+    apiserver.apply({"apiVersion": naming.API_VERSION, "kind": naming.CLUSTER_KIND,
+                     "metadata": {"name": cluster, "namespace": NS}, "spec": {**SPEC, "listeners": listeners}})
+
+    def names() -> dict[str, set[str]]:
+        data = decoded(kube.get("Secret", naming.node_certificates(cluster), NS))
+        return {f"{pool.value}-{n}": set(pki.facts(data[naming.node_certificate_keys(pool, n)[0]]).alt_names)
+                for pool in Pool for n in range(3)}
+
+    def generation() -> str:
+        secret = kube.get("Secret", naming.node_certificates(cluster), NS)
+        assert secret is not None
+        return str(secret["metadata"]["annotations"][naming.CERTIFICATE_GENERATION_ANNOTATION])
+
+    def reconcile() -> None:
+        body = kube.get(naming.CLUSTER_KIND, cluster, NS)
+        assert body is not None
+        reconciler.reconcile(body)
+
+    # When its first pass runs with the operator's rights
+    reconcile()
+    # Then every broker's certificate names every node's address (not its host name), no controller's does
+    first = names()
+    for n in range(3):
+        assert {"10.9.0.1", "203.0.113.1", "10.9.0.2"} <= first[f"broker-{n}"]
+        assert "worker-a" not in first[f"broker-{n}"]
+        assert not {"10.9.0.1", "10.9.0.2"} & first[f"controller-{n}"]
+    assert "kafka-1.example.com" in first["broker-1"]
+    before = generation()
+    # When the load balancers give their Services addresses and a node joins
+    for which, address in (("0", "172.30.0.10"), ("1", "172.30.0.11"), ("bootstrap", "172.30.0.9")):
+        given = {"status": {"loadBalancer": {"ingress": [{"ip": address}]}}}
+        apiserver.kubectl("patch", "service", f"{cluster}-lb-{which}", "-n", NS, "--subresource=status",
+                          "--type=merge", "-p", json.dumps(given))
+    _node(apiserver, "worker-c", ("InternalIP", "10.9.0.3"))
+    reconcile()
+    # Then each broker's certificate names its own and the bootstrap's load balancer and the new node, issued
+    # again without a new generation (no roll: each broker takes it when it next starts)
+    after = names()
+    assert {"172.30.0.10", "172.30.0.9", "10.9.0.3"} <= after["broker-0"]
+    assert "172.30.0.11" not in after["broker-0"]
+    assert {"172.30.0.11", "172.30.0.9", "kafka-1.example.com"} <= after["broker-1"]
+    assert "172.30.0.10" not in after["broker-2"]
+    assert generation() == before
+    reasons = {e["reason"] for e in kube.list("Event", NS) if e["involvedObject"]["name"] == cluster}
+    assert "CertificateAddressesChanged" in reasons
+    apiserver.kubectl("delete", "kafkacluster", cluster, "-n", NS, "--wait=false")
+    apiserver.kubectl("delete", "nodes", "worker-a", "worker-b", "worker-c")
+
+
 def test_a_deleted_cluster_stops_its_brokers_before_its_controllers(calm: Outcome, apiserver: LocalApiServer,
                                                                      kube: Kube, reconciler: ClusterReconciler):
     """Last in this module: the cluster goes. No garbage collector runs here: the test deletes pods itself."""

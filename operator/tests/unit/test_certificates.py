@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import datetime
 import functools
+import ipaddress
+from dataclasses import replace
 
 import pytest
 from cryptography import x509
@@ -30,7 +32,7 @@ def ca(name: str = "ca", days: int = 365) -> pki.KeyPair:
     return _ca(name, days)
 
 
-def node(signer: pki.KeyPair, days: int = 365, names: tuple[str, ...] = SUBJECT.dns_names,
+def node(signer: pki.KeyPair, days: int = 365, names: tuple[str, ...] = SUBJECT.alt_names,
          common_name: str = SUBJECT.common_name) -> pki.KeyPair:
     return pki.issue(signer, common_name, names, NOW, days * DAY)
 
@@ -42,8 +44,38 @@ def test_a_node_certificate_is_signed_by_its_ca_and_carries_its_names():
     assert not pki.signed_by(cert.cert, ca("other").cert)
     assert pki.matches(cert)
     assert not pki.matches(pki.KeyPair(cert.cert, ca().key))
-    assert (facts.common_name, facts.dns_names, facts.is_ca) == ("prod-kafka", SUBJECT.dns_names, False)
+    assert (facts.common_name, facts.alt_names, facts.is_ca) == ("prod-kafka", SUBJECT.alt_names, False)
     assert pki.facts(ca().cert).is_ca
+
+
+def test_an_address_is_named_as_an_ip_address_which_a_client_checks_the_address_it_dialed_against():
+    cert = node(ca(), names=("broker-0.example.com", "172.18.0.3", "fd00::3"))
+    sans = x509.load_pem_x509_certificate(cert.cert.encode()).extensions.get_extension_for_class(
+        x509.SubjectAlternativeName).value
+    assert sans.get_values_for_type(x509.DNSName) == ["broker-0.example.com"]
+    assert [str(a) for a in sans.get_values_for_type(x509.IPAddress)] == ["172.18.0.3", "fd00::3"]
+    assert sorted(pki.facts(cert.cert).alt_names) == ["172.18.0.3", "broker-0.example.com", "fd00::3"]
+    store = Store([x509.load_pem_x509_certificate(ca().cert.encode())])
+    leaf = x509.load_pem_x509_certificate(cert.cert.encode())
+    for dialed in ("172.18.0.3", "fd00::3"):  # what a client connecting to that address checks
+        (PolicyBuilder().store(store).time(NOW + DAY)
+         .build_server_verifier(x509.IPAddress(ipaddress.ip_address(dialed))).verify(leaf, []))
+    with pytest.raises(VerificationError):
+        (PolicyBuilder().store(store).time(NOW + DAY)
+         .build_server_verifier(x509.IPAddress(ipaddress.ip_address("172.18.0.4"))).verify(leaf, []))
+
+
+def test_a_certificate_is_issued_again_when_an_address_from_outside_comes_or_goes_or_a_dns_name_is_missing():
+    signer = ca()
+    held = node(signer, names=(*SUBJECT.alt_names, "172.18.0.3"))
+    same = replace(SUBJECT, outside=("172.18.0.3",))
+    joined = replace(SUBJECT, outside=("172.18.0.3", "172.18.0.4"))
+    moved = replace(SUBJECT, alt_names=("prod-broker-0.prod-brokers.kafka.svc.example.org",), outside=("172.18.0.3",))
+    assert certificates.certificate_reason(same, held, signer, NOW, VALIDITY) is None
+    assert certificates.certificate_reason(joined, held, signer, NOW, VALIDITY) is IssueReason.ADDRESSES_CHANGED
+    assert certificates.certificate_reason(SUBJECT, held, signer, NOW, VALIDITY) is IssueReason.ADDRESSES_CHANGED
+    assert certificates.certificate_reason(moved, held, signer, NOW, VALIDITY) is IssueReason.NAMES_CHANGED
+    assert sorted(pki.facts(node(signer, names=joined.names).cert).alt_names) == sorted(joined.names)
 
 
 def test_a_certificate_never_outlives_its_ca():
@@ -184,7 +216,7 @@ def test_a_certificate_is_sent_with_the_cross_signed_ca_only_while_it_is_valid_a
     assert certificates.chain(held, old, NOW) == ()  # step 1: the CA before still signs, alone
     assert certificates.chain(held, new, NOW + 400 * DAY) == ()  # the CA before has expired
     # A certificate sent without the chain it should have is issued again
-    bare = pki.issue(new, SUBJECT.common_name, SUBJECT.dns_names, NOW, 365 * DAY)
+    bare = pki.issue(new, SUBJECT.common_name, SUBJECT.alt_names, NOW, 365 * DAY)
     assert certificates.certificate_reason(SUBJECT, bare, new, NOW, VALIDITY, (held.cross,)) is (
         IssueReason.CHAIN_CHANGED)
 

@@ -159,8 +159,27 @@ def test_a_listener_that_cannot_work_is_refused_with_why(listener: dict[str, Any
         KafkaClusterSpec.model_validate(spec_with(listener))
 
 
-def test_tls_on_an_external_listener_is_refused_until_certificates_name_external_addresses():
-    spec = KafkaClusterSpec.model_validate(spec_with({**NODEPORT, "tls": True}))
-    [problem] = validate_cluster(spec)
-    assert problem.field == "spec.listeners[outside].tls"
-    assert "not supported yet" in problem.message
+def test_tls_on_external_listeners_is_accepted():
+    spec = KafkaClusterSpec.model_validate(spec_with({**NODEPORT, "tls": True}, {**BALANCED, "tls": True}))
+    assert validate_cluster(spec) == []
+
+
+def test_a_brokers_certificate_names_every_node_for_tls_nodeport_and_its_load_balancers_for_tls_loadbalancer():
+    c = ctx({**NODEPORT, "tls": True}, {**BALANCED, "tls": True})
+    services = {"prod-lb-0": seen("prod-lb-0", address="172.18.0.200"),
+                "prod-lb-1": seen("prod-lb-1", address="lb-1.example.com"),
+                "prod-lb-bootstrap": seen("prod-lb-bootstrap", address="172.18.0.201")}
+    nodes = ("172.18.0.3", "172.18.0.2")
+    names = {n: external.certificate_names("prod", c.spec.listeners, n, services, nodes) for n in range(3)}
+    assert names[0] == ("172.18.0.2", "172.18.0.200", "172.18.0.201", "172.18.0.3")
+    # broker 1's advertisedHost, its load balancer's host name; broker 2's load balancer has no address yet
+    assert names[1] == ("172.18.0.2", "172.18.0.201", "172.18.0.3", "kafka-1.example.com", "lb-1.example.com")
+    assert names[2] == ("172.18.0.2", "172.18.0.201", "172.18.0.3")
+    assert external.needs_node_addresses(c.spec.listeners)
+
+
+def test_listeners_without_tls_put_nothing_outside_into_certificates():
+    c = ctx(NODEPORT, BALANCED)
+    services = {"prod-lb-0": seen("prod-lb-0", address="172.18.0.200")}
+    assert external.certificate_names("prod", c.spec.listeners, 0, services, ("172.18.0.2",)) == ()
+    assert not external.needs_node_addresses(c.spec.listeners)

@@ -155,14 +155,14 @@ class SteadyProducer(threading.Thread):
 
 
 def consume_all(bootstrap_servers: str, topic: str, idle_seconds: float = 5.0,
-                timeout: float = 120.0) -> list[tuple[str, int]]:
+                timeout: float = 120.0, **config: Any) -> list[tuple[str, int]]:
     """Reads the topic from the beginning until nothing new arrives for idle_seconds
     (counted from the moment the partitions are assigned, not from the start)."""
     from confluent_kafka import Consumer
 
     consumer = Consumer(client_config(bootstrap_servers, **{
         "group.id": f"verify-{topic}-{time.monotonic_ns()}", "auto.offset.reset": "earliest",
-        "enable.auto.commit": False, "isolation.level": "read_committed"}))
+        "enable.auto.commit": False, "isolation.level": "read_committed", **config}))
     assigned = threading.Event()
     consumer.subscribe([topic], on_assign=lambda _c, partitions: partitions and assigned.set())
     records: list[tuple[str, int]] = []

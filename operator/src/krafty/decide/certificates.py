@@ -33,7 +33,8 @@ class IssueReason(StrEnum):
     EXPIRING = "Expiring"  # inside its renewal window
     REQUESTED = "Requested"  # a user asked for a new CA (annotation)
     UNUSABLE = "Unusable"  # unreadable, not a CA, or a key that does not belong to the certificate
-    NAMES_CHANGED = "NamesChanged"  # its DNS names are not the ones its holder answers to now
+    NAMES_CHANGED = "NamesChanged"  # it lacks a name its holder answers to inside Kubernetes
+    ADDRESSES_CHANGED = "AddressesChanged"  # the addresses clients outside Kubernetes reach its holder by changed
     NEW_CA = "NewCa"  # signed by a CA that is no longer the one signing
     CHAIN_CHANGED = "ChainChanged"  # the CA certificates sent after it changed (a cross-signed CA came or went)
     PROVIDED = "Provided"  # the user's Secret holds a CA the cluster does not run with yet
@@ -45,6 +46,9 @@ class IssueReason(StrEnum):
             IssueReason.REQUESTED: f"{what}: renewed, as an annotation asked",
             IssueReason.UNUSABLE: f"{what}: issued again, the one kept could not be used",
             IssueReason.NAMES_CHANGED: f"{what}: issued again, its DNS names changed",
+            IssueReason.ADDRESSES_CHANGED: f"{what}: issued again for the addresses clients outside Kubernetes reach "
+                                           "them by (a node joined or left, a load balancer's address changed); no "
+                                           "restart: each takes it when it next starts, on whichever node",
             IssueReason.NEW_CA: f"{what}: issued again by the new CA, which every node trusts now",
             IssueReason.CHAIN_CHANGED: f"{what}: issued again, the CA certificates sent with it changed",
             IssueReason.PROVIDED: f"{what}: taken from the Secret spec.tls names",
@@ -143,7 +147,13 @@ class Subject:
 
     key: str  # where it is kept
     common_name: str
-    dns_names: tuple[str, ...]
+    alt_names: tuple[str, ...]  # its names inside Kubernetes
+    outside: tuple[str, ...] = ()  # the addresses and host names clients outside Kubernetes reach it by
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every subject alternative name: DNS names and IP addresses."""
+        return self.alt_names + tuple(n for n in self.outside if n not in self.alt_names)
 
 
 def certificate_reason(subject: Subject, held: KeyPair | None, ca: KeyPair, now: datetime.datetime,
@@ -161,8 +171,10 @@ def certificate_reason(subject: Subject, held: KeyPair | None, ca: KeyPair, now:
         return IssueReason.UNUSABLE
     if not pki.signed_by(held.cert, ca.cert):
         return IssueReason.NEW_CA
-    if sorted(facts.dns_names) != sorted(subject.dns_names):
+    if not set(subject.alt_names) <= set(facts.alt_names):
         return IssueReason.NAMES_CHANGED
+    if sorted(facts.alt_names) != sorted(subject.names):
+        return IssueReason.ADDRESSES_CHANGED
     if pki.split_bundle(held.cert)[1:] != sent_with:
         return IssueReason.CHAIN_CHANGED
     if _expiring(held, now, validity):

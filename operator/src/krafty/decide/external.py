@@ -6,6 +6,12 @@ the pod starts) and its Service's node port (the spec's, or the one Kubernetes g
 listener its Service's load-balancer address and the listener's port. A broker whose address is not known
 yet (its Service has no node port or load balancer yet) does not open the listener until it is: a client
 is never sent to an address that leads nowhere.
+
+With tls: true, a broker's certificate names what clients outside verify it by (`certificate_names`): for a
+nodeport listener the address of every Kubernetes node (its pod may start on any of them and advertises that
+one), for a loadbalancer listener its own and the bootstrap Service's load-balancer addresses, and any
+advertisedHost. When those change (a node joins, a load balancer gives a new address) the certificates are
+issued again, which rolls the brokers.
 """
 
 from __future__ import annotations
@@ -65,3 +71,29 @@ def bootstrap(cluster: str, listener: Listener, known: Mapping[tuple[str, int], 
         if found and host:
             addresses.append(f"{host}:{found.port}")
     return ",".join(addresses) or None
+
+
+def certificate_names(cluster: str, listeners: Iterable[Listener], ordinal: int,
+                      services: Mapping[str, ExternalServiceState], node_addresses: Iterable[str]) -> tuple[str, ...]:
+    """The addresses and host names broker `ordinal`'s certificate names for its TLS nodeport and loadbalancer
+    listeners, sorted: clients outside Kubernetes check the address they connect to against them."""
+    names: set[str] = set()
+    for listener in listeners:
+        outside = listener.outside
+        if outside is None or not listener.tls:
+            continue
+        if advertised := outside.of(ordinal).advertised_host:
+            names.add(advertised)
+        if listener.type is ListenerType.NODEPORT:
+            names.update(node_addresses)
+            continue
+        for which in (ordinal, None):
+            seen = services.get(naming.external_service(cluster, listener.name, which))
+            if seen is not None and seen.address:
+                names.add(seen.address)
+    return tuple(sorted(names))
+
+
+def needs_node_addresses(listeners: Iterable[Listener]) -> bool:
+    """Whether the brokers' certificates name the Kubernetes nodes' addresses (a TLS nodeport listener)."""
+    return any(listener.tls and listener.type is ListenerType.NODEPORT for listener in listeners)

@@ -23,12 +23,13 @@ from krafty import preview as previewing
 from krafty.clients.connection import Connection
 from krafty.clients.kafka_admin import AdminPool, KafkaAdmin
 from krafty.clients.kube import Kube, api_message
-from krafty.decide import identity, listeners
+from krafty.decide import external, identity, listeners
 from krafty.decide.status import DEGRADED, READY, Condition
 from krafty.kraft_wire import random_kafka_uuid
 from krafty.model import KafkaClusterSpec
 from krafty.model.context import ClusterContext, OperatorPeer
 from krafty.naming import Pool
+from krafty.observed import ExternalServiceState
 from krafty.plan import Announce, ApplyChildren, ClusterPlan, Facts, Held, PassResult, admit, plan
 from krafty.pods import node_pods
 from krafty.reconcile import observe as observing
@@ -105,13 +106,14 @@ class ClusterReconciler:
         if missing:  # like an invalid spec: nothing changes until it is there
             return self._hold(body, "ConfigSecretMissing", missing, moment)
         listed = observing.cluster_pods(self.kube, ctx)
+        services = observing.external_services(self.kube, ctx)
         try:
-            issued = PkiPass(self.kube, ctx, body, moment).run(listed)
+            issued = PkiPass(self.kube, ctx, body, moment).run(listed, self._outside_names(ctx, services))
         except CaUnusable as unusable:
             return self._hold(body, "CaUnusable", str(unusable), moment)
         ctx = replace(ctx, certificates=issued.marker, config_secrets=secrets_digest, clients_ca=issued.clients_digest)
         admin, controllers = self._kafka(self.admins, ctx, issued)
-        obs = observing.observe(self.kube, admin, controllers, ctx, claims, listed, moment)
+        obs = observing.observe(self.kube, admin, controllers, ctx, claims, listed, services, moment)
         decided = plan(ctx, obs, Facts.from_status(body.get("status")))
         actor = Actor(self.kube, admin, obs.controller_servers, replace(ctx, sizes=decided.sizes), body)
         done = actor.run(decided.actions)
@@ -128,6 +130,13 @@ class ClusterReconciler:
             roll_in_progress=decided.status["roll"] is not None,
             partitions_to_move=decided.scale.partitions_to_move, observation=obs))
         return Outcome(decided.result if done else PassResult.ERROR, busy=decided.busy or not done)
+
+    def _outside_names(self, ctx: ClusterContext, services: Mapping[str, ExternalServiceState]
+                       ) -> Callable[[int], tuple[str, ...]]:
+        """Per broker ordinal, what its certificate names for clients outside Kubernetes (the nodes' addresses
+        are read only for a TLS nodeport listener)."""
+        nodes = observing.node_addresses(self.kube) if external.needs_node_addresses(ctx.spec.listeners) else ()
+        return lambda ordinal: external.certificate_names(ctx.name, ctx.spec.listeners, ordinal, services, nodes)
 
     def _kafka(self, admins: AdminPool[KafkaAdmin], ctx: ClusterContext, issued: ClusterPki
                ) -> tuple[KafkaAdmin, Callable[[int], str]]:
@@ -163,7 +172,8 @@ class ClusterReconciler:
         ctx = replace(ctx, certificates=issued.marker, config_secrets=secrets_digest, clients_ca=issued.clients_digest)
         listed = observing.cluster_pods(self.kube, ctx)
         admin, controllers = self._kafka(self.preview_admins, ctx, issued)
-        obs = observing.observe(self.kube, admin, controllers, ctx, claims, listed, writer.now())
+        obs = observing.observe(self.kube, admin, controllers, ctx, claims, listed,
+                                observing.external_services(self.kube, ctx), writer.now())
         facts = Facts.from_status(body.get("status"))
         templates, rejected = self._dry_run(ctx, plan(ctx, obs, facts))
         if rejected:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -119,6 +119,14 @@ def external_services(kube: Kube, ctx: ClusterContext) -> dict[str, ExternalServ
             if (state := service_state.external_service(found)) is not None}
 
 
+def node_addresses(kube: Kube) -> tuple[str, ...]:
+    """Every Kubernetes node's internal and external addresses: a broker's nodeport listener advertises its
+    node's (the pod's hostIP, one of these), and its certificate names them all."""
+    return tuple(sorted({address["address"] for node in kube.list("Node", None)
+                         for address in (node.get("status") or {}).get("addresses") or []
+                         if address.get("type") in ("InternalIP", "ExternalIP") and address.get("address")}))
+
+
 def _claim_template_size(statefulset: dict[str, Any]) -> str | None:
     for template in statefulset["spec"].get("volumeClaimTemplates") or []:
         if template["metadata"]["name"] == naming.DATA_VOLUME:
@@ -133,10 +141,10 @@ def cluster_pods(kube: Kube, ctx: ClusterContext) -> list[dict[str, Any]]:
 
 def observe(kube: Kube, admin: KafkaAdmin, controllers: Callable[[int], str], ctx: ClusterContext,
             claims: tuple[VolumeState, ...], listed: list[dict[str, Any]],
-            now: datetime.datetime) -> ClusterObservation:
+            services: Mapping[str, ExternalServiceState], now: datetime.datetime) -> ClusterObservation:
     """`controllers`: the controller addresses for a number of controllers (during a scale-down the quorum's
     leader can be one the spec no longer asks for: every controller that runs is asked); `listed`: the
-    cluster's pods (`cluster_pods`)."""
+    cluster's pods (`cluster_pods`); `services`: its nodeport and loadbalancer Services (`external_services`)."""
     statefulsets = {pool: kube.get("StatefulSet", naming.statefulset(ctx.name, pool), ctx.namespace)
                     for pool in ctx.pools()}
     replicas = {pool: int(sts["spec"]["replicas"]) for pool, sts in statefulsets.items() if sts}
@@ -165,5 +173,5 @@ def observe(kube: Kube, admin: KafkaAdmin, controllers: Callable[[int], str], ct
                               revisions={pool: sts["status"]["updateRevision"] for pool, sts in statefulsets.items()
                                          if sts and (sts.get("status") or {}).get("updateRevision")},
                               templates={pool: sts["spec"]["template"] for pool, sts in statefulsets.items() if sts},
-                              preflights=preflights, external_services=external_services(kube, ctx),
+                              preflights=preflights, external_services=dict(services),
                               metadata_level=kafka.metadata_level, observed_at=now)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -185,14 +185,14 @@ class PkiPass:
             reason = certificates.certificate_reason(subject, pair, signer, self.now, self.ctx.spec.tls.certificates,
                                                      sent_with)
             if reason is not None:
-                pair = pki.issue(signer, subject.common_name, subject.dns_names, self.now,
+                pair = pki.issue(signer, subject.common_name, subject.names, self.now,
                                  _days(self.ctx.spec.tls.certificates.validity_days), sent_with)
                 reasons.setdefault(reason, []).append(key)
             assert pair is not None
             out[key] = pair
         for reason, keys in reasons.items():
             self._tell(f"Certificate{reason.value}", reason.message(f"{what} {', '.join(keys)}"))
-        return out, any(reason is not IssueReason.NEW for reason in reasons)
+        return out, any(reason not in (IssueReason.NEW, IssueReason.ADDRESSES_CHANGED) for reason in reasons)
 
     def _clients_ca(self, pods: list[dict[str, Any]]) -> CaHeld:
         """The clients CA after this pass's step. Its renewal: the brokers trust both CAs (a roll); once they
@@ -221,8 +221,9 @@ class PkiPass:
                 out.append(data[naming.TLS_CERT_KEY])
         return out
 
-    def run(self, pods: list[dict[str, Any]]) -> ClusterPki:
-        """`pods`: the cluster's pods, as listed this pass."""
+    def run(self, pods: list[dict[str, Any]], outside: Callable[[int], tuple[str, ...]]) -> ClusterPki:
+        """`pods`: the cluster's pods, as listed this pass; `outside`: per broker, the addresses its certificate
+        names for clients outside Kubernetes (`external.certificate_names`)."""
         ctx, ns = self.ctx, self.ctx.namespace
         markers = self._markers(pods)
         nodes_body = self.kube.get("Secret", naming.node_certificates(ctx.name), ns)
@@ -249,7 +250,8 @@ class PkiPass:
             self.kube.apply(secret(ctx, name, {naming.CA_CERT_KEY: pki.bundle(certs)}))
 
         subjects = {key: Subject(key, naming.node_common_name(ctx.name),
-                                 naming.node_dns_names(ctx.name, ns, *node, ctx.cluster_domain))
+                                 naming.node_dns_names(ctx.name, ns, *node, ctx.cluster_domain),
+                                 outside(node[1]) if node[0] is Pool.BROKER else ())
                     for key, node in node_keys.items()}
         nodes, replaced = self._issue(subjects, held_nodes, signer, sent_with, "node certificates of")
         if replaced:  # what the nodes run with changes: the next generation, which rolls them
