@@ -45,6 +45,24 @@ if grep -q '${KRAFTY_NODE_ADDRESS}' "$props"; then
   log "nodeport listeners advertise node address $address"
 fi
 
+if [[ "${KRAFTY_CERTIFICATE_NAMES_NODE:-}" == true ]]; then
+  # A TLS nodeport listener: clients outside check this node's address against the certificate. On a node that
+  # joined since the operator's last pass it is not in it yet; the next pass issues one that names it and the
+  # kubelet brings the mounted Secret up to date (a minute or two). After five minutes start anyway, saying so.
+  names="${KRAFTY_NODE_CERTS_DIR:-/etc/kafka/tls/node}/${KRAFTY_POOL}-${ordinal}.names"
+  for i in $(seq "${KRAFTY_CERTIFICATE_WAIT_SECONDS:-300}"); do
+    grep -qxF "$KRAFTY_NODE_ADDRESS" "$names" 2>/dev/null && break
+    (( i == 1 )) && log "waiting for a certificate that names node address $KRAFTY_NODE_ADDRESS (in $names)"
+    sleep 1
+  done
+  if grep -qxF "$KRAFTY_NODE_ADDRESS" "$names" 2>/dev/null; then
+    log "the certificate names node address $KRAFTY_NODE_ADDRESS"
+  else
+    log "WARNING: the certificate does not name node address $KRAFTY_NODE_ADDRESS: TLS clients outside that check" \
+        "host names will refuse this broker until it restarts"
+  fi
+fi
+
 log_dir="$(sed -n 's/^log\.dirs=//p' "$props")"
 if [[ ! -f "$log_dir/meta.properties" ]]; then
   cluster_id="$(cat "$config_dir/cluster.id")"

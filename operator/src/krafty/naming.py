@@ -161,6 +161,9 @@ def external_service(cluster: str, listener: str, ordinal: int | None) -> str:
 # status.hostIP, through the downward API) when the pod starts: what a nodeport listener advertises.
 NODE_ADDRESS_PLACEHOLDER = "${KRAFTY_NODE_ADDRESS}"
 NODE_ADDRESS_ENV = "KRAFTY_NODE_ADDRESS"
+# Set on brokers whose certificate must name their node's address (a TLS nodeport listener): the entrypoint
+# waits until the mounted certificate does
+CERTIFICATE_NAMES_NODE_ENV = "KRAFTY_CERTIFICATE_NAMES_NODE"
 EXTERNAL_LISTENER_LABEL = f"{GROUP}/listener"  # on a listener's external Services
 
 
@@ -236,6 +239,12 @@ def node_certificate_keys(pool: Pool, ordinal: int) -> tuple[str, str]:
     """The keys of one node's certificate and private key in the node certificates' Secret."""
     stem = f"{pool.value}-{ordinal}"
     return f"{stem}.crt", f"{stem}.key"
+
+
+def node_names_key(pool: Pool, ordinal: int) -> str:
+    """The key, in the node certificates' Secret, of the names and addresses one node's certificate carries for
+    clients outside Kubernetes, one a line (broker-image/bin/entrypoint.sh reads it)."""
+    return f"{pool.value}-{ordinal}.names"
 
 
 def service_account(cluster: str) -> str:

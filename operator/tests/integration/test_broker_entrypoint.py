@@ -1,9 +1,11 @@
-"""The broker image's entrypoint formats a node's storage with the real kafka-storage tool."""
+"""The broker image's entrypoint formats a node's storage with the real kafka-storage tool, and waits for a
+certificate that names its node's address when a TLS nodeport listener needs one."""
 
 from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 
 from krafty_testkit.kafka_dist import kafka_home
@@ -13,9 +15,9 @@ from krafty_testkit.waiting import wait_for
 ENTRYPOINT = ROOT / "broker-image" / "bin" / "entrypoint.sh"
 
 
-def test_a_cluster_id_starting_with_a_dash_is_formatted(tmp_path: Path) -> None:
-    # Such an id once made kafka-storage read it as an option, and every broker crash-looped.
-    cluster_id = "-H4Ccfg2R02D8gpYuJaerA"
+def _node_files(tmp_path: Path, cluster_id: str) -> tuple[dict[str, str], Path]:
+    """The operator's ConfigMap as the entrypoint finds it mounted, for one combined node; its environment and
+    data directory."""
     config, data = tmp_path / "config", tmp_path / "data"
     config.mkdir()
     (config / "cluster.id").write_text(cluster_id)
@@ -27,6 +29,13 @@ def test_a_cluster_id_starting_with_a_dash_is_formatted(tmp_path: Path) -> None:
         f"log.dirs={data}\n")
     env = {**os.environ, "KRAFTY_CONFIG_DIR": str(config), "KAFKA_HOME": str(kafka_home()),
            "POD_NAME": "dash-broker-0", "KRAFTY_POOL": "broker", "KRAFTY_METRICS": "false"}
+    return env, data
+
+
+def test_a_cluster_id_starting_with_a_dash_is_formatted(tmp_path: Path) -> None:
+    # Such an id once made kafka-storage read it as an option, and every broker crash-looped.
+    cluster_id = "-H4Ccfg2R02D8gpYuJaerA"
+    env, data = _node_files(tmp_path, cluster_id)
     # Once formatted, the entrypoint execs Kafka: the test stops it, it only needs the storage.
     node = subprocess.Popen(["bash", str(ENTRYPOINT)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
@@ -39,3 +48,33 @@ def test_a_cluster_id_starting_with_a_dash_is_formatted(tmp_path: Path) -> None:
     assert meta.is_file(), output
     assert f"cluster.id={cluster_id}" in meta.read_text(), output
     assert "directory.id=aiJolDprsf_WeFT2ZLNQAw" in meta.read_text(), output
+
+
+def test_a_broker_on_a_node_its_certificate_does_not_name_waits_until_the_mounted_certificate_does(
+        tmp_path: Path) -> None:
+    # Given a broker of a TLS nodeport listener on node 10.9.0.7, whose mounted certificate names other nodes
+    env, data = _node_files(tmp_path, "H4Ccfg2R02D8gpYuJaerAw")
+    certs = tmp_path / "certs"
+    certs.mkdir()
+    names = certs / "broker-0.names"
+    names.write_text("10.9.0.1\n10.9.0.70\nkafka.example.com\n")
+    env |= {"KRAFTY_CERTIFICATE_NAMES_NODE": "true", "KRAFTY_NODE_ADDRESS": "10.9.0.7",
+            "KRAFTY_NODE_CERTS_DIR": str(certs)}
+    node = subprocess.Popen(["bash", str(ENTRYPOINT)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    meta = data / "meta.properties"
+    try:
+        # Then it does not start Kafka (no storage formatted) while the certificate lacks its node
+        time.sleep(6)
+        waited = (node.poll(), meta.exists())
+        # When the kubelet brings the Secret up to date with the certificate the operator issued again
+        names.write_text("10.9.0.1\n10.9.0.7\n10.9.0.70\n")
+        # Then it goes on and starts
+        wait_for(lambda: meta.is_file() or node.poll() is not None, bool, 90, "meta.properties or an exit")
+    finally:
+        node.kill()
+        output = node.communicate(timeout=30)[0]
+    assert waited == (None, False), output
+    assert meta.is_file(), output
+    assert "waiting for a certificate that names node address 10.9.0.7" in output
+    assert "the certificate names node address 10.9.0.7" in output

@@ -394,6 +394,10 @@ def test_tls_external_listeners_put_the_nodes_and_load_balancers_addresses_in_br
         assert "worker-a" not in first[f"broker-{n}"]
         assert not {"10.9.0.1", "10.9.0.2"} & first[f"controller-{n}"]
     assert "kafka-1.example.com" in first["broker-1"]
+    # and the Secret lists them beside each broker's certificate, for its entrypoint to check its node against
+    secret = decoded(kube.get("Secret", naming.node_certificates(cluster), NS))
+    assert set(secret[naming.node_names_key(Pool.BROKER, 0)].splitlines()) == first["broker-0"]
+    assert naming.node_names_key(Pool.CONTROLLER, 0) not in secret
     before = generation()
     # When the load balancers give their Services addresses and a node joins
     for which, address in (("0", "172.30.0.10"), ("1", "172.30.0.11"), ("bootstrap", "172.30.0.9")):

@@ -102,6 +102,9 @@ def test_brokers_learn_their_node_address_only_when_a_nodeport_listener_exists()
     assert naming.NODE_ADDRESS_ENV in env(ctx(NODEPORT))
     assert naming.NODE_ADDRESS_ENV not in env(ctx(BALANCED))
     assert naming.NODE_ADDRESS_ENV not in env(ctx())
+    # and wait for a certificate naming that address only when the nodeport listener is TLS
+    assert naming.CERTIFICATE_NAMES_NODE_ENV in env(ctx({**NODEPORT, "tls": True}))
+    assert naming.CERTIFICATE_NAMES_NODE_ENV not in env(ctx(NODEPORT, {**BALANCED, "tls": True}))
 
 
 def test_the_pass_opens_the_listener_deletes_services_no_longer_needed_and_publishes_where_to_start():

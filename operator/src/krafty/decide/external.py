@@ -11,7 +11,8 @@ With tls: true, a broker's certificate names what clients outside verify it by (
 nodeport listener the address of every Kubernetes node (its pod may start on any of them and advertises that
 one), for a loadbalancer listener its own and the bootstrap Service's load-balancer addresses, and any
 advertisedHost. When those change (a node joins, a load balancer gives a new address) the certificates are
-issued again, which rolls the brokers.
+issued again without a restart: a broker takes its new one when it next starts, and one that starts on a node its
+mounted certificate does not name yet waits for the one that does (broker-image/bin/entrypoint.sh).
 """
 
 from __future__ import annotations

@@ -260,6 +260,8 @@ class PkiPass:
         for key, pair in nodes.items():
             cert_key, key_key = naming.node_certificate_keys(*node_keys[key])
             data |= {cert_key: pair.cert, key_key: pair.key}
+            if subjects[key].outside:
+                data[naming.node_names_key(*node_keys[key])] = "".join(f"{n}\n" for n in pki.facts(pair.cert).alt_names)
         if data != nodes_data or replaced:
             self.kube.apply(secret(ctx, naming.node_certificates(ctx.name), data,
                                    {naming.CERTIFICATE_GENERATION_ANNOTATION: str(generation)}))

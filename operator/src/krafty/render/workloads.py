@@ -7,6 +7,7 @@ from decimal import Decimal
 from typing import Any
 
 from krafty import naming
+from krafty.decide import external
 from krafty.model import NodePool, parse_quantity
 from krafty.model.cluster import ClientAuthentication, ListenerType
 from krafty.model.context import ClusterContext
@@ -56,6 +57,8 @@ def _env(ctx: ClusterContext, pool: Pool, spec: NodePool) -> list[dict[str, Any]
     if pool is Pool.BROKER and any(listener.type is ListenerType.NODEPORT for listener in ctx.spec.listeners):
         # What a nodeport listener advertises: the address of the node the pod runs on
         env.append({"name": naming.NODE_ADDRESS_ENV, "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}})
+    if pool is Pool.BROKER and external.needs_node_addresses(ctx.spec.listeners):
+        env.append({"name": naming.CERTIFICATE_NAMES_NODE_ENV, "value": "true"})
     return env
 
 
