@@ -239,7 +239,7 @@ def _throttles_to_remove(obs: ClusterObservation, scale: scaling.ScalePlan) -> R
 
 def _roll_step(ctx: ClusterContext, obs: ClusterObservation, scale: scaling.ScalePlan,
                leaders_pending: bool) -> roll.Step:
-    if scale.busy:
+    if scale.busy and not scale.after_roll:  # (scaling that waits for the roll lets it go first)
         return roll.Wait(f"scaling first: {scale.message}")
     balance = ctx.spec.leader_balance
     # After replicas moved, every partition goes back to its preferred leader, not only those of brokers above

@@ -175,6 +175,20 @@ def test_a_roll_restarts_one_node_with_its_reason():
     assert result.status["roll"]["pending"] == ["prod-controller-0", "prod-controller-2", "prod-controller-1"]
 
 
+@pytest.mark.parametrize("balanced_for", [None, (0, 1)], ids=["new cluster", "a broker added"])
+def test_a_roll_goes_first_when_scaling_waits_for_it(balanced_for: tuple[int, ...] | None):
+    # Given brokers never balanced for (a new cluster, or one whose third broker just joined) and a node to restart
+    # (a config change in the same apply; an external listener's address that came after the brokers started)
+    c = ctx()
+    nodes = [node(i) for i in CONTROLLERS] + [node(0, outdated=True), node(1), node(2)]
+    result = plan(c, observe(c, nodes), Facts(balanced_for))
+    # Then the roll restarts the node while scaling waits for it: neither waits for the other for ever
+    [restart] = [a for a in result.actions if isinstance(a, RestartNode)]
+    assert restart.node.node_id == 0
+    assert result.status["scaling"]["message"] == "waiting for the rolling restart to finish"
+    assert result.busy
+
+
 def test_a_quorum_change_in_flight_removes_the_stopped_voter_and_waits_for_the_rest():
     # Given controllers 5 -> 3 with controller 1004 already stopped but still a voter
     c = ctx(controllers=3)

@@ -46,6 +46,9 @@ class ScalePhase(StrEnum):
     REMOVING_VOTER = "RemovingVoter"
 
 
+ROLL_FIRST = "waiting for the rolling restart to finish"
+
+
 @dataclass(frozen=True)
 class ScaleInput:
     desired_brokers: int
@@ -72,6 +75,7 @@ class ScalePlan:
     balanced_for: tuple[int, ...] | None = None
     partitions_to_move: int = 0
     add_voter: VoterState | None = None
+    after_roll: bool = False  # its next step waits for the pending rolling restart, which therefore goes first
 
     @property
     def busy(self) -> bool:
@@ -95,6 +99,7 @@ class QuorumStep:
     message: str = ""
     remove: VoterState | None = None  # a voter to remove from the quorum
     add: VoterState | None = None  # a caught-up observer to make a voter
+    after_roll: bool = False  # waits for the pending rolling restart
 
 
 def _membership(obs: ClusterObservation, current: int, staying: int) -> QuorumStep | None:
@@ -144,7 +149,7 @@ def _controllers(inp: ScaleInput, obs: ClusterObservation) -> QuorumStep:
     if current == desired:
         return QuorumStep(current)
     if inp.roll_pending:
-        return QuorumStep(current, ScalePhase.SCALING_CONTROLLERS, "waiting for the rolling restart to finish")
+        return QuorumStep(current, ScalePhase.SCALING_CONTROLLERS, ROLL_FIRST, after_roll=True)
     problem = _quorum_problem(obs)
     if problem:
         return QuorumStep(current, ScalePhase.SCALING_CONTROLLERS, f"quorum change waits: {problem}")
@@ -184,8 +189,8 @@ def _scale_down(inp: ScaleInput, obs: ClusterObservation) -> ScalePlan:
                          f"moving replicas off brokers {sorted(leaving)}: {len(inp.ongoing)} partitions in flight",
                          partitions_to_move=len(holding))
     if holding and inp.roll_pending:
-        return ScalePlan(inp.running_brokers, 0, ScalePhase.MOVING_REPLICAS,
-                         "waiting for the rolling restart to finish", partitions_to_move=len(holding))
+        return ScalePlan(inp.running_brokers, 0, ScalePhase.MOVING_REPLICAS, ROLL_FIRST,
+                         partitions_to_move=len(holding), after_roll=True)
     if holding:
         moves = placement.balance(obs.partitions, keep, inp.racks)
         return ScalePlan(inp.running_brokers, 0, ScalePhase.MOVING_REPLICAS,
@@ -220,8 +225,8 @@ def _rebalance(inp: ScaleInput, obs: ClusterObservation) -> ScalePlan:
                          f"waiting for brokers {sorted(set(brokers) - registered)} to register",
                          balanced_for=inp.balanced_for)
     if inp.roll_pending:
-        return ScalePlan(inp.desired_brokers, 0, ScalePhase.ADDING_BROKERS, "waiting for the rolling restart to finish",
-                         balanced_for=inp.balanced_for)
+        return ScalePlan(inp.desired_brokers, 0, ScalePhase.ADDING_BROKERS, ROLL_FIRST,
+                         balanced_for=inp.balanced_for, after_roll=True)
     unsettled = _unsettled(obs.partitions, inp.desired_brokers, ScalePhase.REBALANCING, inp.balanced_for)
     if unsettled:
         return unsettled
@@ -243,9 +248,9 @@ def _stale_registrations(obs: ClusterObservation, brokers: int) -> tuple[int, ..
 def plan(inp: ScaleInput, obs: ClusterObservation) -> ScalePlan:
     quorum = _controllers(inp, obs)
     brokers = _scale_down(inp, obs) if inp.running_brokers > inp.desired_brokers else _rebalance(inp, obs)
-    phase, message = brokers.phase, brokers.message
+    phase, message, after_roll = brokers.phase, brokers.message, brokers.after_roll
     if quorum.phase is not ScalePhase.STABLE and not brokers.busy:
-        phase, message = quorum.phase, quorum.message
+        phase, message, after_roll = quorum.phase, quorum.message, quorum.after_roll
     return ScalePlan(brokers.brokers, quorum.controllers, phase, message, brokers.blocked, brokers.reassign,
                      _stale_registrations(obs, brokers.brokers), quorum.remove, brokers.balanced_for,
-                     brokers.partitions_to_move, quorum.add)
+                     brokers.partitions_to_move, quorum.add, after_roll)
