@@ -245,6 +245,7 @@ def test_the_operator_still_reads_consumer_lag_with_authorization_on(
 SPARK_JOB = "pageviews-secure"  # the Spark job, and the KafkaUser it runs as (submit.sh mounts the one of its name)
 
 
+@pytest.mark.full  # about 2.5 minutes: CI runs the job with a KafkaUser's Secret through the Spark operator
 def test_spark_runs_as_its_own_kafkauser_allowed_its_topics_and_lag_group_only(
         secure: KafkaClusterHandle, users: dict[str, dict[str, str]], client: ClientPod, spark_ready: KubeCluster):
     operator = spark_ready
