@@ -22,6 +22,7 @@ from krafty_spark.config import JobOptions, parse_args
 from krafty_spark.events import iso_millis
 from krafty_spark.job import RunningJob, start
 from krafty_spark.lag import LagCommitter
+from krafty_spark.pageviews import parse_events
 from krafty_testkit import kafka_admin
 from krafty_testkit.local_kafka import Layout, LocalKafkaCluster
 from krafty_testkit.waiting import wait_for
@@ -70,6 +71,16 @@ def stop_after_batches(job: RunningJob, batches: int, timeout: float = 90) -> No
     wait_for(lambda: {b for b, rows, _ in progress_summary(job.query) if rows} - before,
              lambda new: len(new) >= batches, timeout, f"{batches} more batches of {job.query.name}")
     finish(job)
+
+
+def test_each_record_is_parsed_once_and_only_complete_page_views_are_kept(spark):
+    values = [b'{"event_id":"e1","user":"u1","page":"/cart","ts":"2026-01-01T00:01:05.250Z"}', b"not json", None,
+              b'{"page":"/cart"}', b'{"page":null,"ts":"2026-01-01T00:00:00Z"}', b"[1,2]",
+              b'{"page":"/cart","ts":"yesterday"}']
+    parsed = parse_events(spark.createDataFrame([(v,) for v in values], "value binary"))
+    # The optimizer must not copy the JSON parse into the filter (it did: three parses per record)
+    assert str(parsed._jdf.queryExecution().optimizedPlan()).count("from_json(") == 1
+    assert [tuple(row) for row in parsed.collect()] == [("e1", "u1", "/cart", datetime(2026, 1, 1, 0, 1, 5, 250000))]
 
 
 def test_file_sink_holds_each_final_window_once_and_drops_late_events(spark, kafka, tmp_path):
