@@ -161,6 +161,7 @@ def test_options_from_the_mounted_configmap_and_defaults(tmp_path):
     assert options.sink == "files"
     assert options.trigger == Duration(10, "s")
     assert (options.window, options.watermark) == (Duration(1, "m"), Duration(2, "m"))
+    assert options.max_poll_records == 5000
     assert not options.available_now
 
 
@@ -177,6 +178,7 @@ def test_available_now_kafka_sink_and_explicit_lag_group():
     (["--input-topics", "views", "--output-topic", "views", "--checkpoint", "/ck"], "also an input topic"),
     (["--input-topics", " , ", "--output-path", "/o", "--checkpoint", "/ck"], "names no topic"),
     ([*REQUIRED, "--max-offsets-per-trigger", "0"], "at least 1"),
+    ([*REQUIRED, "--max-poll-records", "0"], "--max-poll-records must be at least 1"),
     ([*REQUIRED, "--watermark", "soon"], "not a duration")])
 def test_contradictory_options_are_refused(args, problem):
     with pytest.raises(ConfigError, match=problem):
