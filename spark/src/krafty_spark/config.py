@@ -30,7 +30,7 @@ TLS_PROTOCOLS = ("SSL", "SASL_SSL")
 AVAILABLE_NOW = "available-now"
 OUTPUT_FORMATS = ("parquet", "json")
 # Records per poll of Spark's Kafka consumers. Spark asks for one poll after another until a task's range is read;
-# at Kafka's default of 500 the job read 25-35% slower (bench/test_spark_consume.py: the warm query at 500).
+# at Kafka's default of 500 the job read 10-20% slower (bench/test_spark_consume.py: the warm query at 500).
 # A poll returns only what is fetched already, so memory stays bounded by the fetch sizes.
 DEFAULT_MAX_POLL_RECORDS = 5000
 
