@@ -116,9 +116,9 @@ def spark_read_parse(kafka: LocalKafkaCluster, topic: str, workdir: Path) -> dic
         spark.stop()
     return {
         "(a) Spark job read+parse, availableNow, local[2], cold": cold,
-        "    the same, micro-batch execution only": cold_batches,
+        "    its micro-batch execution only": cold_batches,
         "(a) the same query again in that session, warm": warm,
-        "    the same, micro-batch execution only ": warm_batches,
+        "    its micro-batch execution only, warm": warm_batches,
         "(a) once more, warm, at Kafka's default max.poll.records (500)": kafkas_default,
         "(a') the job's Kafka source alone, no parsing, warm": unparsed,
     }
