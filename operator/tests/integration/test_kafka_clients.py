@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import re
+import signal
+import socket
+from typing import Any
 
 import pytest
 
@@ -148,3 +151,30 @@ def test_remove_a_voter_and_errors_are_named(cluster: LocalKafkaCluster):
     back = wait_for(lambda: kraft.describe_quorum(cluster.controller_bootstrap_servers),
                     lambda q: voter.node_id in q.voter_ids(), 60, "the voter added back")
     assert len(back.voters) == 3
+
+
+def test_a_frozen_broker_behind_one_name_costs_one_timeout_not_every_call(cluster: LocalKafkaCluster,
+                                                                         monkeypatch: pytest.MonkeyPatch):
+    # Given one name that resolves to two brokers, as a headless Service's does to its pods: the first frozen
+    # (SIGSTOP: its kernel still accepts connections, nothing answers), the second running
+    frozen, running = cluster.brokers[0], cluster.brokers[1]
+    resolve = socket.getaddrinfo
+    answers = [("127.0.0.1", frozen.broker_port), ("127.0.0.1", running.broker_port)]
+
+    def headless(host: object, port: object, *args: object, **kwargs: object) -> list[Any]:
+        if host != "brokers.headless":
+            return resolve(host, port, *args, **kwargs)  # type: ignore[arg-type]
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", address) for address in answers]
+
+    registered = {b.node_id for b in kraft.describe_brokers(f"127.0.0.1:{running.broker_port}")}
+    monkeypatch.setattr(socket, "getaddrinfo", headless)
+    assert frozen.process is not None
+    frozen.process.send_signal(signal.SIGSTOP)
+    try:
+        # When the wire client asks that name
+        brokers = kraft.describe_brokers("brokers.headless:9092", timeout=3)
+        # Then the running broker answered, and the frozen one is now tried last
+        assert {b.node_id for b in brokers} == registered
+        assert kraft._resolved("brokers.headless", 9092) == [answers[1], answers[0]]
+    finally:
+        frozen.process.send_signal(signal.SIGCONT)

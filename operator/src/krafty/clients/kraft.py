@@ -1,10 +1,13 @@
 """Admin requests no Python client has, over a TCP or TLS connection (see krafty.kraft_wire).
 
 Each call tries the given servers in turn (brokers forward these requests to
-the active controller; controllers answer them directly) and returns the
-first answer that is not "ask someone else". Every call opens a new
-connection, so a restarted node's new address is always the one used; when
-no server answers, KafkaUnavailable says why for each.
+the active controller; controllers answer them directly), and each address a
+server's name resolves to (a headless Service answers with one per pod), and
+returns the first answer that is not "ask someone else". Addresses that failed
+in the last minute are tried last: a node that accepts connections but never
+answers (frozen, or stuck on its disk) costs one timeout, not one per call.
+Every call opens a new connection, so a restarted node's new address is always
+the one used; when no server answers, KafkaUnavailable says why for each.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import itertools
 import socket
 import ssl
 import struct
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
@@ -28,6 +32,9 @@ _correlation = itertools.count(1)
 CLIENT_ID = "krafty-operator"
 # Where a request goes: a Connection (with TLS when the cluster has it), or plain host:port,... addresses.
 Target = Connection | str
+# An address that failed this recently is tried after the others (seconds).
+FAILED_RECENTLY_S = 60.0
+_failed_at: dict[tuple[str, int], float] = {}  # address -> when it last failed (time.monotonic())
 
 
 def _addresses(servers: str) -> list[tuple[str, int]]:
@@ -38,6 +45,14 @@ def _addresses(servers: str) -> list[tuple[str, int]]:
             raise ValueError(f"bad server address {item!r}: want host:port")
         out.append((host, int(port)))
     return out
+
+
+def _resolved(host: str, port: int) -> list[tuple[str, int]]:
+    """Every address `host` resolves to, those that failed in the last minute last."""
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    addresses = list(dict.fromkeys((str(info[4][0]), int(info[4][1])) for info in infos))
+    now = time.monotonic()
+    return sorted(addresses, key=lambda a: now - _failed_at.get(a, -FAILED_RECENTLY_S) < FAILED_RECENTLY_S)
 
 
 def _recv_exact(sock: socket.socket, n: int) -> bytes:
@@ -51,12 +66,13 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
     return b"".join(chunks)
 
 
-def _exchange(address: tuple[str, int], api_key: int, version: int, body: bytes, timeout: float,
+def _exchange(address: tuple[str, int], host: str, api_key: int, version: int, body: bytes, timeout: float,
               tls: ssl.SSLContext | None) -> wire.Reader:
+    """One request to one address; `host` is the name the server's certificate must carry."""
     correlation_id = next(_correlation)
     header = wire.request_header(api_key, version, correlation_id, CLIENT_ID).bytes()
     with socket.create_connection(address, timeout=timeout) as raw:
-        sock = tls.wrap_socket(raw, server_hostname=address[0]) if tls is not None else raw
+        sock = tls.wrap_socket(raw, server_hostname=host) if tls is not None else raw
         sock.sendall(wire.frame(header + body))
         (size,) = struct.unpack(">i", _recv_exact(sock, 4))
         reader = wire.Reader(_recv_exact(sock, size))
@@ -71,15 +87,23 @@ def call(target: Target, api_key: int, version: int, body: wire.Writer,
     metrics.KAFKA_REQUESTS.labels(wire_name(api_key)).inc()
     connection = Connection(target) if isinstance(target, str) else target
     tls = connection.ssl_context()
-    for address in _addresses(connection.servers):
+    for host, port in _addresses(connection.servers):
         try:
-            return decode(_exchange(address, api_key, version, body.bytes(), timeout, tls))
-        except wire.KafkaProtocolError as error:
-            if error.code not in _RETRIABLE:
-                raise
-            errors.append(f"{address[0]}:{address[1]}: {error.error_name}")
+            addresses = _resolved(host, port)
         except OSError as error:
-            errors.append(f"{address[0]}:{address[1]}: {error}")
+            errors.append(f"{host}:{port}: {error}")
+            continue
+        for address in addresses:
+            where = f"{host}:{port}" + (f" ({address[0]})" if address[0] != host else "")
+            try:
+                return decode(_exchange(address, host, api_key, version, body.bytes(), timeout, tls))
+            except wire.KafkaProtocolError as error:
+                if error.code not in _RETRIABLE:
+                    raise
+                errors.append(f"{where}: {error.error_name}")
+            except OSError as error:
+                _failed_at[address] = time.monotonic()
+                errors.append(f"{where}: {error}")
     raise KafkaUnavailable(f"{wire_name(api_key)}: no server answered: " + "; ".join(errors))
 
 
