@@ -7,9 +7,11 @@
   traffic_cli.py --ca FILE --cert CERT:KEY COMMAND ...
         any command below over TLS, presenting the client certificate in CERT (its key in KEY)
   traffic_cli.py produce BOOTSTRAP TOPIC --rate R [--count N | --until-file F] --acked FILE
-        writes keyed sequences with acks=all and idempotence; prints a JSON report
-        (acknowledged, failed by error, longest gap between acknowledgements) and
-        keeps the acknowledged (key, sequence) pairs in FILE
+                        [--keys K] [--size B] [--outcomes CSV]
+        writes keyed sequences over K keys with acks=all and idempotence (values padded to B bytes);
+        prints a JSON report (acknowledged, failed by error, longest gap between acknowledgements),
+        keeps the acknowledged (key, sequence) pairs in FILE and each record's outcome in CSV
+        (sent at, epoch ms; milliseconds to its outcome; 1 if acknowledged, 0 if failed)
   traffic_cli.py partitions BOOTSTRAP TOPIC
         prints the partitions a consumer sees: {"partitions": N}
   traffic_cli.py consume BOOTSTRAP TOPIC --group G [--idle S]
@@ -38,6 +40,10 @@
   traffic_cli.py groups BOOTSTRAP TOPIC --count N --prefix P [--delete]
         gives N consumer groups P0..P(N-1) a committed offset of 0 on every partition of TOPIC (groups no
         consumer runs, as a busy cluster has many), or deletes them; prints {"groups": N done}
+  traffic_cli.py watch-isr BOOTSTRAP TOPIC --min-isr N --until-file F
+        samples the topic's partitions every 250 ms until F exists; prints {"samples": [[epoch seconds,
+        partitions without a leader, partitions with fewer than N in-sync replicas], ...]} (only the changes;
+        a sample no broker answered within 2 s is left out)
   traffic_cli.py verify BOOTSTRAP TOPIC --acked FILE
         reads the topic from the beginning and prints a JSON verification:
         lost, duplicated and out-of-order records against FILE
@@ -58,13 +64,16 @@ def produce(args: argparse.Namespace) -> dict[str, object]:
     if args.count:
         report = traffic.produce_sequences(args.bootstrap, args.topic, args.count)
     else:
-        producer = traffic.SteadyProducer(args.bootstrap, args.topic, rate=args.rate)
+        producer = traffic.SteadyProducer(args.bootstrap, args.topic, rate=args.rate, keys=args.keys, size=args.size)
         producer.start()
         while not os.path.exists(args.until_file):
             time.sleep(0.2)
         report = producer.stop()
     with open(args.acked, "w") as out:
         json.dump(report.acked, out)
+    if args.outcomes:
+        with open(args.outcomes, "w") as out:
+            out.writelines(f"{sent * 1000:.0f},{took * 1000:.1f},{int(ok)}\n" for sent, took, ok in report.outcomes)
     return {"acked": len(report.acked), "failed": dict(report.failed), "longest_ack_gap_s": report.longest_ack_gap(),
             "longest_gaps": report.ack_gaps(3)}
 
@@ -292,6 +301,25 @@ def watch_preferred(args: argparse.Namespace) -> dict[str, object]:
     return {"samples": samples}
 
 
+def watch_isr(args: argparse.Namespace) -> dict[str, object]:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient(traffic.client_config(args.bootstrap))
+    samples: list[list[float]] = []
+    while not os.path.exists(args.until_file):
+        try:
+            partitions = admin.list_topics(args.topic, timeout=2).topics[args.topic].partitions.values()
+        except Exception:  # noqa: BLE001 - no answer in time: nothing learned
+            partitions = None
+        if partitions:
+            state = [sum(1 for p in partitions if p.leader < 0),
+                     sum(1 for p in partitions if len(p.isrs) < args.min_isr)]
+            if not samples or samples[-1][1:] != state:
+                samples.append([time.time(), *state])
+        time.sleep(0.25)
+    return {"samples": samples}
+
+
 def _on_topic(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> argparse.ArgumentParser:
     """A command that takes BOOTSTRAP TOPIC."""
     command = sub.add_parser(name)
@@ -312,6 +340,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--count", type=int, default=0)
     p.add_argument("--until-file", default="/tmp/stop")
     p.add_argument("--acked", required=True)
+    p.add_argument("--keys", type=int, default=10)
+    p.add_argument("--size", type=int, default=0)
+    p.add_argument("--outcomes")
+    wi = _on_topic(sub, "watch-isr")
+    wi.add_argument("--min-isr", type=int, required=True)
+    wi.add_argument("--until-file", required=True)
     v = _on_topic(sub, "verify")
     v.add_argument("--acked", required=True)
     v.add_argument("--idle", type=float, default=10)
@@ -360,7 +394,7 @@ def main() -> int:
     commands = {"produce": produce, "verify": verify, "partitions": partitions,
                 "consume": consume, "produce-lines": produce_lines, "last-values": last_values,
                 "watch-leader": watch_leader, "watch-preferred": watch_preferred, "follow": follow, "blast": blast,
-                "groups": groups, "fill": fill}
+                "groups": groups, "fill": fill, "watch-isr": watch_isr}
     result = commands[args.command](args)
     print(json.dumps(result), flush=True)
     return 0

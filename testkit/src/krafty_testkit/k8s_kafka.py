@@ -185,11 +185,12 @@ class ClientPod:
     name: str = "kafka-client"
     namespace: str = NAMESPACE
     node: str | None = None  # the Kubernetes node it must run on (None: wherever the scheduler puts it)
+    cpu: str = "20m"  # its CPU request: its weight against the brokers when the machine is busy
 
     def create(self) -> None:
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": self.name, "namespace": self.namespace},
                "spec": {"containers": [{"name": "client", "image": CLIENT_IMAGE, "imagePullPolicy": "IfNotPresent",
-                                        "resources": {"requests": {"cpu": "20m", "memory": "64Mi"}}}],
+                                        "resources": {"requests": {"cpu": self.cpu, "memory": "64Mi"}}}],
                         "terminationGracePeriodSeconds": 1,
                         **({"nodeSelector": {"kubernetes.io/hostname": self.node}} if self.node else {})}}
         self.kube.kubectl("apply", "-f", "-", stdin=json.dumps(pod))
@@ -214,13 +215,32 @@ class ClientPod:
         return dict(json.loads(out.strip().splitlines()[-1]))
 
     @contextlib.contextmanager
-    def steady_producer(self, bootstrap: str, topic: str, rate: float = 100,
-                        ca: str | None = None) -> Iterator[dict[str, Any]]:
+    def steady_producer(self, bootstrap: str, topic: str, rate: float = 100, ca: str | None = None,
+                        keys: int = 10, size: int = 0) -> Iterator[dict[str, Any]]:
         """Produces at a steady rate inside the cluster while the block runs; the dict gets the report.
-        `ca`: a CA file in the pod, to produce over TLS."""
+        `ca`: a CA file in the pod, to produce over TLS; `keys` keys in turn; values of `size` bytes. Each record's
+        outcome stays in the pod: read them with outcomes(topic)."""
         stop = f"/tmp/stop-{topic}"
         with self._running(stop, "producer", *_tls(ca), "produce", bootstrap, topic, "--rate", str(rate),
-                           "--until-file", stop, "--acked", f"/tmp/acked-{topic}.json") as report:
+                           "--until-file", stop, "--acked", f"/tmp/acked-{topic}.json", "--keys", str(keys),
+                           "--size", str(size), "--outcomes", f"/tmp/outcomes-{topic}.csv") as report:
+            yield report
+
+    def outcomes(self, topic: str) -> list[tuple[float, float, bool]]:
+        """The last steady producer's records on `topic`: (sent at, epoch seconds; seconds to the outcome;
+        acknowledged)."""
+        text = self.kube.kubectl("exec", "-n", self.namespace, self.name, "--", "cat", f"/tmp/outcomes-{topic}.csv",
+                                 timeout=300)
+        rows = (line.split(",") for line in text.splitlines() if line)
+        return [(int(sent) / 1000, float(took) / 1000, ok == "1") for sent, took, ok in rows]
+
+    @contextlib.contextmanager
+    def watching_isr(self, bootstrap: str, topic: str, min_isr: int) -> Iterator[dict[str, Any]]:
+        """Samples the topic's partitions while the block runs: the dict gets {"samples": [[epoch seconds,
+        partitions without a leader, partitions under min_isr in-sync replicas], ...]} (only the changes)."""
+        stop = f"/tmp/stop-isr-{topic}"
+        with self._running(stop, "ISR watcher", "watch-isr", bootstrap, topic, "--min-isr", str(min_isr),
+                           "--until-file", stop) as report:
             yield report
 
     @contextlib.contextmanager

@@ -57,6 +57,8 @@ class ProduceReport:
     acked: list[tuple[str, int]] = field(default_factory=list)
     failed: Counter[str] = field(default_factory=Counter)
     ack_times: list[float] = field(default_factory=list)
+    # (wall-clock time a record was handed to the client, seconds until its outcome, True if acknowledged)
+    outcomes: list[tuple[float, float, bool]] = field(default_factory=list)
 
     @property
     def failures(self) -> int:
@@ -94,17 +96,22 @@ def produce_sequences(bootstrap_servers: str, topic: str, count: int, keys: int 
     return report
 
 
-def _send(producer: Any, report: ProduceReport, topic: str, key: str, seq: int) -> None:
+def _send(producer: Any, report: ProduceReport, topic: str, key: str, seq: int, size: int = 0) -> None:
+    """One record: its value is the sequence number, padded with spaces to `size` bytes (int() ignores them)."""
+    sent_wall, sent = time.time(), time.monotonic()
+
     def delivered(err: Any, msg: Any) -> None:
+        now = time.monotonic()
+        report.outcomes.append((sent_wall, now - sent, err is None))
         if err is None:
             report.acked.append((key, seq))
-            report.ack_times.append(time.monotonic())
+            report.ack_times.append(now)
         else:
             report.failed[err.name()] += 1
 
     while True:
         try:
-            producer.produce(topic, key=key, value=str(seq).encode(), on_delivery=delivered)
+            producer.produce(topic, key=key, value=str(seq).encode().ljust(size), on_delivery=delivered)
             break
         except BufferError:
             producer.poll(0.1)
@@ -122,10 +129,11 @@ STEADY_IN_FLIGHT = {"max.in.flight.requests.per.connection": 1}
 class SteadyProducer(threading.Thread):
     """Produces at a steady rate until stopped; the report says what was acknowledged."""
 
-    def __init__(self, bootstrap_servers: str, topic: str, rate: float = 200, keys: int = 10,
+    def __init__(self, bootstrap_servers: str, topic: str, rate: float = 200, keys: int = 10, size: int = 0,
                  **config: Any) -> None:
         super().__init__(daemon=True)
         self.bootstrap_servers, self.topic, self.rate, self.keys = bootstrap_servers, topic, rate, keys
+        self.size = size  # bytes of each record's value (0: just the sequence number)
         self.config = config
         self.report = ProduceReport()
         self._stop_event = threading.Event()
@@ -140,7 +148,7 @@ class SteadyProducer(threading.Thread):
         started = time.monotonic()
         while not self._stop_event.is_set():
             key = f"{self.prefix}k{self.sent % self.keys}"
-            _send(producer, self.report, self.topic, key, seqs[key])
+            _send(producer, self.report, self.topic, key, seqs[key], self.size)
             seqs[key] += 1
             self.sent += 1
             wait = started + self.sent / self.rate - time.monotonic()
