@@ -151,29 +151,6 @@ def test_a_static_change_rolls_every_node_in_the_safe_order_without_losing_a_wri
     wait_for(lambda: leader_stats(prod, "rolling"), lambda stats: stats == (6, 6), 120, "preferred leaders back")
 
 
-@pytest.mark.full
-def test_naive_roll_for_comparison(prod: KafkaClusterHandle, client: ClientPod, operator: KubeCluster):
-    """The baseline: pods deleted one by one, each as soon as Kubernetes calls the last one ready."""
-    prod.kube.kubectl("annotate", "kafkacluster", "prod", "-n", NAMESPACE, "kafka.krafty.io/paused=true",
-                      "--overwrite")
-    try:
-        with client.steady_producer(prod.bootstrap, "rolling", rate=100) as report:
-            time.sleep(10)
-            for pod in ("prod-broker-0", "prod-broker-1", "prod-broker-2"):
-                old = pod_uids(prod)[pod]
-                operator.kubectl("delete", "pod", pod, "-n", NAMESPACE, "--wait=false")
-                wait_for(lambda p=pod: prod.kube.kubectl_json("get", "pod", p, "-n", NAMESPACE),
-                         lambda body, o=old: body["metadata"]["uid"] != o and any(
-                             c["type"] == "Ready" and c["status"] == "True"
-                             for c in body["status"].get("conditions", [])), 600, f"{pod} back and ready")
-        verified = client.verify(prod.bootstrap, "rolling")
-        RESULTS["naive roll (kubectl delete, wait for Ready)"] = {**report, **verified}
-    finally:
-        prod.kube.kubectl("annotate", "kafkacluster", "prod", "-n", NAMESPACE, "kafka.krafty.io/paused-")
-    prod.wait_ready(600)
-    assert "operator roll" in RESULTS
-
-
 def test_a_dynamic_change_applies_without_a_restart(prod: KafkaClusterHandle):
     before = pod_uids(prod)
     change = {"brokers": {"config": {"log.retention.ms": 7200000}}}  # a merge patch: other keys stay

@@ -1,0 +1,355 @@
+"""Benchmark: a rolling restart by the operator against a naive one of the same nodes, under the same load.
+
+One dedicated cluster (3 controllers + 3 brokers, spread over the three workers) and one topic (12 partitions,
+RF 3, min ISR 2). A producer in a client pod writes 2,000 records/s of 1 KiB with acks=all and idempotence over
+120 keys, and keeps each record's outcome (when it was sent, how long until acknowledged or failed); a watcher
+samples the topic's partitions every 250 ms (any without a leader, any under min ISR); afterwards every
+acknowledged record is read back (lost, duplicated, out of order). Each run: 60 s of load, the roll, 30 s after it
+(after a minute of load that is not counted: a fresh JVM's first minute is slower).
+
+  the operator's roll   a change that needs a restart (the pods' grace period: all six nodes; a static broker
+                        setting: the three brokers), rolled by the operator its safe way
+  the naive roll        the operator paused; the same pods deleted one at a time in the StatefulSet controller's
+                        order (controllers, then brokers, highest ordinal first), each as soon as its new pod
+                        is Ready (the pods' own readiness: running and replica lag under 1,000)
+
+Two cases: a healthy cluster (every node restarted), and one where a follower is behind when the roll starts:
+broker 0 frozen with SIGSTOP (as a long GC pause or a stuck disk would), fenced and out of every ISR, thawed
+60 s after the roll starts (the three brokers restarted). Latency percentiles are of records sent in a window
+(steady: the 45 s before the roll; roll: from the first pod told to stop to the last new pod Ready, the same span
+for both); "s under min ISR" and "s offline" count the time any partition was so from the start of the roll to the
+end of the run. The picture of each run (latency over time, each restart marked) goes to docs/roll-under-load.png.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import math
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from krafty_testkit.k8s_kafka import (
+    NAMESPACE,
+    ClientPod,
+    KafkaClusterHandle,
+    cluster_spec,
+    repo_path,
+    topic_resource,
+    wait_topic_ready,
+)
+from krafty_testkit.kube import KubeCluster
+from krafty_testkit.plugin import report_table
+from krafty_testkit.waiting import wait_for
+
+pytestmark = [pytest.mark.bench, pytest.mark.timeout(5400)]
+
+CLUSTER, TOPIC = "roll", "roll-load"
+PARTITIONS, MIN_ISR = 12, 2
+RATE, SIZE, KEYS = 2000, 1024, 120
+WARM_UP_S, BEFORE_S, STEADY_S, AFTER_S = 60, 60, 45, 30
+THAW_AFTER_S = 60
+PICTURE = repo_path("docs", "roll-under-load.png")
+CONTROLLERS = [f"{CLUSTER}-controller-{i}" for i in (2, 1, 0)]  # the StatefulSet controller's order
+BROKERS = [f"{CLUSTER}-broker-{i}" for i in (2, 1, 0)]
+BEHIND = f"{CLUSTER}-broker-0"
+
+
+@dataclass
+class Run:
+    name: str
+    began: float = 0.0  # the roll's start and end (epoch seconds)
+    ended: float = 0.0
+    outcomes: list[tuple[float, float, bool]] = field(default_factory=list)
+    isr: list[list[float]] = field(default_factory=list)  # [epoch, partitions offline, partitions under min ISR]
+    isr_until: float = 0.0
+    pods: list[tuple[float, str, str]] = field(default_factory=list)  # (epoch, pod, "stopping" | "ready")
+    produced: dict[str, Any] = field(default_factory=dict)
+    verified: dict[str, Any] = field(default_factory=dict)
+    said: list[str] = field(default_factory=list)  # what status.roll said while the roll waited
+
+    @property
+    def restarting(self) -> tuple[float, float]:
+        """From the first pod told to stop to the last new pod Ready: the same span for either roll (the
+        operator's also holds its preflight pods before, and its leader elections after)."""
+        stops = [at for at, _, what in self.pods if what == "stopping"]
+        readies = [at for at, _, what in self.pods if what == "ready"]
+        return min(stops), max(readies)
+
+
+class PodWatch(threading.Thread):
+    """Each second: which of the cluster's pods began stopping, and which new pod became Ready."""
+
+    def __init__(self, kube: KubeCluster) -> None:
+        super().__init__(daemon=True)
+        self.kube, self.stop_event = kube, threading.Event()
+        self.seen: list[tuple[float, str, str]] = []
+
+    def run(self) -> None:
+        first: set[str] | None = None  # the uids of the pods there when it began
+        current: dict[str, str] = {}  # pod name -> the uid last seen
+        stopped, readied = set(), set()
+        while not self.stop_event.is_set():
+            items = self.kube.kubectl_json("get", "pods", "-n", NAMESPACE, "-l",
+                                          f"kafka.krafty.io/cluster={CLUSTER},kafka.krafty.io/pool")["items"]
+            now = time.time()
+            for pod in items:
+                name, uid = pod["metadata"]["name"], pod["metadata"]["uid"]
+                replaced = current.get(name, uid)
+                if "deletionTimestamp" in pod["metadata"] or replaced != uid:
+                    gone = uid if replaced == uid else replaced
+                    if gone not in stopped:
+                        stopped.add(gone)
+                        self.seen.append((now, name, "stopping"))
+                current[name] = uid
+                ready = any(c["type"] == "Ready" and c["status"] == "True"
+                            for c in pod.get("status", {}).get("conditions", []))
+                if first is not None and uid not in first and ready and uid not in readied:
+                    readied.add(uid)
+                    self.seen.append((now, name, "ready"))
+            first = set(current.values()) if first is None else first
+            time.sleep(1)
+
+    def done(self) -> list[tuple[float, str, str]]:
+        self.stop_event.set()
+        self.join(30)
+        return self.seen
+
+
+@pytest.fixture(scope="module")
+def cluster(operator: KubeCluster) -> Iterator[KafkaClusterHandle]:
+    handle = KafkaClusterHandle(operator, CLUSTER)
+    handle.apply(cluster_spec("dedicated"))
+    handle.wait_ready(900)
+    operator.apply([topic_resource(TOPIC, CLUSTER, partitions=PARTITIONS, replicas=3,
+                                   config={"min.insync.replicas": MIN_ISR})])
+    wait_topic_ready(operator, TOPIC)
+    yield handle
+    handle.delete(600)
+
+
+@pytest.fixture(scope="module")
+def loader(operator: KubeCluster) -> Iterator[ClientPod]:
+    """A client pod of its own, weighted like a broker (500m): 2,000 records/s keep a Python producer busy."""
+    pod = ClientPod(operator, name="roll-client", cpu="500m")
+    pod.create()
+    yield pod
+    operator.kubectl("delete", "pod", pod.name, "-n", NAMESPACE, "--wait=false")
+
+
+def under_load(handle: KafkaClusterHandle, client: ClientPod, name: str, roll: Callable[[Run], None]) -> Run:
+    """`roll` under the producer and the watchers; fills in what each saw."""
+    run = Run(name)
+    watch = PodWatch(handle.kube)
+    with client.watching_isr(handle.bootstrap, TOPIC, MIN_ISR) as isr, \
+            client.steady_producer(handle.bootstrap, TOPIC, rate=RATE, keys=KEYS, size=SIZE) as produced:
+        time.sleep(BEFORE_S)
+        watch.start()
+        run.began = time.time()
+        roll(run)
+        run.ended = time.time()
+        time.sleep(AFTER_S)
+        run.isr_until = time.time()
+    run.pods, run.isr, run.produced = watch.done(), isr["samples"], produced
+    run.outcomes = client.outcomes(TOPIC)
+    run.verified = client.verify(handle.bootstrap, TOPIC)
+    return run
+
+
+def new_pod_ready(handle: KafkaClusterHandle, pod: str, old_uid: str, timeout: float = 900) -> None:
+    def ready(body: dict[str, Any]) -> bool:
+        return body["metadata"]["uid"] != old_uid and any(
+            c["type"] == "Ready" and c["status"] == "True" for c in body.get("status", {}).get("conditions", []))
+
+    wait_for(lambda: handle.kube.kubectl_json("get", "pod", pod, "-n", NAMESPACE), ready, timeout,
+             f"{pod} back and Ready", interval=1)
+
+
+def uid(handle: KafkaClusterHandle, pod: str) -> str:
+    return str(handle.kube.kubectl_json("get", "pod", pod, "-n", NAMESPACE)["metadata"]["uid"])
+
+
+def naive(pods: list[str], handle: KafkaClusterHandle) -> Callable[[Run], None]:
+    def roll(_: Run) -> None:
+        for pod in pods:
+            old = uid(handle, pod)
+            handle.kube.kubectl("delete", "pod", pod, "-n", NAMESPACE, "--wait=false")
+            new_pod_ready(handle, pod, old)
+    return roll
+
+
+def by_operator(handle: KafkaClusterHandle, pods: list[str], change: dict[str, Any]) -> Callable[[Run], None]:
+    def roll(run: Run) -> None:
+        before = {pod: uid(handle, pod) for pod in pods}
+        handle.patch_spec(change)
+
+        def finished(status: dict[str, Any]) -> bool:
+            blocked = (status.get("roll") or {}).get("blockedBy")
+            if blocked and blocked not in run.said:
+                run.said.append(blocked)
+            return status.get("roll") is None and all(
+                uid(handle, pod) != old for pod, old in before.items())
+
+        wait_for(handle.status, finished, 1800, f"{pods} restarted by the operator", interval=2)
+        handle.wait_ready(900)
+    return roll
+
+
+
+
+@contextlib.contextmanager
+def follower_behind(handle: KafkaClusterHandle) -> Iterator[Callable[[Run], None]]:
+    """Broker 0 frozen until out of every ISR; yields what starts the thaw timer when the roll starts. Thawed at
+    the end in any case."""
+    handle.kube.kill_container(NAMESPACE, BEHIND, "STOP")
+    timer: list[threading.Timer] = []
+    try:
+        wait_for(lambda: handle.kafka_tool("kafka-topics.sh", "--describe", "--under-replicated-partitions",
+                                           "--topic", TOPIC, broker=1).count("Partition:"),
+                 lambda n: n == PARTITIONS, 180, f"{BEHIND} out of every ISR", interval=3)
+
+        def thaw_later(_: Run) -> None:
+            timer.append(threading.Timer(THAW_AFTER_S, handle.kube.kill_container, (NAMESPACE, BEHIND, "CONT")))
+            timer[0].start()
+
+        yield thaw_later
+    finally:
+        if timer:
+            timer[0].join()
+        else:
+            handle.kube.kill_container(NAMESPACE, BEHIND, "CONT")
+
+
+def then(first: Callable[[Run], None], second: Callable[[Run], None]) -> Callable[[Run], None]:
+    def both(run: Run) -> None:
+        first(run)
+        second(run)
+    return both
+
+
+@contextlib.contextmanager
+def paused(handle: KafkaClusterHandle) -> Iterator[None]:
+    handle.kube.kubectl("annotate", "kafkacluster", CLUSTER, "-n", NAMESPACE, "kafka.krafty.io/paused=true",
+                        "--overwrite")
+    try:
+        yield
+    finally:
+        handle.kube.kubectl("annotate", "kafkacluster", CLUSTER, "-n", NAMESPACE, "kafka.krafty.io/paused-")
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[max(0, min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1))] if ordered else float("nan")
+
+
+def latencies(run: Run, start: float, end: float) -> list[float]:
+    return [took for sent, took, _ in run.outcomes if start <= sent < end]
+
+
+def seconds_with(run: Run, column: int) -> float:
+    """Seconds from the start of the roll to the end of the run with any partition offline (column 1) or under
+    min ISR (column 2)."""
+    total = 0.0
+    for (at, *state), (following, *_) in itertools.pairwise([*run.isr, [run.isr_until, 0, 0]]):
+        lo, hi = max(at, run.began), following
+        if state[column - 1] and hi > lo:
+            total += hi - lo
+    return total
+
+
+def row(case: str, run: Run) -> list[object]:
+    steady = latencies(run, run.began - STEADY_S, run.began)
+    rolling = latencies(run, *run.restarting)
+    failed = sum(1 for _, _, ok in run.outcomes if not ok)
+    ms = [round(1000 * percentile(values, q), 1) for values, q in ((steady, 0.5), (steady, 0.99),
+                                                                     (rolling, 0.5), (rolling, 0.99))]
+    return [case, run.name, f"{run.ended - run.began:.0f}", f"{run.restarting[1] - run.restarting[0]:.0f}",
+            run.verified["acked"], failed, run.verified["lost"],
+            run.verified["duplicated"], *ms, f"{1000 * max(rolling, default=0):.0f}",
+            f"{seconds_with(run, 2):.1f}", f"{seconds_with(run, 1):.1f}"]
+
+
+def draw(cases: list[tuple[str, Run, Run]]) -> None:
+    """Each run's latency over time (per second: the median and the slowest record acknowledged), failures as
+    crosses, each restart as a dashed line, time under min ISR shaded."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(cases), 2, figsize=(14, 4.2 * len(cases)), sharey=True, squeeze=False)
+    for (case, *runs), row_axes in zip(cases, axes, strict=True):
+        for run, ax in zip(runs, row_axes, strict=True):
+            buckets: dict[int, list[float]] = {}
+            for sent, took, ok in run.outcomes:
+                if ok:
+                    buckets.setdefault(int(sent - run.began), []).append(took * 1000)
+            xs = sorted(buckets)
+            ax.plot(xs, [percentile(buckets[x], 0.5) for x in xs], lw=0.8, label="median per second")
+            ax.plot(xs, [max(buckets[x]) for x in xs], lw=0.8, label="slowest per second")
+            failures = [(sent - run.began, took * 1000) for sent, took, ok in run.outcomes if not ok]
+            if failures:
+                ax.scatter(*zip(*failures, strict=True), marker="x", color="red", s=12, label="failed")
+            for (at, *state), (following, *_) in itertools.pairwise([*run.isr, [run.isr_until, 0, 0]]):
+                if state[1]:
+                    ax.axvspan(at - run.began, following - run.began, color="red", alpha=0.15, lw=0)
+            for at, pod, what in run.pods:
+                if what == "stopping":
+                    ax.axvline(at - run.began, color="grey", ls="--", lw=0.8)
+                    ax.text(at - run.began, 1.02, pod.removeprefix(f"{CLUSTER}-"), rotation=90, fontsize=7,
+                            transform=ax.get_xaxis_transform(), va="bottom")
+            ax.axvline(run.ended - run.began, color="black", lw=0.8)
+            ax.set_yscale("log")
+            ax.set_title(f"{case}: {run.name}", fontsize=10, pad=48)
+            ax.set_xlabel("seconds from the start of the roll (black line: its end; red: under min ISR)")
+            ax.set_ylabel("acks=all latency (ms)")
+            ax.legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(PICTURE, dpi=90)
+    plt.close(fig)
+
+
+def test_roll_by_the_operator_against_a_naive_roll_of_the_same_nodes(cluster: KafkaClusterHandle,
+                                                                     loader: ClientPod):
+    with loader.steady_producer(cluster.bootstrap, TOPIC, rate=RATE, keys=KEYS, size=SIZE):
+        time.sleep(WARM_UP_S)  # a fresh JVM's first minute is slower: neither run gets it
+    grace = cluster.get()["spec"]["restarts"]["gracePeriodSeconds"]
+    sent_buffer = int(cluster.get()["spec"]["brokers"].get("config", {}).get("socket.send.buffer.bytes", 102400))
+    every_node = by_operator(cluster, CONTROLLERS + BROKERS, {"restarts": {"gracePeriodSeconds": grace + 1}})
+    healthy_operator = under_load(cluster, loader, "operator", every_node)
+    cluster.wait_ready(900)
+    with paused(cluster):
+        healthy_naive = under_load(cluster, loader, "naive", naive(CONTROLLERS + BROKERS, cluster))
+    brokers = by_operator(cluster, BROKERS, {"brokers": {"config": {"socket.send.buffer.bytes": sent_buffer + 1}}})
+    cluster.wait_ready(900)
+    with follower_behind(cluster) as thaw:
+        behind_operator = under_load(cluster, loader, "operator", then(thaw, brokers))
+    cluster.wait_ready(900)
+    with paused(cluster), follower_behind(cluster) as thaw:
+        behind_naive = under_load(cluster, loader, "naive", then(thaw, naive(BROKERS, cluster)))
+    cases = [("all six nodes, healthy", healthy_operator, healthy_naive),
+             (f"three brokers, {BEHIND} behind", behind_operator, behind_naive)]
+    rows = []
+    for case, ours, theirs in cases:
+        rows += [row(case, ours), row(case, theirs)]
+        p99 = [percentile(latencies(run, *run.restarting), 0.99) for run in (ours, theirs)]
+        rows.append([case, "operator / naive", *[""] * 9, f"{p99[0] / p99[1]:.2f}x", "", "", ""])
+    report_table(f"Rolling restart under {RATE:,} records/s of {SIZE} B, acks=all, idempotent (RF 3, min ISR "
+                 f"{MIN_ISR}, {PARTITIONS} partitions); latency in ms", [
+                     "case", "roll", "took (s)", "restarting (s)", "acked", "failed", "lost", "duplicated",
+                     "p50 steady", "p99 steady", "p50 roll", "p99 roll", "max roll", "s under min ISR",
+                     "s offline"], rows)
+    report_table("What status.roll said while the operator's roll waited",
+                 ["case", "blockedBy"], [[case, said] for case, run, _ in cases for said in run.said])
+    draw(cases)
+    for _, ours, _ in cases:
+        assert (ours.verified["lost"], ours.verified["duplicated"]) == (0, 0), ours.verified
+        assert sum(1 for _, _, ok in ours.outcomes if not ok) == 0
+        assert (seconds_with(ours, 1), seconds_with(ours, 2)) == (0, 0)
+    assert behind_operator.said, "the operator's roll never said what it waited for"
+    assert seconds_with(behind_naive, 2) > 0, "the naive roll kept min ISR with a follower behind"
