@@ -16,6 +16,7 @@ import itertools
 import socket
 import ssl
 import struct
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
@@ -35,6 +36,7 @@ Target = Connection | str
 # An address that failed this recently is tried after the others (seconds).
 FAILED_RECENTLY_S = 60.0
 _failed_at: dict[tuple[str, int], float] = {}  # address -> when it last failed (time.monotonic())
+_failed_lock = threading.Lock()  # passes of several clusters call at once
 
 
 def _addresses(servers: str) -> list[tuple[str, int]]:
@@ -52,7 +54,18 @@ def _resolved(host: str, port: int) -> list[tuple[str, int]]:
     infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     addresses = list(dict.fromkeys((str(info[4][0]), int(info[4][1])) for info in infos))
     now = time.monotonic()
-    return sorted(addresses, key=lambda a: now - _failed_at.get(a, -FAILED_RECENTLY_S) < FAILED_RECENTLY_S)
+    with _failed_lock:
+        failed = {a for a, at in _failed_at.items() if now - at < FAILED_RECENTLY_S}
+    return sorted(addresses, key=lambda a: a in failed)
+
+
+def _failed(address: tuple[str, int]) -> None:
+    """Remembers a failure for a minute (older ones are forgotten: pods come and go with new addresses)."""
+    now = time.monotonic()
+    with _failed_lock:
+        for stale in [a for a, at in _failed_at.items() if now - at >= FAILED_RECENTLY_S]:
+            del _failed_at[stale]
+        _failed_at[address] = now
 
 
 def _recv_exact(sock: socket.socket, n: int) -> bytes:
@@ -102,7 +115,7 @@ def call(target: Target, api_key: int, version: int, body: wire.Writer,
                     raise
                 errors.append(f"{where}: {error.error_name}")
             except OSError as error:
-                _failed_at[address] = time.monotonic()
+                _failed(address)
                 errors.append(f"{where}: {error}")
     raise KafkaUnavailable(f"{wire_name(api_key)}: no server answered: " + "; ".join(errors))
 
