@@ -23,6 +23,7 @@ end of the run. The picture of each run (latency over time, each restart marked)
 
 from __future__ import annotations
 
+import calendar
 import contextlib
 import itertools
 import math
@@ -82,8 +83,26 @@ class Run:
         return min(stops), max(readies)
 
 
+def stamp(text: str) -> float:
+    return float(calendar.timegm(time.strptime(text, "%Y-%m-%dT%H:%M:%SZ")))
+
+
+def stop_requested(pod: dict[str, Any]) -> float | None:
+    """When the pod was told to stop (its deletionTimestamp is that moment plus its grace period), if it was."""
+    meta = pod["metadata"]
+    if "deletionTimestamp" not in meta:
+        return None
+    return stamp(meta["deletionTimestamp"]) - int(meta.get("deletionGracePeriodSeconds") or 0)
+
+
+def became_ready(pod: dict[str, Any]) -> float | None:
+    ready = [c for c in pod.get("status", {}).get("conditions", []) if c["type"] == "Ready" and c["status"] == "True"]
+    return stamp(ready[0]["lastTransitionTime"]) if ready else None
+
+
 class PodWatch(threading.Thread):
-    """Each second: which of the cluster's pods began stopping, and which new pod became Ready."""
+    """Each second: which of the cluster's pods was told to stop, and which new pod became Ready, each at the
+    moment the API server recorded (to the second; a busy machine can make a kubectl call take seconds)."""
 
     def __init__(self, kube: KubeCluster) -> None:
         super().__init__(daemon=True)
@@ -101,17 +120,18 @@ class PodWatch(threading.Thread):
             for pod in items:
                 name, uid = pod["metadata"]["name"], pod["metadata"]["uid"]
                 replaced = current.get(name, uid)
-                if "deletionTimestamp" in pod["metadata"] or replaced != uid:
-                    gone = uid if replaced == uid else replaced
-                    if gone not in stopped:
-                        stopped.add(gone)
-                        self.seen.append((now, name, "stopping"))
+                told = stop_requested(pod)
+                if replaced != uid and replaced not in stopped:  # gone between two looks: seen now
+                    stopped.add(replaced)
+                    self.seen.append((now, name, "stopping"))
+                if told is not None and uid not in stopped:
+                    stopped.add(uid)
+                    self.seen.append((told, name, "stopping"))
                 current[name] = uid
-                ready = any(c["type"] == "Ready" and c["status"] == "True"
-                            for c in pod.get("status", {}).get("conditions", []))
-                if first is not None and uid not in first and ready and uid not in readied:
+                ready = became_ready(pod)
+                if first is not None and uid not in first and ready is not None and uid not in readied:
                     readied.add(uid)
-                    self.seen.append((now, name, "ready"))
+                    self.seen.append((ready, name, "ready"))
             first = set(current.values()) if first is None else first
             time.sleep(1)
 
