@@ -70,7 +70,6 @@ class Run:
     isr: list[list[float]] = field(default_factory=list)  # [epoch, partitions offline, partitions under min ISR]
     isr_until: float = 0.0
     pods: list[tuple[float, str, str]] = field(default_factory=list)  # (epoch, pod, "stopping" | "ready")
-    produced: dict[str, Any] = field(default_factory=dict)
     verified: dict[str, Any] = field(default_factory=dict)
     said: list[str] = field(default_factory=list)  # what status.roll said while the roll waited
 
@@ -167,7 +166,7 @@ def under_load(handle: KafkaClusterHandle, client: ClientPod, name: str, roll: C
     run = Run(name)
     watch = PodWatch(handle.kube)
     with client.watching_isr(handle.bootstrap, TOPIC, MIN_ISR) as isr, \
-            client.steady_producer(handle.bootstrap, TOPIC, rate=RATE, keys=KEYS, size=SIZE) as produced:
+            client.steady_producer(handle.bootstrap, TOPIC, rate=RATE, keys=KEYS, size=SIZE):
         time.sleep(BEFORE_S)
         watch.start()
         run.began = time.time()
@@ -175,7 +174,7 @@ def under_load(handle: KafkaClusterHandle, client: ClientPod, name: str, roll: C
         run.ended = time.time()
         time.sleep(AFTER_S)
         run.isr_until = time.time()
-    run.pods, run.isr, run.produced = watch.done(), isr["samples"], produced
+    run.pods, run.isr = watch.done(), isr["samples"]
     run.outcomes = client.outcomes(TOPIC)
     run.verified = client.verify(handle.bootstrap, TOPIC)
     return run
@@ -183,21 +182,21 @@ def under_load(handle: KafkaClusterHandle, client: ClientPod, name: str, roll: C
 
 def new_pod_ready(handle: KafkaClusterHandle, pod: str, old_uid: str, timeout: float = 900) -> None:
     def ready(body: dict[str, Any]) -> bool:
-        return body["metadata"]["uid"] != old_uid and any(
-            c["type"] == "Ready" and c["status"] == "True" for c in body.get("status", {}).get("conditions", []))
+        return body["metadata"]["uid"] != old_uid and became_ready(body) is not None
 
     wait_for(lambda: handle.kube.kubectl_json("get", "pod", pod, "-n", NAMESPACE), ready, timeout,
              f"{pod} back and Ready", interval=1)
 
 
-def uid(handle: KafkaClusterHandle, pod: str) -> str:
-    return str(handle.kube.kubectl_json("get", "pod", pod, "-n", NAMESPACE)["metadata"]["uid"])
+def uids(handle: KafkaClusterHandle) -> dict[str, str]:
+    """Each of the cluster's pods' uid, by pod name."""
+    return {p["metadata"]["name"]: p["metadata"]["uid"] for pool in ("controller", "broker") for p in handle.pods(pool)}
 
 
 def naive(pods: list[str], handle: KafkaClusterHandle) -> Callable[[Run], None]:
     def roll(_: Run) -> None:
         for pod in pods:
-            old = uid(handle, pod)
+            old = uids(handle)[pod]
             handle.kube.kubectl("delete", "pod", pod, "-n", NAMESPACE, "--wait=false")
             new_pod_ready(handle, pod, old)
     return roll
@@ -205,21 +204,21 @@ def naive(pods: list[str], handle: KafkaClusterHandle) -> Callable[[Run], None]:
 
 def by_operator(handle: KafkaClusterHandle, pods: list[str], change: dict[str, Any]) -> Callable[[Run], None]:
     def roll(run: Run) -> None:
-        before = {pod: uid(handle, pod) for pod in pods}
+        before = {pod: old for pod, old in uids(handle).items() if pod in pods}
         handle.patch_spec(change)
 
         def finished(status: dict[str, Any]) -> bool:
             blocked = (status.get("roll") or {}).get("blockedBy")
             if blocked and blocked not in run.said:
                 run.said.append(blocked)
-            return status.get("roll") is None and all(
-                uid(handle, pod) != old for pod, old in before.items())
+            if status.get("roll") is not None:
+                return False
+            now = uids(handle)
+            return all(now.get(pod) not in (None, old) for pod, old in before.items())
 
         wait_for(handle.status, finished, 1800, f"{pods} restarted by the operator", interval=2)
         handle.wait_ready(900)
     return roll
-
-
 
 
 @contextlib.contextmanager
@@ -271,15 +270,18 @@ def latencies(run: Run, start: float, end: float) -> list[float]:
     return [took for sent, took, _ in run.outcomes if start <= sent < end]
 
 
+def spans(run: Run) -> Iterator[tuple[float, float, list[float]]]:
+    """The watcher's samples as (from, until, [partitions offline, partitions under min ISR]): each holds until
+    the next, the last until the watcher stopped."""
+    for (at, *state), (following, *_) in itertools.pairwise([*run.isr, [run.isr_until, 0, 0]]):
+        yield at, following, state
+
+
 def seconds_with(run: Run, column: int) -> float:
     """Seconds from the start of the roll to the end of the run with any partition offline (column 1) or under
     min ISR (column 2)."""
-    total = 0.0
-    for (at, *state), (following, *_) in itertools.pairwise([*run.isr, [run.isr_until, 0, 0]]):
-        lo, hi = max(at, run.began), following
-        if state[column - 1] and hi > lo:
-            total += hi - lo
-    return total
+    return sum(until - max(at, run.began) for at, until, state in spans(run)
+               if state[column - 1] and until > max(at, run.began))
 
 
 def row(case: str, run: Run) -> list[object]:
@@ -315,9 +317,9 @@ def draw(cases: list[tuple[str, Run, Run]]) -> None:
             failures = [(sent - run.began, took * 1000) for sent, took, ok in run.outcomes if not ok]
             if failures:
                 ax.scatter(*zip(*failures, strict=True), marker="x", color="red", s=12, label="failed")
-            for (at, *state), (following, *_) in itertools.pairwise([*run.isr, [run.isr_until, 0, 0]]):
+            for at, until, state in spans(run):
                 if state[1]:
-                    ax.axvspan(at - run.began, following - run.began, color="red", alpha=0.15, lw=0)
+                    ax.axvspan(at - run.began, until - run.began, color="red", alpha=0.15, lw=0)
             for at, pod, what in run.pods:
                 if what == "stopping":
                     ax.axvline(at - run.began, color="grey", ls="--", lw=0.8)
