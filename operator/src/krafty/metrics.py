@@ -31,6 +31,16 @@ KAFKA_REQUESTS = Counter("krafty_kafka_requests_total", "Calls the operator made
 LEADER = Gauge("krafty_operator_leader", "1 on the operator replica that leads (runs the passes), 0 on a standby")
 KUBE_REQUESTS = Counter("krafty_kube_requests_total", "Kubernetes API requests the operator made, by verb and kind",
                         ["verb", "kind"])
+# The canary (spec.canary): removed with it
+_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+CANARY_WRITE_SECONDS = Histogram("krafty_canary_produce_latency_seconds",
+                                 "acks=all write latency of the operator's canary records", ["namespace", "cluster"],
+                                 buckets=_LATENCY_BUCKETS)
+CANARY_END_TO_END_SECONDS = Histogram("krafty_canary_end_to_end_latency_seconds",
+                                      "Delay from a canary record's send to its read by the operator's canary",
+                                      ["namespace", "cluster"], buckets=_LATENCY_BUCKETS)
+CANARY_FAILED = Counter("krafty_canary_failed_writes_total", "Canary records whose write failed",
+                        ["namespace", "cluster"])
 
 
 @dataclass(frozen=True)

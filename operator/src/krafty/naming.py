@@ -89,6 +89,9 @@ def owned_broker_key(key: str) -> bool:
 THROTTLE_RATE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
 THROTTLED_REPLICAS_KEYS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
 
+# The canary's topic (spec.canary): one partition led by each broker, written and read by the operator
+CANARY_TOPIC = "__krafty_canary"
+
 # Ports: the client listeners come from the spec; these are fixed.
 REPLICATION_PORT = 9091
 CONTROLLER_PORT = 9093

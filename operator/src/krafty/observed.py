@@ -284,6 +284,18 @@ class ExternalServiceState:
 
 
 @dataclass(frozen=True)
+class CanaryReading:
+    """What the operator's canary measured over its window (krafty.clients.canary)."""
+
+    window_seconds: int
+    written: int  # records acknowledged in the window
+    failed: int  # records whose write failed in the window
+    produce_p99_ms: int | None  # acks=all write latency, unacknowledged records at their age; None: no record yet
+    end_to_end_p99_ms: int | None  # send to read, unread records at their age; None: no record yet
+    last_error: str | None = None  # the latest failed write's error, in the window
+
+
+@dataclass(frozen=True)
 class ClusterObservation:
     """Everything one pass knows, read once at its start."""
 
@@ -306,6 +318,7 @@ class ClusterObservation:
     preflights: tuple[Preflight, ...] = ()
     external_services: Mapping[str, ExternalServiceState] = field(default_factory=dict)  # by name
     metadata_level: int | None = None  # the finalized metadata.version; None: unread
+    canary: CanaryReading | None = None  # None: the canary does not run
     observed_at: datetime.datetime | None = None
 
     @property

@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from krafty import naming
-from krafty.decide import cluster_status, external, listeners, preflight, roll, scaling, upgrade, volumes
+from krafty.decide import canary, cluster_status, external, listeners, preflight, roll, scaling, upgrade, volumes
 from krafty.decide.configs import ConfigDiff, diff
 from krafty.decide.status import DEGRADED, PROGRESSING, READY, Condition
 from krafty.model import KafkaClusterSpec, LeaderBalanceMode
@@ -147,9 +147,14 @@ class FinalizeMetadata:
     message: str
 
 
+@dataclass(frozen=True)
+class ChangeCanaryTopic:
+    topic: canary.CanaryTopic
+
+
 Action = (ApplyChildren | Announce | SetClusterDefaults | MoveReplicas | RemoveThrottles | RemoveVoter | AddVoter
           | Unregister | DeleteVolumes | ExpandVolumes | StartPreflight | DeletePreflights | RestartNode | ElectLeaders
-          | FinalizeMetadata)
+          | FinalizeMetadata | ChangeCanaryTopic)
 
 
 class PassResult(StrEnum):
@@ -245,8 +250,8 @@ def _roll_step(ctx: ClusterContext, obs: ClusterObservation, scale: scaling.Scal
     # After replicas moved, every partition goes back to its preferred leader, not only those of brokers above
     # the threshold: scaling promises new brokers their full share of leaders.
     threshold = 0 if leaders_pending else balance.imbalance_threshold_percent
-    return roll.next_step(obs, restore_leaders=balance.mode is LeaderBalanceMode.OPERATOR,
-                          threshold_percent=threshold)
+    return _canary_gate(ctx, obs, roll.next_step(obs, restore_leaders=balance.mode is LeaderBalanceMode.OPERATOR,
+                                                 threshold_percent=threshold))
 
 
 def _preflight(ctx: ClusterContext, obs: ClusterObservation, step: roll.Step) -> tuple[roll.Step, list[Action]]:
@@ -261,6 +266,17 @@ def _preflight(ctx: ClusterContext, obs: ClusterObservation, step: roll.Step) ->
     return gated.step, actions
 
 
+def _canary_gate(ctx: ClusterContext, obs: ClusterObservation, step: roll.Step) -> roll.Step:
+    """A running node's restart, held while the canary says clients suffer (spec.restarts.canaryGate): before
+    its preflight pod too, so that a held roll starts nothing."""
+    if not (isinstance(step, roll.Restart) and step.node.running):
+        return step
+    gate = canary.gate(ctx.spec.restarts.canary_gate, obs.canary)
+    if gate.position is not canary.GatePosition.HOLDING:
+        return step
+    return roll.Held(step.node, f"{step.node.pod} waits: {gate.message}")
+
+
 def _step_actions(step: roll.Step) -> tuple[Action, ...]:
     if isinstance(step, roll.Restart):
         return (RestartNode(step.node, step.reason, step.message),)
@@ -268,6 +284,9 @@ def _step_actions(step: roll.Step) -> tuple[Action, ...]:
         return (ElectLeaders(step.partitions, step.message),)
     if isinstance(step, roll.Blocked):
         return (Announce(step.reason, step.message, warning=True),)
+    if isinstance(step, roll.Held):  # told once per node (the figures change every pass; status has them)
+        return (Announce(step.reason, f"{step.node.pod} waits until the canary's p99 is within "
+                                      "spec.restarts.canaryGate", warning=True),)
     return ()
 
 
@@ -303,6 +322,12 @@ def _volume_actions(growth: volumes.Growth) -> list[Action]:
     if growth.refused:
         actions.append(Announce(growth.reason, growth.refused, warning=True))
     return actions
+
+
+def _canary_actions(ctx: ClusterContext, obs: ClusterObservation) -> list[Action]:
+    topic = canary.topic_change(ctx.spec.canary.enabled, range(ctx.spec.brokers.replicas), obs.registered,
+                                obs.partitions)
+    return [ChangeCanaryTopic(topic)] if topic is not None else []
 
 
 def with_resizes(obs: ClusterObservation, growth: volumes.Growth) -> ClusterObservation:
@@ -351,7 +376,7 @@ def _plan(ctx: ClusterContext, obs: ClusterObservation, facts: Facts,
     claims = volumes.removable(ctx.name, obs.claims, obs, Sizes.of(ctx.spec), Sizes(scale.brokers, scale.controllers))
     if claims:
         actions.append(DeleteVolumes(claims))
-    actions += _volume_actions(growth)
+    actions += _volume_actions(growth) + _canary_actions(ctx, obs)
     step, preflight_actions = _preflight(ctx, obs, _roll_step(ctx, obs, scale, leaders_pending))
     actions += preflight_actions
     if not scale.busy:
@@ -369,7 +394,8 @@ def _plan(ctx: ClusterContext, obs: ClusterObservation, facts: Facts,
                                                        version, growth), addressing)
     status = {**cluster_status.fields(sized, obs, step, scale, next_facts.balanced_for, next_facts.leaders_pending),
               "versions": cluster_status.version_fields(ctx.spec.version, obs, version),
-              "volumes": cluster_status.volume_entries(obs)}
+              "volumes": cluster_status.volume_entries(obs),
+              "canary": canary.status(ctx.spec.restarts.canary_gate, obs.canary)}
     busy = (bool(ctx.initial_voters) or scale.busy or not isinstance(step, roll.Done) or growth.growing is not None
             or addressing is not None)
     return ClusterPlan(Sizes(scale.brokers, scale.controllers), tuple(actions), step, scale, next_facts, status,

@@ -138,7 +138,7 @@ def _first_step(decided: planned.ClusterPlan) -> str:
     step = decided.step
     if isinstance(step, roll.Restart):
         return f"restart {step.node.pod}"
-    if isinstance(step, roll.Wait | roll.Blocked | roll.ElectLeaders):
+    if isinstance(step, roll.Wait | roll.Blocked | roll.Held | roll.ElectLeaders):
         return step.message
     if decided.scale.busy:
         return decided.scale.message

@@ -10,7 +10,7 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, Generic, TypeVar, cast
 
@@ -246,6 +246,22 @@ class KafkaAdmin:
                                                 validate_only=validate_only, request_timeout=TIMEOUT,
                                                 operation_timeout=TIMEOUT)
         return {name: _error_of(future) for name, future in futures.items()}
+
+    @_kafka_call
+    def create_placed_topic(self, name: str, replicas: Sequence[Sequence[int]], config: Mapping[str, str]
+                            ) -> str | None:
+        """Creates a topic whose partitions have the given replica lists (leader first); returns its error."""
+        futures = self.client.create_topics([NewTopic(name, len(replicas), replica_assignment=[list(r) for r in replicas],
+                                                      config=dict(config))],
+                                            request_timeout=TIMEOUT, operation_timeout=TIMEOUT)
+        return _error_of(futures[name])
+
+    @_kafka_call
+    def add_placed_partitions(self, name: str, total: int, replicas: Sequence[Sequence[int]]) -> str | None:
+        """Grows a topic to `total` partitions, the new ones with the given replica lists; returns its error."""
+        futures = self.client.create_partitions([NewPartitions(name, total, [list(r) for r in replicas])],
+                                                request_timeout=TIMEOUT, operation_timeout=TIMEOUT)
+        return _error_of(futures[name])
 
     @_kafka_call
     def alter_topic_configs(self, changes: dict[str, dict[str, str | None]],

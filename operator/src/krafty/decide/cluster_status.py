@@ -111,8 +111,10 @@ def _progressing(obs: ClusterObservation, step: roll.Step, scale: ScalePlan) -> 
         current = sum(n.exists and not n.needs_restart for n in obs.nodes)
         total = sum(n.exists for n in obs.nodes)
         rest = f"next {order[0].pod}, then {len(order) - 1} more" if len(order) > 1 else f"last {order[0].pod}"
-        return Condition(PROGRESSING, True, "RollingRestart",
-                         f"{current} of {total} nodes run the current configuration; {rest}")
+        done = f"{current} of {total} nodes run the current configuration"
+        if isinstance(step, roll.Held):
+            return Condition(PROGRESSING, True, step.reason, f"{done}; {step.message}")
+        return Condition(PROGRESSING, True, "RollingRestart", f"{done}; {rest}")
     if isinstance(step, roll.ElectLeaders):
         return Condition(PROGRESSING, True, "RestoringLeaders", step.message)
     waiting = roll.catching_up(obs)
@@ -132,7 +134,7 @@ def _ready(obs: ClusterObservation, desired_brokers: set[int], available: Condit
     missing = sorted(n.node_id for n in obs.nodes if n.node_id in desired_brokers and not n.serving)
     if missing:
         return Condition(READY, False, "BrokersNotReady", f"brokers not ready: {missing}")
-    if scale.busy or progressing.reason in ("RollingRestart", "NodesStarting"):
+    if scale.busy or progressing.reason in ("RollingRestart", roll.HELD_BY_CANARY, "NodesStarting"):
         return Condition(READY, False, progressing.reason, progressing.message)
     under = summarize(obs.partitions or ()).under_replicated
     if under:
@@ -190,7 +192,7 @@ def roll_summary(obs: ClusterObservation, step: roll.Step) -> dict[str, Any] | N
     out: dict[str, Any] = {"pending": [n.pod for n in order], "reason": roll.restart_reason(order[0])[1]}
     if isinstance(step, roll.Restart):
         out["current"] = step.node.pod
-    if isinstance(step, roll.Blocked | roll.Wait):
+    if isinstance(step, roll.Blocked | roll.Wait | roll.Held):
         out["blockedBy"] = step.message
     return out
 

@@ -23,6 +23,7 @@ from krafty.observed import ChangeKind, ClusterObservation, NodeState, Partition
 MAX_VOTER_LAG = 1000
 # A restart message names this many changed config keys, then counts the rest.
 NAMED_KEYS = 5
+HELD_BY_CANARY = "RollHeldByCanary"  # the reason of a restart the canary's gate holds
 
 
 class RestartReason(StrEnum):
@@ -63,11 +64,20 @@ class Blocked:
 
 
 @dataclass(frozen=True)
+class Held:
+    """The next restart is safe for Kafka but waits on what clients feel (the canary's gate)."""
+
+    node: NodeState
+    message: str
+    reason: str = HELD_BY_CANARY
+
+
+@dataclass(frozen=True)
 class Done:
     pass
 
 
-Step = Restart | ElectLeaders | Wait | Blocked | Done
+Step = Restart | ElectLeaders | Wait | Blocked | Held | Done
 
 
 def restart_reason(node: NodeState) -> tuple[RestartReason, str]:

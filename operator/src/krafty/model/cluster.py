@@ -230,9 +230,33 @@ class TopicDefaults(Spec):
     partitions: int = Field(default=3, ge=1, le=10000)
 
 
+class CanaryGate(Spec):
+    """The roll restarts no running node while what the canary measured over its window is above either
+    threshold set here."""
+
+    produce_p99_milliseconds: int | None = Field(default=None, ge=1, le=600000)
+    end_to_end_p99_milliseconds: int | None = Field(default=None, ge=1, le=600000)
+
+    @model_validator(mode="after")
+    def _one_threshold(self) -> CanaryGate:
+        if self.produce_p99_milliseconds is None and self.end_to_end_p99_milliseconds is None:
+            raise ValueError("canaryGate needs produceP99Milliseconds, endToEndP99Milliseconds or both")
+        return self
+
+
 class Restarts(Spec):
     grace_period_seconds: int = Field(default=300, ge=30, le=86400)
     node_ready_timeout_seconds: int = Field(default=900, ge=60, le=86400)
+    canary_gate: CanaryGate | None = None
+
+
+class Canary(Spec):
+    """The operator's own producer and consumer on a small topic with a partition led by each broker: what an
+    acks=all client feels, measured all the time."""
+
+    enabled: bool = False
+    interval_milliseconds: int = Field(default=200, ge=20, le=60000)  # a record to every partition this often
+    window_seconds: int = Field(default=30, ge=5, le=3600)  # the p99s are of the records of this long
 
 
 class Upgrade(Spec):
@@ -274,6 +298,7 @@ class KafkaClusterSpec(Spec):
     authorization: Authorization = Field(default_factory=Authorization)
     topic_defaults: TopicDefaults = Field(default_factory=TopicDefaults)
     restarts: Restarts = Field(default_factory=Restarts)
+    canary: Canary = Field(default_factory=Canary)
     upgrade: Upgrade = Field(default_factory=Upgrade)
     leader_balance: LeaderBalance = Field(default_factory=LeaderBalance)
     metrics: Metrics = Field(default_factory=Metrics)
@@ -284,13 +309,7 @@ class KafkaClusterSpec(Spec):
     def _mirror_crd_rules(self) -> KafkaClusterSpec:
         """The CRD's CEL rules that do not compare with the old object, so that
         models built in code hold the same invariants as objects from the API server."""
-        problems = []
-        if self.controllers.mode == ControllerMode.COMBINED:
-            if self.brokers.replicas < self.controllers.replicas:
-                problems.append("in combined mode brokers.replicas must be at least controllers.replicas")
-            pool = self.controllers
-            if pool.storage or pool.resources != Resources() or pool.jvm != Jvm() or pool.template != PodTemplate():
-                problems.append("storage, resources, jvm and template apply to dedicated controllers only")
+        problems = self._combined_mode_problems()
         if self.topic_defaults.min_insync_replicas > self.topic_defaults.replication_factor:
             problems.append("topicDefaults.minInsyncReplicas cannot exceed replicationFactor")
         if self.topic_defaults.replication_factor > self.brokers.replicas:
@@ -302,6 +321,20 @@ class KafkaClusterSpec(Spec):
             problems.append("listener ports 9090, 9091, 9093 and 9404 are reserved")
         if self.authorization.enabled and self.tls.internal is False:
             problems.append("authorization needs TLS between the nodes (tls.internal)")
+        if self.restarts.canary_gate is not None and not self.canary.enabled:
+            problems.append("restarts.canaryGate needs canary.enabled: the roll would wait for figures nothing "
+                            "measures")
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+    def _combined_mode_problems(self) -> list[str]:
+        if self.controllers.mode != ControllerMode.COMBINED:
+            return []
+        problems = []
+        if self.brokers.replicas < self.controllers.replicas:
+            problems.append("in combined mode brokers.replicas must be at least controllers.replicas")
+        pool = self.controllers
+        if pool.storage or pool.resources != Resources() or pool.jvm != Jvm() or pool.template != PodTemplate():
+            problems.append("storage, resources, jvm and template apply to dedicated controllers only")
+        return problems

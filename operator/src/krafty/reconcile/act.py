@@ -19,8 +19,12 @@ from krafty.clients import kraft
 from krafty.clients.errors import KafkaUnavailable
 from krafty.clients.kafka_admin import KafkaAdmin
 from krafty.clients.kube import Kube, api_message
+from krafty.decide.canary import TopicChange
 from krafty.kraft_wire import METADATA_VERSION, KafkaProtocolError
 from krafty.model.context import ClusterContext
+
+# The canary's records are a few bytes each: an hour of them is kept, in segments of ten minutes.
+CANARY_TOPIC_CONFIG = {"retention.ms": "3600000", "segment.ms": "600000"}
 
 
 class Actor:
@@ -42,6 +46,7 @@ class Actor:
             planned.StartPreflight: self._start_preflight, planned.DeletePreflights: self._delete_preflights,
             planned.RestartNode: self._restart,
             planned.ElectLeaders: self._elect, planned.FinalizeMetadata: self._finalize,
+            planned.ChangeCanaryTopic: self._canary_topic,
         }
 
     def run(self, actions: Iterable[planned.Action]) -> bool:
@@ -166,6 +171,21 @@ class Actor:
         if failed:
             message += f"; not possible yet for {len(failed)}: {'; '.join(list(failed.values())[:3])}"
         self.say("LeadersRebalanced", message)
+
+    def _canary_topic(self, action: planned.ChangeCanaryTopic) -> None:
+        topic = action.topic
+        match topic.change:
+            case TopicChange.CREATE:
+                error = self.admin.create_placed_topic(naming.CANARY_TOPIC, topic.replicas, {
+                    "min.insync.replicas": str(topic.min_isr), **CANARY_TOPIC_CONFIG})
+            case TopicChange.ADD_PARTITIONS:
+                error = self.admin.add_placed_partitions(naming.CANARY_TOPIC, topic.total, topic.replicas)
+            case TopicChange.DELETE:
+                error = self.admin.delete_topics([naming.CANARY_TOPIC])[naming.CANARY_TOPIC]
+        if error:
+            self.say("CanaryTopicFailed", f"{topic.message}: not done: {error}", warning=True)
+        else:
+            self.say("CanaryTopicChanged", topic.message)
 
     def _finalize(self, action: planned.FinalizeMetadata) -> None:
         kraft.upgrade_feature(self.admin.connection, METADATA_VERSION, action.level)

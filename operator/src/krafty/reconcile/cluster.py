@@ -20,6 +20,7 @@ from kubernetes.client.exceptions import ApiException
 
 from krafty import metrics, naming
 from krafty import preview as previewing
+from krafty.clients.canary import Canaries, CanarySettings
 from krafty.clients.connection import Connection
 from krafty.clients.kafka_admin import AdminPool, KafkaAdmin
 from krafty.clients.kube import Kube, api_message
@@ -29,7 +30,7 @@ from krafty.kraft_wire import random_kafka_uuid
 from krafty.model import KafkaClusterSpec
 from krafty.model.context import ClusterContext, OperatorPeer
 from krafty.naming import Pool
-from krafty.observed import ExternalServiceState
+from krafty.observed import CanaryReading, ExternalServiceState
 from krafty.plan import Announce, ApplyChildren, ClusterPlan, Facts, Held, PassResult, admit, plan
 from krafty.pods import node_pods
 from krafty.reconcile import observe as observing
@@ -82,6 +83,7 @@ class ClusterReconciler:
         self.settings = settings
         self.admins = AdminPool(KafkaAdmin)
         self.preview_admins = AdminPool(KafkaAdmin)  # a plan preview never waits on a pass's client, nor it on one
+        self.canaries = Canaries()
 
     def reconcile(self, body: dict[str, Any]) -> Outcome:
         moment = writer.now()
@@ -114,6 +116,7 @@ class ClusterReconciler:
         ctx = replace(ctx, certificates=issued.marker, config_secrets=secrets_digest, clients_ca=issued.clients_digest)
         admin, controllers = self._kafka(self.admins, ctx, issued)
         obs = observing.observe(self.kube, admin, controllers, ctx, claims, listed, services, moment)
+        obs = replace(obs, canary=self._canary(ctx, admin.connection))
         decided = plan(ctx, obs, Facts.from_status(body.get("status")))
         actor = Actor(self.kube, admin, obs.controller_servers, replace(ctx, sizes=decided.sizes), body)
         done = actor.run(decided.actions)
@@ -148,6 +151,13 @@ class ClusterReconciler:
         return (admins.get(Connection(bootstrap, issued.identity() if ctx.internal_tls else None)),
                 ctx.controller_bootstrap_servers)
 
+    def _canary(self, ctx: ClusterContext, connection: Connection) -> CanaryReading | None:
+        """The cluster's canary run (or stopped) as spec.canary says, and what it measured."""
+        canary = ctx.spec.canary
+        self.canaries.want(ctx.namespace, ctx.name, CanarySettings(
+            connection, canary.interval_milliseconds / 1000, canary.window_seconds) if canary.enabled else None)
+        return self.canaries.reading(ctx.namespace, ctx.name)
+
     def preview(self, body: dict[str, Any], proposed_spec: Mapping[str, Any]) -> previewing.Preview:
         """What the passes would do if the cluster's spec were `proposed_spec` (`kubectl krafty plan`): the
         steps of a pass, reading only; the children are applied as a dry run (what the API server would store
@@ -174,6 +184,7 @@ class ClusterReconciler:
         admin, controllers = self._kafka(self.preview_admins, ctx, issued)
         obs = observing.observe(self.kube, admin, controllers, ctx, claims, listed,
                                 observing.external_services(self.kube, ctx), writer.now())
+        obs = replace(obs, canary=self.canaries.reading(ctx.namespace, ctx.name))
         facts = Facts.from_status(body.get("status"))
         templates, rejected = self._dry_run(ctx, plan(ctx, obs, facts))
         if rejected:
@@ -307,7 +318,8 @@ class ClusterReconciler:
 
     def release(self, namespace: str, name: str) -> None:
         """Cleans up after a deleted cluster: what no owner reference can (its ServiceAccount in the
-        cluster-scoped rack binding) and the operator's Kafka client for it."""
+        cluster-scoped rack binding), the operator's Kafka client for it and its canary."""
         if self.settings.rack_binding is not None:
             rack.admit(self.kube, self.settings.rack_binding, namespace, name, wanted=False)
         self.admins.release(namespace, name)
+        self.canaries.want(namespace, name, None)

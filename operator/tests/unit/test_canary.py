@@ -1,0 +1,156 @@
+"""The canary's topic and the roll's gate on what it measured, as tables (no Kafka, no threads)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from krafty.clients.canary import p99
+from krafty.decide import canary
+from krafty.decide.canary import GatePosition, TopicChange
+from krafty.model import KafkaClusterSpec
+from krafty.model.cluster import CanaryGate
+from krafty.naming import CANARY_TOPIC
+from krafty.observed import CanaryReading, PartitionState, PodPhase
+from krafty.plan import Announce, ChangeCanaryTopic, Facts, PassResult, RestartNode, plan
+
+from .test_plan import BROKERS, CONTROLLERS, ctx, node, observe, partitions
+
+
+def reading(write_p99: int | None = 40, end_to_end_p99: int | None = 60, written: int = 450, failed: int = 0,
+            error: str | None = None) -> CanaryReading:
+    return CanaryReading(30, written, failed, write_p99, end_to_end_p99, error)
+
+
+def canary_partition(partition: int, replicas: tuple[int, ...]) -> PartitionState:
+    return PartitionState(CANARY_TOPIC, partition, replicas[0], replicas, replicas, 2)
+
+
+def test_the_topic_is_made_once_every_broker_is_registered_with_one_partition_led_by_each():
+    assert canary.topic_change(True, range(3), {0, 1}, ()) is None
+    made = canary.topic_change(True, range(3), {0, 1, 2}, partitions())
+    assert made is not None
+    assert (made.change, made.replicas, made.total, made.min_isr) == (
+        TopicChange.CREATE, ((0, 1, 2), (1, 2, 0), (2, 0, 1)), 3, 2)
+
+
+@pytest.mark.parametrize(("brokers", "replicas", "min_isr"), [
+    (1, ((0,),), 1), (2, ((0, 1), (1, 0)), 1), (5, ((0, 1, 2), (1, 2, 3), (2, 3, 4), (3, 4, 0), (4, 0, 1)), 2)])
+def test_its_replication_factor_is_the_clusters_up_to_three_and_min_isr_leaves_room_for_a_restart(
+        brokers: int, replicas: tuple[tuple[int, ...], ...], min_isr: int):
+    made = canary.topic_change(True, range(brokers), set(range(brokers)), ())
+    assert made is not None
+    assert (made.replicas, made.min_isr) == (replicas, min_isr)
+
+
+def test_a_broker_added_gets_a_partition_it_leads_with_the_topics_replication_factor():
+    existing = (canary_partition(0, (0, 1, 2)), canary_partition(1, (1, 2, 0)), canary_partition(2, (2, 0, 1)))
+    grown = canary.topic_change(True, range(5), set(range(5)), existing)
+    assert grown is not None
+    assert (grown.change, grown.replicas, grown.total) == (TopicChange.ADD_PARTITIONS, ((3, 4, 0), (4, 0, 1)), 5)
+    assert canary.topic_change(True, range(3), {0, 1, 2}, existing) is None  # as it should be
+    assert canary.topic_change(True, range(5), {0, 1, 2, 3}, existing) is None  # broker 4 not registered yet
+
+
+def test_turned_off_the_topic_is_deleted_and_nothing_is_decided_without_kafka():
+    existing = (canary_partition(0, (0, 1, 2)),)
+    deleted = canary.topic_change(False, range(3), {0, 1, 2}, existing)
+    assert deleted is not None
+    assert deleted.change is TopicChange.DELETE
+    assert canary.topic_change(False, range(3), {0, 1, 2}, partitions()) is None
+    assert canary.topic_change(True, range(3), {0, 1, 2}, None) is None
+
+
+@pytest.mark.parametrize(("gate", "found", "position", "message"), [
+    (None, reading(9_999), GatePosition.OFF, ""),
+    (CanaryGate(produce_p99_milliseconds=500), None, GatePosition.HOLDING, "no figures yet"),
+    (CanaryGate(produce_p99_milliseconds=500), reading(written=0), GatePosition.HOLDING, "no figures yet"),
+    (CanaryGate(produce_p99_milliseconds=500), reading(501), GatePosition.HOLDING,
+     "the canary's acks=all write p99 501 ms is above 500 ms over the last 30 s"),
+    (CanaryGate(produce_p99_milliseconds=500), reading(500, 9_999), GatePosition.OPEN, "within"),
+    (CanaryGate(end_to_end_p99_milliseconds=1000), reading(40, 1_200), GatePosition.HOLDING,
+     "end-to-end p99 1,200 ms is above 1,000 ms"),
+    (CanaryGate(end_to_end_p99_milliseconds=1000), reading(40, None), GatePosition.HOLDING,
+     "end-to-end p99 unknown is above 1,000 ms"),
+    (CanaryGate(produce_p99_milliseconds=500, end_to_end_p99_milliseconds=1000), reading(600, 1_200),
+     GatePosition.HOLDING, "write p99 600 ms is above 500 ms and end-to-end p99 1,200 ms is above 1,000 ms"),
+    (CanaryGate(produce_p99_milliseconds=500), reading(40, failed=2, error="Local: Message timed out"),
+     GatePosition.HOLDING, "2 canary writes failed over the last 30 s (Local: Message timed out)"),
+])
+def test_the_gate_holds_while_a_p99_is_above_its_threshold_or_unknown_or_writes_fail(
+        gate: CanaryGate | None, found: CanaryReading | None, position: GatePosition, message: str):
+    decided = canary.gate(gate, found)
+    assert decided.position is position
+    assert message in decided.message
+
+
+def test_a_gate_needs_a_threshold_and_a_running_canary():
+    with pytest.raises(ValidationError, match="produceP99Milliseconds, endToEndP99Milliseconds or both"):
+        CanaryGate()
+    with pytest.raises(ValidationError, match=r"canaryGate needs canary\.enabled"):
+        KafkaClusterSpec.model_validate({"brokers": {"replicas": 3},
+                                         "restarts": {"canaryGate": {"produceP99Milliseconds": 500}}})
+    with pytest.raises(ValidationError, match="greater than or equal to 20"):
+        KafkaClusterSpec.model_validate({"brokers": {"replicas": 3}, "canary": {"intervalMilliseconds": 0}})
+
+
+def gated(limit: int = 500) -> Any:
+    c = ctx()
+    spec = c.spec.model_copy(update={
+        "canary": c.spec.canary.model_copy(update={"enabled": True}),
+        "restarts": c.spec.restarts.model_copy(update={"canary_gate": CanaryGate(produce_p99_milliseconds=limit)})})
+    return replace(c, spec=spec)
+
+
+def rolling(c: Any, found: CanaryReading | None) -> Any:
+    nodes = [node(i) for i in CONTROLLERS] + [node(i, outdated=True) for i in BROKERS]
+    canary_topic = tuple(canary_partition(b, (b, *(x for x in BROKERS if x != b))) for b in BROKERS)
+    return plan(c, observe(c, nodes, partitions=partitions() + canary_topic, canary=found), Facts(BROKERS))
+
+
+def test_a_held_roll_restarts_nothing_says_why_with_the_figures_and_tells_it_once_per_node():
+    result = rolling(gated(), reading(1_234))
+    assert not [a for a in result.actions if isinstance(a, RestartNode)]
+    [told] = [a for a in result.actions if isinstance(a, Announce) and a.reason == "RollHeldByCanary"]
+    assert told.message == "prod-broker-0 waits until the canary's p99 is within spec.restarts.canaryGate"
+    assert result.status["roll"]["blockedBy"] == ("prod-broker-0 waits: the canary's acks=all write p99 1,234 ms is "
+                                                  "above 500 ms over the last 30 s")
+    progressing = next(x for x in result.conditions if x.type == "Progressing")
+    assert (progressing.reason, progressing.message) == (
+        "RollHeldByCanary", "3 of 6 nodes run the current configuration; " + result.status["roll"]["blockedBy"])
+    assert result.status["canary"] == {"windowSeconds": 30, "written": 450, "failed": 0,
+                                       "produceP99Milliseconds": 1234, "endToEndP99Milliseconds": 60,
+                                       "gate": "Holding",
+                                       "message": "the canary's acks=all write p99 1,234 ms is above 500 ms over the "
+                                                  "last 30 s"}
+    assert (result.result, result.busy) == (PassResult.WAITING, True)
+
+
+def test_an_open_gate_or_none_lets_the_roll_restart_the_next_node():
+    for c, found in ((gated(), reading(499)), (ctx(), None)):
+        result = rolling(c, found)
+        [restart] = [a for a in result.actions if isinstance(a, RestartNode)]
+        assert restart.node.node_id == 0
+
+
+def test_a_node_that_is_not_running_restarts_whatever_the_canary_says():
+    c = gated()
+    nodes = [node(i) for i in CONTROLLERS] + [node(0, phase=PodPhase.DOWN, outdated=True), node(1), node(2)]
+    result = plan(c, observe(c, nodes, canary=reading(9_999)), Facts(BROKERS))
+    [restart] = [a for a in result.actions if isinstance(a, RestartNode)]
+    assert restart.node.node_id == 0
+
+
+def test_the_pass_makes_the_canary_topic_when_the_canary_is_on():
+    c = gated()
+    [change] = [a for a in plan(c, observe(c), Facts(BROKERS)).actions if isinstance(a, ChangeCanaryTopic)]
+    assert change.topic.change is TopicChange.CREATE
+
+
+def test_p99_is_the_nearest_rank_in_milliseconds():
+    assert p99([]) is None
+    assert p99([0.010] * 99 + [2.0]) == 10
+    assert p99([0.010] * 98 + [2.0, 3.0]) == 2000
