@@ -23,17 +23,27 @@ end of the run. The picture of each run (latency over time, each restart marked)
 
 from __future__ import annotations
 
-import calendar
 import contextlib
-import itertools
-import math
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from rolls import (
+    Load,
+    Run,
+    became_ready,
+    by_operator,
+    latencies,
+    paused,
+    percentile,
+    plot_run,
+    pyplot,
+    seconds_with,
+    uids,
+    under_load,
+)
 
 from krafty_testkit.k8s_kafka import (
     NAMESPACE,
@@ -53,91 +63,13 @@ pytestmark = [pytest.mark.bench, pytest.mark.timeout(5400)]
 CLUSTER, TOPIC = "roll", "roll-load"
 PARTITIONS, MIN_ISR = 12, 2
 RATE, SIZE, KEYS = 2000, 1024, 120
-WARM_UP_S, BEFORE_S, STEADY_S, AFTER_S = 60, 60, 45, 30
+WARM_UP_S, STEADY_S = 60, 45
+LOAD = Load(TOPIC, MIN_ISR, RATE, SIZE, KEYS, before_s=60, after_s=30)
 THAW_AFTER_S = 60
 PICTURE = repo_path("docs", "roll-under-load.png")
 CONTROLLERS = [f"{CLUSTER}-controller-{i}" for i in (2, 1, 0)]  # the StatefulSet controller's order
 BROKERS = [f"{CLUSTER}-broker-{i}" for i in (2, 1, 0)]
 BEHIND = f"{CLUSTER}-broker-0"
-
-
-@dataclass
-class Run:
-    name: str
-    began: float = 0.0  # the roll's start and end (epoch seconds)
-    ended: float = 0.0
-    outcomes: list[tuple[float, float, bool]] = field(default_factory=list)
-    isr: list[list[float]] = field(default_factory=list)  # [epoch, partitions offline, partitions under min ISR]
-    isr_until: float = 0.0
-    pods: list[tuple[float, str, str]] = field(default_factory=list)  # (epoch, pod, "stopping" | "ready")
-    verified: dict[str, Any] = field(default_factory=dict)
-    said: list[str] = field(default_factory=list)  # what status.roll said while the roll waited
-
-    @property
-    def restarting(self) -> tuple[float, float]:
-        """From the first pod told to stop to the last new pod Ready: the same span for either roll (the
-        operator's also holds its preflight pods before, and its leader elections after)."""
-        stops = [at for at, _, what in self.pods if what == "stopping"]
-        readies = [at for at, _, what in self.pods if what == "ready"]
-        return min(stops), max(readies)
-
-
-def stamp(text: str) -> float:
-    return float(calendar.timegm(time.strptime(text, "%Y-%m-%dT%H:%M:%SZ")))
-
-
-def stop_requested(pod: dict[str, Any]) -> float | None:
-    """When the pod was told to stop (its deletionTimestamp is that moment plus its grace period), if it was."""
-    meta = pod["metadata"]
-    if "deletionTimestamp" not in meta:
-        return None
-    return stamp(meta["deletionTimestamp"]) - int(meta.get("deletionGracePeriodSeconds") or 0)
-
-
-def became_ready(pod: dict[str, Any]) -> float | None:
-    ready = [c for c in pod.get("status", {}).get("conditions", []) if c["type"] == "Ready" and c["status"] == "True"]
-    return stamp(ready[0]["lastTransitionTime"]) if ready else None
-
-
-class PodWatch(threading.Thread):
-    """Each second: which of the cluster's pods was told to stop, and which new pod became Ready, each at the
-    moment the API server recorded (to the second; a busy machine can make a kubectl call take seconds)."""
-
-    def __init__(self, kube: KubeCluster) -> None:
-        super().__init__(daemon=True)
-        self.kube, self.stop_event = kube, threading.Event()
-        self.seen: list[tuple[float, str, str]] = []
-
-    def run(self) -> None:
-        first: set[str] | None = None  # the uids of the pods there when it began
-        current: dict[str, str] = {}  # pod name -> the uid last seen
-        stopped, readied = set(), set()
-        while not self.stop_event.is_set():
-            items = self.kube.kubectl_json("get", "pods", "-n", NAMESPACE, "-l",
-                                          f"kafka.krafty.io/cluster={CLUSTER},kafka.krafty.io/pool")["items"]
-            now = time.time()
-            for pod in items:
-                name, uid = pod["metadata"]["name"], pod["metadata"]["uid"]
-                replaced = current.get(name, uid)
-                told = stop_requested(pod)
-                if replaced != uid and replaced not in stopped:  # gone between two looks: seen now
-                    stopped.add(replaced)
-                    self.seen.append((now, name, "stopping"))
-                if told is not None and uid not in stopped:
-                    stopped.add(uid)
-                    self.seen.append((told, name, "stopping"))
-                current[name] = uid
-                ready = became_ready(pod)
-                if first is not None and uid not in first and ready is not None and uid not in readied:
-                    readied.add(uid)
-                    self.seen.append((ready, name, "ready"))
-            first = set(current.values()) if first is None else first
-            time.sleep(1)
-
-    def done(self) -> list[tuple[float, str, str]]:
-        self.stop_event.set()
-        self.join(30)
-        return self.seen
 
 
 @pytest.fixture(scope="module")
@@ -161,25 +93,6 @@ def loader(operator: KubeCluster) -> Iterator[ClientPod]:
     operator.kubectl("delete", "pod", pod.name, "-n", NAMESPACE, "--wait=false")
 
 
-def under_load(handle: KafkaClusterHandle, client: ClientPod, name: str, roll: Callable[[Run], None]) -> Run:
-    """`roll` under the producer and the watchers; fills in what each saw."""
-    run = Run(name)
-    watch = PodWatch(handle.kube)
-    with client.watching_isr(handle.bootstrap, TOPIC, MIN_ISR) as isr, \
-            client.steady_producer(handle.bootstrap, TOPIC, rate=RATE, keys=KEYS, size=SIZE):
-        time.sleep(BEFORE_S)
-        watch.start()
-        run.began = time.time()
-        roll(run)
-        run.ended = time.time()
-        time.sleep(AFTER_S)
-        run.isr_until = time.time()
-    run.pods, run.isr = watch.done(), isr["samples"]
-    run.outcomes = client.outcomes(TOPIC)
-    run.verified = client.verify(handle.bootstrap, TOPIC)
-    return run
-
-
 def new_pod_ready(handle: KafkaClusterHandle, pod: str, old_uid: str, timeout: float = 900) -> None:
     def ready(body: dict[str, Any]) -> bool:
         return body["metadata"]["uid"] != old_uid and became_ready(body) is not None
@@ -188,36 +101,12 @@ def new_pod_ready(handle: KafkaClusterHandle, pod: str, old_uid: str, timeout: f
              f"{pod} back and Ready", interval=1)
 
 
-def uids(handle: KafkaClusterHandle) -> dict[str, str]:
-    """Each of the cluster's pods' uid, by pod name."""
-    return {p["metadata"]["name"]: p["metadata"]["uid"] for pool in ("controller", "broker") for p in handle.pods(pool)}
-
-
 def naive(pods: list[str], handle: KafkaClusterHandle) -> Callable[[Run], None]:
     def roll(_: Run) -> None:
         for pod in pods:
             old = uids(handle)[pod]
             handle.kube.kubectl("delete", "pod", pod, "-n", NAMESPACE, "--wait=false")
             new_pod_ready(handle, pod, old)
-    return roll
-
-
-def by_operator(handle: KafkaClusterHandle, pods: list[str], change: dict[str, Any]) -> Callable[[Run], None]:
-    def roll(run: Run) -> None:
-        before = {pod: old for pod, old in uids(handle).items() if pod in pods}
-        handle.patch_spec(change)
-
-        def finished(status: dict[str, Any]) -> bool:
-            blocked = (status.get("roll") or {}).get("blockedBy")
-            if blocked and blocked not in run.said:
-                run.said.append(blocked)
-            if status.get("roll") is not None:
-                return False
-            now = uids(handle)
-            return all(now.get(pod) not in (None, old) for pod, old in before.items())
-
-        wait_for(handle.status, finished, 1800, f"{pods} restarted by the operator", interval=2)
-        handle.wait_ready(900)
     return roll
 
 
@@ -251,39 +140,6 @@ def then(first: Callable[[Run], None], second: Callable[[Run], None]) -> Callabl
     return both
 
 
-@contextlib.contextmanager
-def paused(handle: KafkaClusterHandle) -> Iterator[None]:
-    handle.kube.kubectl("annotate", "kafkacluster", CLUSTER, "-n", NAMESPACE, "kafka.krafty.io/paused=true",
-                        "--overwrite")
-    try:
-        yield
-    finally:
-        handle.kube.kubectl("annotate", "kafkacluster", CLUSTER, "-n", NAMESPACE, "kafka.krafty.io/paused-")
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[max(0, min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1))] if ordered else float("nan")
-
-
-def latencies(run: Run, start: float, end: float) -> list[float]:
-    return [took for sent, took, _ in run.outcomes if start <= sent < end]
-
-
-def spans(run: Run) -> Iterator[tuple[float, float, list[float]]]:
-    """The watcher's samples as (from, until, [partitions offline, partitions under min ISR]): each holds until
-    the next, the last until the watcher stopped."""
-    for (at, *state), (following, *_) in itertools.pairwise([*run.isr, [run.isr_until, 0, 0]]):
-        yield at, following, state
-
-
-def seconds_with(run: Run, column: int) -> float:
-    """Seconds from the start of the roll to the end of the run with any partition offline (column 1) or under
-    min ISR (column 2)."""
-    return sum(until - max(at, run.began) for at, until, state in spans(run)
-               if state[column - 1] and until > max(at, run.began))
-
-
 def row(case: str, run: Run) -> list[object]:
     steady = latencies(run, run.began - STEADY_S, run.began)
     rolling = latencies(run, *run.restarting)
@@ -297,40 +153,12 @@ def row(case: str, run: Run) -> list[object]:
 
 
 def draw(cases: list[tuple[str, Run, Run]]) -> None:
-    """Each run's latency over time (per second: the median and the slowest record acknowledged), failures as
-    crosses, each restart as a dashed line, time under min ISR shaded."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    """Each run's latency over time, each restart marked, time under min ISR shaded."""
+    plt = pyplot()
     fig, axes = plt.subplots(len(cases), 2, figsize=(14, 4.2 * len(cases)), sharey=True, squeeze=False)
     for (case, *runs), row_axes in zip(cases, axes, strict=True):
         for run, ax in zip(runs, row_axes, strict=True):
-            buckets: dict[int, list[float]] = {}
-            for sent, took, ok in run.outcomes:
-                if ok:
-                    buckets.setdefault(int(sent - run.began), []).append(took * 1000)
-            xs = sorted(buckets)
-            ax.plot(xs, [percentile(buckets[x], 0.5) for x in xs], lw=0.8, label="median per second")
-            ax.plot(xs, [max(buckets[x]) for x in xs], lw=0.8, label="slowest per second")
-            failures = [(sent - run.began, took * 1000) for sent, took, ok in run.outcomes if not ok]
-            if failures:
-                ax.scatter(*zip(*failures, strict=True), marker="x", color="red", s=12, label="failed")
-            for at, until, state in spans(run):
-                if state[1]:
-                    ax.axvspan(at - run.began, until - run.began, color="red", alpha=0.15, lw=0)
-            for at, pod, what in run.pods:
-                if what == "stopping":
-                    ax.axvline(at - run.began, color="grey", ls="--", lw=0.8)
-                    ax.text(at - run.began, 1.02, pod.removeprefix(f"{CLUSTER}-"), rotation=90, fontsize=7,
-                            transform=ax.get_xaxis_transform(), va="bottom")
-            ax.axvline(run.ended - run.began, color="black", lw=0.8)
-            ax.set_yscale("log")
-            ax.set_title(f"{case}: {run.name}", fontsize=10, pad=48)
-            ax.set_xlabel("seconds from the start of the roll (black line: its end; red: under min ISR)")
-            ax.set_ylabel("acks=all latency (ms)")
-            ax.legend(fontsize=7, loc="upper left")
+            plot_run(ax, run, f"{case}: {run.name}", CLUSTER)
     fig.tight_layout()
     fig.savefig(PICTURE, dpi=90)
     plt.close(fig)
@@ -343,17 +171,17 @@ def test_roll_by_the_operator_against_a_naive_roll_of_the_same_nodes(cluster: Ka
     grace = cluster.get()["spec"]["restarts"]["gracePeriodSeconds"]
     sent_buffer = int(cluster.get()["spec"]["brokers"].get("config", {}).get("socket.send.buffer.bytes", 102400))
     every_node = by_operator(cluster, CONTROLLERS + BROKERS, {"restarts": {"gracePeriodSeconds": grace + 1}})
-    healthy_operator = under_load(cluster, loader, "operator", every_node)
+    healthy_operator = under_load(cluster, loader, LOAD, "operator", every_node)
     cluster.wait_ready(900)
     with paused(cluster):
-        healthy_naive = under_load(cluster, loader, "naive", naive(CONTROLLERS + BROKERS, cluster))
+        healthy_naive = under_load(cluster, loader, LOAD, "naive", naive(CONTROLLERS + BROKERS, cluster))
     brokers = by_operator(cluster, BROKERS, {"brokers": {"config": {"socket.send.buffer.bytes": sent_buffer + 1}}})
     cluster.wait_ready(900)
     with follower_behind(cluster) as thaw:
-        behind_operator = under_load(cluster, loader, "operator", then(thaw, brokers))
+        behind_operator = under_load(cluster, loader, LOAD, "operator", then(thaw, brokers))
     cluster.wait_ready(900)
     with paused(cluster), follower_behind(cluster) as thaw:
-        behind_naive = under_load(cluster, loader, "naive", then(thaw, naive(BROKERS, cluster)))
+        behind_naive = under_load(cluster, loader, LOAD, "naive", then(thaw, naive(BROKERS, cluster)))
     cases = [("all six nodes, healthy", healthy_operator, healthy_naive),
              (f"three brokers, {BEHIND} behind", behind_operator, behind_naive)]
     rows = []

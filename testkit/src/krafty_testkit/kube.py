@@ -108,6 +108,25 @@ class KubeCluster:
     def _signal_container(self, node: str, container_id: str, signal: str) -> None:
         raise NotImplementedError
 
+    def limit_cpu(self, namespace: str, pod: str, percent: int | None) -> None:
+        """Caps a pod's main container at this share of one CPU (its cgroup's CFS quota), as a CPU limit it
+        outgrew or a noisy neighbour would; None lifts the cap. The pod does not restart and Kubernetes does not
+        know."""
+        self._cpu_cgroup(*self._main_container(namespace, pod), "cpu", "cpu.cfs_quota_us",
+                         str(-1 if percent is None else percent * 1000))
+
+    def cpu_seconds(self, namespace: str, pod: str) -> float:
+        """The CPU time a pod's main container has used so far (its cgroup's cpuacct)."""
+        return int(self._cpu_cgroup(*self._main_container(namespace, pod), "cpuacct", "cpuacct.usage")) / 1e9
+
+    def _main_container(self, namespace: str, pod: str) -> tuple[str, str]:
+        found = self.kubectl_json("get", "pod", pod, "-n", namespace)
+        return found["spec"]["nodeName"], found["status"]["containerStatuses"][0]["containerID"].split("://", 1)[1]
+
+    def _cpu_cgroup(self, node: str, container_id: str, controller: str, name: str, value: str | None = None) -> str:
+        """Reads (or, with a value, writes) a file of a container's cgroup."""
+        raise NotImplementedError
+
     def node_fault(self, action: str, node: str) -> None:
         """stop (power cut), start, partition (all its traffic dropped) or heal a node."""
         raise NotImplementedError
@@ -197,6 +216,15 @@ class LocalCluster(KubeCluster):
         engine = self.status()["engine"]
         run([engine, "exec", node, "ctr", "-n", "k8s.io", "tasks", "kill", "-s", f"SIG{signal}", container_id],
             timeout=30)
+
+    def _cpu_cgroup(self, node: str, container_id: str, controller: str, name: str, value: str | None = None) -> str:
+        # cgroup v1 (the machines' notes): the container's cgroup of that controller, found from its main process
+        script = ('pid=$(ctr -n k8s.io tasks ls | awk -v id="$1" \'$1 == id {print $2}\') && '
+                  'path=$(sed -n "s/^[0-9]*:$2:\\(.*\\)$/\\1/p" /proc/$pid/cgroup) && '
+                  'file=/sys/fs/cgroup/$2$path/$3 && '
+                  'if [ -n "$4" ]; then echo "$4" > "$file"; else cat "$file"; fi')
+        return run([self.status()["engine"], "exec", node, "sh", "-c", script, "cgroup", container_id, controller, name,
+                    value or ""], timeout=30).strip()
 
 
 class ExistingCluster(KubeCluster):

@@ -251,9 +251,8 @@ class KafkaAdmin:
     def create_placed_topic(self, name: str, replicas: Sequence[Sequence[int]], config: Mapping[str, str]
                             ) -> str | None:
         """Creates a topic whose partitions have the given replica lists (leader first); returns its error."""
-        futures = self.client.create_topics([NewTopic(name, len(replicas), replica_assignment=[list(r) for r in replicas],
-                                                      config=dict(config))],
-                                            request_timeout=TIMEOUT, operation_timeout=TIMEOUT)
+        topic = NewTopic(name, len(replicas), replica_assignment=[list(r) for r in replicas], config=dict(config))
+        futures = self.client.create_topics([topic], request_timeout=TIMEOUT, operation_timeout=TIMEOUT)
         return _error_of(futures[name])
 
     @_kafka_call
