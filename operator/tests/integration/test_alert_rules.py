@@ -100,6 +100,10 @@ CASES = {
          f'krafty_broker_log_dir_total_bytes{{{C}, broker="0", log_dir="/var/lib/kafka/data"}}': "1024x20",
          f'krafty_broker_log_dir_usable_bytes{{{C}, broker="0", log_dir="/var/lib/kafka/data"}}': "512x20"},
         "50s", "2m", {"namespace": "ns", "cluster": "c", "broker": "1", "log_dir": "/var/lib/kafka/data"}, "93.75"),
+    "KafkaCanaryWritesFailing": Case(
+        {f"krafty_canary_failed_writes_total{{{C}}}": "0+1x60",  # a failed write every 10 s
+         f"krafty_canary_failed_writes_total{{{D}}}": "0+0x60"},
+        "30s", "3m", {"namespace": "ns", "cluster": "c"}),
     "KraftyReconcileErrors": Case(
         {'krafty_reconcile_errors_total{kind="cluster"}': "0+1x60",  # a failure every 10 s
          'krafty_reconcile_errors_total{kind="topics"}': "0+0x60"},
