@@ -203,7 +203,8 @@ def pyplot() -> Any:
     return plt
 
 
-def plot_run(ax: Any, run: Run, title: str, cluster: str, marked: tuple[float, float] | None = None) -> None:
+def plot_run(ax: Any, run: Run, title: str, cluster: str, marked: tuple[float, float] | None = None,
+             origin: str = "the roll") -> None:
     """A run's latency over time (per second: the median and the slowest record acknowledged), failures as
     crosses, each restart as a dashed line, time under min ISR shaded red (and `marked`, a span, grey)."""
     buckets: dict[int, list[float]] = {}
@@ -229,6 +230,6 @@ def plot_run(ax: Any, run: Run, title: str, cluster: str, marked: tuple[float, f
     ax.axvline(run.ended - run.began, color="black", lw=0.8)
     ax.set_yscale("log")
     ax.set_title(title, fontsize=10, pad=48)
-    ax.set_xlabel("seconds from the start of the roll (black line: its end; red: under min ISR)")
+    ax.set_xlabel(f"seconds from the start of {origin} (black line: the roll's end; red: under min ISR)")
     ax.set_ylabel("acks=all latency (ms)")
     ax.legend(fontsize=7, loc="upper left")

@@ -11,9 +11,10 @@ change that restarts the three brokers, the cap lifted two minutes after it bega
 roll's. The gated roll holds while the canary's acks=all write p99 is above 250 ms; the ungated one restarts as
 soon as Kafka is safe (every replica back in sync, leaders restored).
 
-The clients' objective: the p99 of acks=all latency over every 10 s stays under 2 s. Figures are of records sent
-from the cap to the end of the run (the same disturbance in both runs); "windows over" counts the 10 s windows
-whose p99 broke the objective. The picture: docs/canary-gate.png.
+The clients' objective: every record acknowledged within 5 s (an application that writes inside a request
+with a 5 s deadline). Figures are of records sent from the cap to the end of the run (the same disturbance in
+both runs, whose own share shows in the gated run); beside it, the 10 s windows whose p99 was above 2 s.
+The picture: docs/canary-gate.png.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ CLUSTER, TOPIC = "gate", "gate-load"
 LOAD = Load(TOPIC, min_isr=2, rate=2000, size=1024, keys=120, before_s=15, after_s=30)
 WARM_UP_S, MEASURE_S = 60, 30
 STARVED, CAP_OF_USE, STARVED_S, ROLL_AFTER_S = f"{CLUSTER}-broker-1", 0.25, 120, 15
-GATE_MS, OBJECTIVE_MS, WINDOW_S = 250, 2000, 10
+GATE_MS, DEADLINE_MS, WINDOW_P99_MS, WINDOW_S = 250, 5000, 2000, 10
 BROKERS = [f"{CLUSTER}-broker-{i}" for i in range(3)]
 PICTURE = repo_path("docs", "canary-gate.png")
 
@@ -106,12 +107,17 @@ def starved_then(handle: KafkaClusterHandle, percent: int, roll: Callable[[Run],
 
 
 def windows_over(run: Run, start: float, end: float) -> tuple[int, int]:
-    """(10 s windows whose p99 is above the objective, windows) from `start` to `end`."""
+    """(10 s windows whose p99 is above 2 s, windows) from `start` to `end`."""
     count = int((end - start) // WINDOW_S)
     over = sum(1 for i in range(count)
                if percentile(latencies(run, start + i * WINDOW_S, start + (i + 1) * WINDOW_S), 0.99) * 1000
-               > OBJECTIVE_MS)
+               > WINDOW_P99_MS)
     return over, count
+
+
+def late(run: Run, start: float) -> int:
+    """Records sent from `start` on and acknowledged after the deadline (or never)."""
+    return sum(1 for sent, took, ok in run.outcomes if sent >= start and (not ok or took * 1000 > DEADLINE_MS))
 
 
 def restarts_while_starved(run: Run, marks: dict[str, float]) -> int:
@@ -123,7 +129,8 @@ def row(name: str, run: Run, marks: dict[str, float]) -> list[Any]:
     whole = latencies(run, marks["starved"], run.isr_until)
     over, count = windows_over(run, marks["starved"], run.isr_until)
     return [name, f"{run.ended - run.began - ROLL_AFTER_S:.0f}", restarts_while_starved(run, marks),
-            f"{over} of {count}", f"{1000 * percentile(starved, 0.99):,.0f}", f"{1000 * max(starved):,.0f}",
+            f"{late(run, marks['starved']):,}", f"{over} of {count}", f"{1000 * percentile(starved, 0.99):,.0f}",
+            f"{1000 * max(starved):,.0f}",
             f"{1000 * percentile(whole, 0.5):.0f}", f"{1000 * percentile(whole, 0.99):,.0f}",
             f"{1000 * max(whole):,.0f}", run.failed, run.verified["lost"], run.verified["duplicated"],
             f"{seconds_with(run, 2, marks['starved']):.1f}"]
@@ -133,7 +140,8 @@ def draw(runs: list[tuple[str, Run, dict[str, float]]]) -> None:
     plt = pyplot()
     fig, axes = plt.subplots(1, len(runs), figsize=(14, 4.6), sharey=True, squeeze=False)
     for (name, run, marks), ax in zip(runs, axes[0], strict=True):
-        plot_run(ax, run, f"{name} (grey: {STARVED} capped)", CLUSTER, (marks["starved"], marks["lifted"]))
+        plot_run(ax, run, f"{name} (grey: {STARVED} capped)", CLUSTER, (marks["starved"], marks["lifted"]),
+                 origin="the cap")
     fig.tight_layout()
     fig.savefig(PICTURE, dpi=90)
     plt.close(fig)
@@ -158,15 +166,14 @@ def test_a_roll_gated_by_the_canary_against_the_same_roll_ungated_with_a_broker_
                      marks))
         cluster.wait_ready(900)
     rows = [row(name, run, marks) for name, run, marks in runs]
-    over = [windows_over(run, marks["starved"], run.isr_until)[0] for _, run, marks in runs]
     p99 = [percentile(latencies(run, marks["starved"], run.isr_until), 0.99) for _, run, marks in runs]
-    rows.append(["gated / ungated", "", "", f"{over[0]} / {over[1]}", "", "", "", f"{p99[0] / p99[1]:.2f}x", "", "",
-                 "", "", ""])
+    rows.append(["gated / ungated", "", "", "", "", "", "", "", f"{p99[0] / p99[1]:.2f}x", "", "", "", "", ""])
     report_table(f"A roll of three brokers, {STARVED} capped for {STARVED_S} s at {percent}% of a CPU (a quarter of "
                  f"the {100 * used:.0f}% it used), under {LOAD.rate:,} records/s of {LOAD.size} B, acks=all (RF 3, "
-                 f"min ISR {LOAD.min_isr}); gate: canary write p99 <= {GATE_MS} ms; objective: p99 <= "
-                 f"{OBJECTIVE_MS:,} ms in every {WINDOW_S} s; latency in ms", [
-                     "roll", "took (s)", "restarts while capped", f"{WINDOW_S} s windows over objective",
+                 f"min ISR {LOAD.min_isr}); gate: canary write p99 <= {GATE_MS} ms; objective: every record "
+                 f"acknowledged within {DEADLINE_MS / 1000:.0f} s; latency in ms", [
+                     "roll", "took (s)", "restarts while capped", f"records over {DEADLINE_MS / 1000:.0f} s",
+                     f"{WINDOW_S} s windows with p99 over {WINDOW_P99_MS / 1000:.0f} s",
                      "p99 while capped", "max while capped", "p50 cap to end", "p99 cap to end", "max cap to end",
                      "failed", "lost", "duplicated", "s under min ISR"], rows)
     (_, gated, gated_marks), (_, ungated, ungated_marks) = runs
@@ -176,3 +183,4 @@ def test_a_roll_gated_by_the_canary_against_the_same_roll_ungated_with_a_broker_
     assert restarts_while_starved(gated, gated_marks) == 0, "the gate let a broker restart while one was starved"
     assert any("canary" in said for said in gated.said), "the gated roll never said the canary held it"
     assert restarts_while_starved(ungated, ungated_marks) > 0, "the ungated roll waited out the starvation too"
+    assert gated.failed == 0

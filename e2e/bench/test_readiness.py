@@ -8,21 +8,12 @@ difference is what the operator adds: its passes, identity, quorum formation, re
 
 from __future__ import annotations
 
-import datetime
-import json
 import time
-from typing import Any
 
 import pytest
+from raw import RAW, raw_manifests
 
-from krafty import naming, pki
-from krafty.kraft_wire import random_kafka_uuid
-from krafty.model import KafkaClusterSpec
-from krafty.model.context import ClusterContext, Voter
-from krafty.render.cluster import children
-from krafty.render.secrets import secret
 from krafty_testkit.k8s_kafka import (
-    BROKER_IMAGE,
     ClientPod,
     KafkaClusterHandle,
     cluster_spec,
@@ -34,43 +25,11 @@ from krafty_testkit.plugin import report_table
 from krafty_testkit.waiting import wait_for
 
 pytestmark = pytest.mark.bench
-RAW = "bench-raw"
 
 
 def first_write(client: ClientPod, bootstrap: str, topic: str) -> None:
     wait_for(lambda: client.cli("produce", bootstrap, topic, "--count", "1", "--acked", f"/tmp/acked-{topic}.json"),
              lambda r: r["acked"] == 1, 300, f"a first acks=all write to {topic}", interval=1)
-
-
-def raw_certificates(ctx: ClusterContext) -> list[dict[str, Any]]:
-    """What a hand-written deployment with the same mutual TLS between its nodes needs: a CA and node
-    certificates, made once with the same code."""
-    now, year = datetime.datetime.now(datetime.UTC), datetime.timedelta(days=365)
-    ca = pki.new_ca("raw cluster CA", now, year)
-    nodes: dict[str, str] = {}
-    for pool in ctx.pools():
-        for ordinal in range(ctx.replicas(pool)):
-            names = naming.node_dns_names(ctx.name, ctx.namespace, pool, ordinal, ctx.cluster_domain)
-            pair = pki.issue(ca, naming.node_common_name(ctx.name), names, now, year)
-            cert, key = naming.node_certificate_keys(pool, ordinal)
-            nodes |= {cert: pair.cert, key: pair.key}
-    return [secret(ctx, naming.node_certificates(ctx.name), nodes),
-            secret(ctx, naming.cluster_ca_cert(ctx.name), {naming.CA_CERT_KEY: ca.cert})]
-
-
-def raw_manifests(spec: dict[str, Any]) -> list[dict[str, Any]]:
-    parsed = KafkaClusterSpec.model_validate(spec)
-    voters = tuple(Voter(i, random_kafka_uuid()) for i in range(parsed.controllers.replicas))
-    ctx = ClusterContext("raw", RAW, "none", parsed, random_kafka_uuid(), voters, BROKER_IMAGE)
-    docs = raw_certificates(ctx)
-    for body in docs:
-        body["metadata"].pop("ownerReferences", None)
-    for child in children(ctx):
-        if child.desired is not None and child.kind not in ("PodDisruptionBudget",):
-            body = json.loads(json.dumps(child.desired))
-            body["metadata"].pop("ownerReferences", None)
-            docs.append(body)
-    return docs
 
 
 def test_time_to_ready_and_first_write(operator: KubeCluster, client: ClientPod):

@@ -113,4 +113,4 @@ def status(spec: CanaryGate | None, reading: CanaryReading | None) -> dict[str, 
     decided = gate(spec, reading)
     return {"windowSeconds": reading.window_seconds, "written": reading.written, "failed": reading.failed,
             "produceP99Milliseconds": reading.produce_p99_ms, "endToEndP99Milliseconds": reading.end_to_end_p99_ms,
-            "gate": decided.position.value, **({"message": decided.message} if decided.message else {})}
+            "gate": decided.position.value, "message": decided.message or None}  # (None: removed from status)
