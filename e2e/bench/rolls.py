@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from krafty_testkit.k8s_kafka import NAMESPACE, ClientPod, KafkaClusterHandle
+from krafty_testkit.k8s_kafka import NAMESPACE, ClientPod, KafkaClusterHandle, topic_resource, wait_topic_ready
 from krafty_testkit.kube import KubeCluster
 from krafty_testkit.waiting import wait_for
 
@@ -112,6 +112,35 @@ class PodWatch(threading.Thread):
         self.stop_event.set()
         self.join(30)
         return self.seen
+
+
+@contextlib.contextmanager
+def loaded_cluster(kube: KubeCluster, name: str, spec: dict[str, Any], load: Load, partitions: int
+                   ) -> Iterator[KafkaClusterHandle]:
+    """A cluster and the load's topic (RF 3), deleted after."""
+    handle = KafkaClusterHandle(kube, name)
+    handle.apply(spec)
+    handle.wait_ready(900)
+    kube.apply([topic_resource(load.topic, name, partitions=partitions, replicas=3,
+                               config={"min.insync.replicas": load.min_isr})])
+    wait_topic_ready(kube, load.topic)
+    yield handle
+    handle.delete(600)
+
+
+@contextlib.contextmanager
+def load_client(kube: KubeCluster, name: str) -> Iterator[ClientPod]:
+    """A client pod of its own, weighted like a broker (500m): 2,000 records/s keep a Python producer busy."""
+    pod = ClientPod(kube, name=name, cpu="500m")
+    pod.create()
+    yield pod
+    kube.kubectl("delete", "pod", pod.name, "-n", NAMESPACE, "--wait=false")
+
+
+def warm_up(handle: KafkaClusterHandle, client: ClientPod, load: Load, seconds: float) -> None:
+    """The load for a while, not counted: a fresh JVM's first minute is slower."""
+    with client.steady_producer(handle.bootstrap, load.topic, rate=load.rate, keys=load.keys, size=load.size):
+        time.sleep(seconds)
 
 
 def under_load(handle: KafkaClusterHandle, client: ClientPod, load: Load, name: str,

@@ -26,7 +26,19 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from rolls import Load, Run, by_operator, latencies, percentile, plot_run, pyplot, seconds_with, under_load
+from rolls import (
+    Load,
+    Run,
+    by_operator,
+    latencies,
+    load_client,
+    loaded_cluster,
+    percentile,
+    plot_run,
+    pyplot,
+    seconds_with,
+    under_load,
+)
 
 from krafty_testkit.k8s_kafka import (
     NAMESPACE,
@@ -34,8 +46,6 @@ from krafty_testkit.k8s_kafka import (
     KafkaClusterHandle,
     cluster_spec,
     repo_path,
-    topic_resource,
-    wait_topic_ready,
 )
 from krafty_testkit.kube import KubeCluster, KubeError
 from krafty_testkit.plugin import report_table
@@ -53,22 +63,15 @@ PICTURE = repo_path("docs", "canary-gate.png")
 
 @pytest.fixture(scope="module")
 def cluster(operator: KubeCluster) -> Iterator[KafkaClusterHandle]:
-    handle = KafkaClusterHandle(operator, CLUSTER)
-    handle.apply(cluster_spec("dedicated", canary={"enabled": True, "windowSeconds": WINDOW_S}))
-    handle.wait_ready(900)
-    operator.apply([topic_resource(TOPIC, CLUSTER, partitions=12, replicas=3,
-                                   config={"min.insync.replicas": LOAD.min_isr})])
-    wait_topic_ready(operator, TOPIC)
-    yield handle
-    handle.delete(600)
+    spec = cluster_spec("dedicated", canary={"enabled": True, "windowSeconds": WINDOW_S})
+    with loaded_cluster(operator, CLUSTER, spec, LOAD, 12) as handle:
+        yield handle
 
 
 @pytest.fixture(scope="module")
 def loader(operator: KubeCluster) -> Iterator[ClientPod]:
-    pod = ClientPod(operator, name="gate-client", cpu="500m")
-    pod.create()
-    yield pod
-    operator.kubectl("delete", "pod", pod.name, "-n", NAMESPACE, "--wait=false")
+    with load_client(operator, f"{CLUSTER}-client") as pod:
+        yield pod
 
 
 class Starver(threading.Thread):
@@ -151,7 +154,7 @@ def test_a_roll_gated_by_the_canary_against_the_same_roll_ungated_with_a_broker_
         cluster: KafkaClusterHandle, loader: ClientPod):
     with loader.steady_producer(cluster.bootstrap, TOPIC, rate=LOAD.rate, keys=LOAD.keys, size=LOAD.size):
         time.sleep(WARM_UP_S)  # a fresh JVM's first minute is slower: neither run gets it
-        used = cluster.kube.cpu_seconds(NAMESPACE, STARVED)
+        used = cluster.kube.cpu_seconds(NAMESPACE, STARVED)  # then the CPU broker 1 uses under the load
         time.sleep(MEASURE_S)
         used = (cluster.kube.cpu_seconds(NAMESPACE, STARVED) - used) / MEASURE_S
     percent = max(1, round(100 * used * CAP_OF_USE))

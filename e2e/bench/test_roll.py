@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -36,6 +35,8 @@ from rolls import (
     became_ready,
     by_operator,
     latencies,
+    load_client,
+    loaded_cluster,
     paused,
     percentile,
     plot_run,
@@ -43,6 +44,7 @@ from rolls import (
     seconds_with,
     uids,
     under_load,
+    warm_up,
 )
 
 from krafty_testkit.k8s_kafka import (
@@ -51,8 +53,6 @@ from krafty_testkit.k8s_kafka import (
     KafkaClusterHandle,
     cluster_spec,
     repo_path,
-    topic_resource,
-    wait_topic_ready,
 )
 from krafty_testkit.kube import KubeCluster
 from krafty_testkit.plugin import report_table
@@ -74,23 +74,14 @@ BEHIND = f"{CLUSTER}-broker-0"
 
 @pytest.fixture(scope="module")
 def cluster(operator: KubeCluster) -> Iterator[KafkaClusterHandle]:
-    handle = KafkaClusterHandle(operator, CLUSTER)
-    handle.apply(cluster_spec("dedicated"))
-    handle.wait_ready(900)
-    operator.apply([topic_resource(TOPIC, CLUSTER, partitions=PARTITIONS, replicas=3,
-                                   config={"min.insync.replicas": MIN_ISR})])
-    wait_topic_ready(operator, TOPIC)
-    yield handle
-    handle.delete(600)
+    with loaded_cluster(operator, CLUSTER, cluster_spec("dedicated"), LOAD, PARTITIONS) as handle:
+        yield handle
 
 
 @pytest.fixture(scope="module")
 def loader(operator: KubeCluster) -> Iterator[ClientPod]:
-    """A client pod of its own, weighted like a broker (500m): 2,000 records/s keep a Python producer busy."""
-    pod = ClientPod(operator, name="roll-client", cpu="500m")
-    pod.create()
-    yield pod
-    operator.kubectl("delete", "pod", pod.name, "-n", NAMESPACE, "--wait=false")
+    with load_client(operator, f"{CLUSTER}-client") as pod:
+        yield pod
 
 
 def new_pod_ready(handle: KafkaClusterHandle, pod: str, old_uid: str, timeout: float = 900) -> None:
@@ -166,8 +157,7 @@ def draw(cases: list[tuple[str, Run, Run]]) -> None:
 
 def test_roll_by_the_operator_against_a_naive_roll_of_the_same_nodes(cluster: KafkaClusterHandle,
                                                                      loader: ClientPod):
-    with loader.steady_producer(cluster.bootstrap, TOPIC, rate=RATE, keys=KEYS, size=SIZE):
-        time.sleep(WARM_UP_S)  # a fresh JVM's first minute is slower: neither run gets it
+    warm_up(cluster, loader, LOAD, WARM_UP_S)
     grace = cluster.get()["spec"]["restarts"]["gracePeriodSeconds"]
     sent_buffer = int(cluster.get()["spec"]["brokers"].get("config", {}).get("socket.send.buffer.bytes", 102400))
     every_node = by_operator(cluster, CONTROLLERS + BROKERS, {"restarts": {"gracePeriodSeconds": grace + 1}})

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from krafty import naming
 from krafty_testkit.k8s_kafka import NAMESPACE, ClientPod, KafkaClusterHandle, topic_resource, wait_topic_ready
 from krafty_testkit.kube import KubeCluster
@@ -41,7 +39,6 @@ def test_topic_lifecycle_through_kubectl(small: KafkaClusterHandle, client: Clie
              "a consumer to see 5 partitions")
 
 
-@pytest.mark.full  # about 30 s: CI reverts drift made with a real Kafka in operator/tests/integration/test_topics.py
 def test_drift_made_with_the_kafka_cli_is_reverted(small: KafkaClusterHandle, operator: KubeCluster):
     operator.apply([topic_resource("drifty", "small", partitions=1, replicas=3, config={"retention.ms": 86400000})])
     wait_topic_ready(operator, "drifty")
