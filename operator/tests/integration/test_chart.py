@@ -212,7 +212,7 @@ def test_shipped_alert_rules_pass_promtool():
     proc = subprocess.run(["promtool", "check", "rules", str(CHART / "files" / "prometheus-rules.yaml")],
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "SUCCESS: 16 rules found" in proc.stdout
+    assert "SUCCESS: 17 rules found" in proc.stdout
 
 
 def test_dashboard_is_valid_json_with_queries():
