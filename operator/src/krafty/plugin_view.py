@@ -47,6 +47,10 @@ def _duration(seconds: float | None) -> str:
     return f"{seconds:.0f}s"
 
 
+def _ms(value: int | None) -> str:
+    return "-" if value is None else f"{value:,} ms"
+
+
 def roll_progress(status: Mapping[str, Any]) -> str | None:
     """`n/m nodes on the current configuration`, with the node restarting and what it waits for; None when no
     roll is under way."""
@@ -81,6 +85,11 @@ def status_screen(body: Mapping[str, Any], lag: Sequence[GroupLag] = ()) -> str:
     scaling = status.get("scaling") or {}
     if scaling.get("phase") not in (None, "Stable"):
         lines.append(f"Scaling:    {scaling['phase']}: {scaling.get('message', '')}")
+    canary = status.get("canary")
+    if canary:
+        lines.append(f"Canary:     write p99 {_ms(canary.get('produceP99Milliseconds'))}, end-to-end p99 "
+                     f"{_ms(canary.get('endToEndP99Milliseconds'))} over {canary['windowSeconds']} s "
+                     f"({canary['written']} written, {canary['failed']} failed); gate {canary['gate']}")
     quorum = status.get("quorum")
     if quorum:
         lines.append(f"Quorum:     leader {quorum['leaderId']} (epoch {quorum['leaderEpoch']}), voters "

@@ -47,6 +47,15 @@ def test_status_says_when_the_cluster_is_paused_and_lists_each_groups_lag():
     assert rows == {"pageviews": ["views", "1200", "1.6m", "3.0h"], "audit": ["views", "-", "-", "never"]}
 
 
+def test_status_shows_the_canarys_figures_and_its_gate():
+    body = body_during_a_roll()
+    body["status"]["canary"] = {"windowSeconds": 30, "written": 450, "failed": 0, "produceP99Milliseconds": 1234,
+                                "endToEndP99Milliseconds": None, "gate": "Holding", "message": "..."}
+    assert ("Canary:     write p99 1,234 ms, end-to-end p99 - over 30 s (450 written, 0 failed); gate Holding"
+            in plugin_view.status_screen(body))
+    assert "Canary:" not in plugin_view.status_screen(body_during_a_roll())
+
+
 def test_no_roll_is_said_as_none():
     c = ctx()
     decided = plan(c, observe(c), Facts(BROKERS))
