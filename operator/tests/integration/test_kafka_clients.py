@@ -196,7 +196,7 @@ def test_the_canary_writes_every_partition_and_a_frozen_follower_shows_at_once_n
                          30, "the canary topic's partitions")[0]
     assert {p.partition: p.leader for p in described if p.topic == CANARY_TOPIC} == {0: 0, 1: 1, 2: 2}
     # When the canary runs (a record to each partition every 50 ms, figures of the last 5 s)
-    running = Canary("ns", "clients", CanarySettings(Connection(cluster.bootstrap_servers), 0.05, 5))
+    running = Canary("ns", "clients", CanarySettings(Connection(cluster.bootstrap_servers), 0.05, 5)).start()
     try:
         # Then, once its first window (connections being made) has passed, its writes are acknowledged and read
         # back in well under a second, with nothing failed

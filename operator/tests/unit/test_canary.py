@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from krafty.clients.canary import p99
+from krafty.clients.canary import MAX_SAMPLES, Canary, CanarySettings, p99
+from krafty.clients.connection import Connection
 from krafty.decide import canary
 from krafty.decide.canary import GatePosition, TopicChange
 from krafty.model import KafkaClusterSpec
@@ -161,3 +162,28 @@ def test_p99_is_the_nearest_rank_in_milliseconds():
     assert p99([]) is None
     assert p99([0.010] * 99 + [2.0]) == 10
     assert p99([0.010] * 98 + [2.0, 3.0]) == 2000
+
+
+class Delivered:
+    """A delivery report's message, as librdkafka hands it to the callback."""
+
+    def latency(self) -> float:
+        return 0.02
+
+
+class FullQueue:
+    def produce(self, *_: object, **__: object) -> None:
+        raise BufferError("Local: Queue full")
+
+
+def test_the_canary_keeps_a_bounded_number_of_figures_and_counts_a_full_queue_as_failed_writes():
+    now = [100.0]
+    canary = Canary("ns", "c", CanarySettings(Connection("127.0.0.1:1"), 0.01, 3600), clock=lambda: now[0])
+    for sequence in range(MAX_SAMPLES + 500):  # (not started: no thread, no Kafka)
+        canary._delivered(sequence, None, Delivered())  # type: ignore[arg-type]
+    assert canary.reading().written == MAX_SAMPLES
+    canary._send(FullQueue(), 3)  # type: ignore[arg-type]
+    found = canary.reading()
+    assert (found.failed, found.last_error, found.produce_p99_ms) == (3, "the producer's queue is full", 20)
+    now[0] += 3601  # and figures older than the window are let go
+    assert (canary.reading().written, canary.reading().failed) == (0, 0)

@@ -34,6 +34,9 @@ CLIENT_ID = "krafty-operator-canary"
 IDLE_STOP = 300.0  # seconds without a pass asking for figures before the canary stops
 REFRESH = 15.0  # seconds between looks at the topic's partitions
 WRITE_TIMEOUT_MS = 30000  # a write not acknowledged in this long fails (and holds a gated roll)
+# The figures are of at most this many records of each kind (a short interval, a long window and many brokers
+# would otherwise keep millions in memory)
+MAX_SAMPLES = 50_000
 
 
 @dataclass(frozen=True)
@@ -63,14 +66,17 @@ class Canary:
         self._lock = threading.Lock()
         self._sequence = 0
         self._in_flight: dict[int, float] = {}  # sent, not acknowledged: sequence -> sent at
-        self._unread: dict[int, float] = {}  # sent, not read (nor failed): sequence -> sent at
-        self._acknowledged: deque[tuple[float, float]] = deque()  # (when, latency s)
-        self._read: deque[tuple[float, float]] = deque()  # (when, delay s)
-        self._failed: deque[tuple[float, str]] = deque()  # (when, error)
+        self._unread: dict[int, float] = {}  # sent, not read (nor failed): sequence -> sent at, oldest first
+        self._acknowledged: deque[tuple[float, float]] = deque(maxlen=MAX_SAMPLES)  # (when, latency s)
+        self._read: deque[tuple[float, float]] = deque(maxlen=MAX_SAMPLES)  # (when, delay s)
+        self._failed: deque[tuple[float, str]] = deque(maxlen=MAX_SAMPLES)  # (when, error)
         self._asked = clock()
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"canary-{namespace}/{cluster}", daemon=True)
+
+    def start(self) -> Canary:
         self._thread.start()
+        return self
 
     @property
     def running(self) -> bool:
@@ -154,18 +160,28 @@ class Canary:
                 self._sequence += 1
                 sequence = self._sequence
                 self._in_flight[sequence] = self._unread[sequence] = self._clock()
-            producer.produce(CANARY_TOPIC, f"{self._instance}:{sequence}".encode(), partition=partition,
-                             on_delivery=functools.partial(self._delivered, sequence))
+                if len(self._unread) > MAX_SAMPLES:  # never read (the consumer is stuck): the oldest goes
+                    del self._unread[next(iter(self._unread))]
+            try:
+                producer.produce(CANARY_TOPIC, f"{self._instance}:{sequence}".encode(), partition=partition,
+                                 on_delivery=functools.partial(self._delivered, sequence))
+            except BufferError:  # librdkafka's queue is full: every broker has been away for a while
+                self._failure(sequence, "the producer's queue is full")
+
+    def _failure(self, sequence: int, error: str) -> None:
+        with self._lock:
+            self._in_flight.pop(sequence, None)
+            self._unread.pop(sequence, None)
+            self._failed.append((self._clock(), error))
+        metrics.CANARY_FAILED.labels(*self._labels).inc()
 
     def _delivered(self, sequence: int, error: KafkaError | None, message: Message) -> None:
+        if error is not None:
+            self._failure(sequence, error.str())
+            return
         now = self._clock()
         with self._lock:
             sent = self._in_flight.pop(sequence, now)
-            if error is not None:
-                self._unread.pop(sequence, None)
-                self._failed.append((now, error.str()))
-                metrics.CANARY_FAILED.labels(*self._labels).inc()
-                return
             latency = message.latency()
             latency = now - sent if latency is None else latency
             self._acknowledged.append((now, latency))
@@ -207,7 +223,7 @@ class Canaries:
             found.stop()
         if settings is not None:
             with self._lock:
-                self._running[key] = Canary(namespace, cluster, settings)
+                self._running[key] = Canary(namespace, cluster, settings).start()
             log.info("canary of %s/%s started", namespace, cluster)
 
     def reading(self, namespace: str, cluster: str) -> CanaryReading | None:
