@@ -43,14 +43,17 @@ class Facts:
     balanced_for: tuple[int, ...] | None = None  # brokers the replica placement was last balanced for
     leaders_pending: bool = False  # replicas moved: every preferred leader goes back, whatever the threshold
     healthy_since: datetime.datetime | None = None  # every node on the target release and healthy since (status)
+    calm_since: datetime.datetime | None = None  # the canary's p99s within spec.restarts.canaryGate since (status)
 
     @classmethod
     def from_status(cls, status: Mapping[str, Any] | None) -> Facts:
         scaling_status = (status or {}).get("scaling") or {}
         balanced = scaling_status.get("balancedBrokers")
         since = ((status or {}).get("versions") or {}).get("healthySince")
+        calm = ((status or {}).get("canary") or {}).get("calmSince")
         return cls(tuple(balanced) if balanced is not None else None, bool(scaling_status.get("leadersPending")),
-                   datetime.datetime.fromisoformat(since) if since else None)
+                   datetime.datetime.fromisoformat(since) if since else None,
+                   datetime.datetime.fromisoformat(calm) if calm else None)
 
 
 # -- actions: what the pass does, in order ------------------------------------------------------
@@ -243,15 +246,15 @@ def _throttles_to_remove(obs: ClusterObservation, scale: scaling.ScalePlan) -> R
 
 
 def _roll_step(ctx: ClusterContext, obs: ClusterObservation, scale: scaling.ScalePlan,
-               leaders_pending: bool) -> roll.Step:
+               leaders_pending: bool, gate: canary.Gate) -> roll.Step:
     if scale.busy and not scale.after_roll:  # (scaling that waits for the roll lets it go first)
         return roll.Wait(f"scaling first: {scale.message}")
     balance = ctx.spec.leader_balance
     # After replicas moved, every partition goes back to its preferred leader, not only those of brokers above
     # the threshold: scaling promises new brokers their full share of leaders.
     threshold = 0 if leaders_pending else balance.imbalance_threshold_percent
-    return _canary_gate(ctx, obs, roll.next_step(obs, restore_leaders=balance.mode is LeaderBalanceMode.OPERATOR,
-                                                 threshold_percent=threshold))
+    return _canary_gate(gate, roll.next_step(obs, restore_leaders=balance.mode is LeaderBalanceMode.OPERATOR,
+                                             threshold_percent=threshold))
 
 
 def _preflight(ctx: ClusterContext, obs: ClusterObservation, step: roll.Step) -> tuple[roll.Step, list[Action]]:
@@ -266,13 +269,10 @@ def _preflight(ctx: ClusterContext, obs: ClusterObservation, step: roll.Step) ->
     return gated.step, actions
 
 
-def _canary_gate(ctx: ClusterContext, obs: ClusterObservation, step: roll.Step) -> roll.Step:
+def _canary_gate(gate: canary.Gate, step: roll.Step) -> roll.Step:
     """A running node's restart, held while the canary says clients suffer (spec.restarts.canaryGate): before
     its preflight pod too, so that a held roll starts nothing."""
-    if not (isinstance(step, roll.Restart) and step.node.running):
-        return step
-    gate = canary.gate(ctx.spec.restarts.canary_gate, obs.canary)
-    if gate.position is not canary.GatePosition.HOLDING:
+    if not (isinstance(step, roll.Restart) and step.node.running) or gate.position is not canary.GatePosition.HOLDING:
         return step
     return roll.Held(step.node, f"{step.node.pod} waits: {gate.message}")
 
@@ -317,8 +317,13 @@ def growth_of(ctx: ClusterContext, obs: ClusterObservation) -> volumes.Growth:
         for pool in ctx.pools()), obs.volumes, obs.storage_classes, obs.observed_at)
 
 
-def _volume_actions(growth: volumes.Growth) -> list[Action]:
-    actions: list[Action] = [ExpandVolumes(growth.expand)] if growth.expand else []
+def _volume_actions(ctx: ClusterContext, obs: ClusterObservation, scale: scaling.ScalePlan,
+                    growth: volumes.Growth) -> list[Action]:
+    """Volumes of removed nodes to delete, and volumes to grow (or why they cannot)."""
+    claims = volumes.removable(ctx.name, obs.claims, obs, Sizes.of(ctx.spec), Sizes(scale.brokers, scale.controllers))
+    actions: list[Action] = [DeleteVolumes(claims)] if claims else []
+    if growth.expand:
+        actions.append(ExpandVolumes(growth.expand))
     if growth.refused:
         actions.append(Announce(growth.reason, growth.refused, warning=True))
     return actions
@@ -373,11 +378,9 @@ def _plan(ctx: ClusterContext, obs: ClusterObservation, facts: Facts,
         actions += [unthrottle] if unthrottle else []
     if scale.unregister:
         actions.append(Unregister(scale.unregister))
-    claims = volumes.removable(ctx.name, obs.claims, obs, Sizes.of(ctx.spec), Sizes(scale.brokers, scale.controllers))
-    if claims:
-        actions.append(DeleteVolumes(claims))
-    actions += _volume_actions(growth) + _canary_actions(ctx, obs)
-    step, preflight_actions = _preflight(ctx, obs, _roll_step(ctx, obs, scale, leaders_pending))
+    actions += _volume_actions(ctx, obs, scale, growth) + _canary_actions(ctx, obs)
+    gate = canary.gate(ctx.spec.restarts.canary_gate, obs.canary, facts.calm_since, obs.observed_at)
+    step, preflight_actions = _preflight(ctx, obs, _roll_step(ctx, obs, scale, leaders_pending, gate))
     actions += preflight_actions
     if not scale.busy:
         restore = ctx.spec.leader_balance.mode is LeaderBalanceMode.OPERATOR
@@ -388,14 +391,14 @@ def _plan(ctx: ClusterContext, obs: ClusterObservation, facts: Facts,
     if version.finalize_to is not None:
         actions.append(FinalizeMetadata(version.finalize_to, version.message))
     next_facts = Facts(scale.balanced_for if scale.balanced_for is not None else facts.balanced_for, leaders_pending,
-                       version.healthy_since)
+                       version.healthy_since, gate.calm_since)
     addressing = external.waiting(ctx.name, ctx.spec.listeners, scale.brokers, outside)
     conditions = _conditions(cluster_status.conditions(obs, step, set(range(ctx.spec.brokers.replicas)), scale,
                                                        version, growth), addressing)
     status = {**cluster_status.fields(sized, obs, step, scale, next_facts.balanced_for, next_facts.leaders_pending),
               "versions": cluster_status.version_fields(ctx.spec.version, obs, version),
               "volumes": cluster_status.volume_entries(obs),
-              "canary": canary.status(ctx.spec.restarts.canary_gate, obs.canary)}
+              "canary": canary.status(obs.canary, gate)}
     busy = (bool(ctx.initial_voters) or scale.busy or not isinstance(step, roll.Done) or growth.growing is not None
             or addressing is not None)
     return ClusterPlan(Sizes(scale.brokers, scale.controllers), tuple(actions), step, scale, next_facts, status,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 from dataclasses import replace
 from typing import Any
 
@@ -19,6 +20,9 @@ from krafty.observed import CanaryReading, PartitionState, PodPhase
 from krafty.plan import Announce, ChangeCanaryTopic, Facts, PassResult, RestartNode, plan
 
 from .test_plan import BROKERS, CONTROLLERS, ctx, node, observe, partitions
+
+NOW = datetime.datetime(2026, 11, 27, 6, 0, tzinfo=datetime.UTC)
+LONG_CALM = NOW - datetime.timedelta(seconds=31)  # a whole window (30 s) and more
 
 
 def reading(write_p99: int | None = 40, end_to_end_p99: int | None = 60, written: int = 450, failed: int = 0,
@@ -71,7 +75,8 @@ def test_turned_off_the_topic_is_deleted_and_nothing_is_decided_without_kafka():
     (CanaryGate(produce_p99_milliseconds=500), reading(written=0), GatePosition.HOLDING, "no figures yet"),
     (CanaryGate(produce_p99_milliseconds=500), reading(501), GatePosition.HOLDING,
      "the canary's acks=all write p99 501 ms is above 500 ms over the last 30 s"),
-    (CanaryGate(produce_p99_milliseconds=500), reading(500, 9_999), GatePosition.OPEN, "within"),
+    (CanaryGate(produce_p99_milliseconds=500), reading(500, 9_999), GatePosition.OPEN,
+     "have been within spec.restarts.canaryGate for 31 s"),
     (CanaryGate(end_to_end_p99_milliseconds=1000), reading(40, 1_200), GatePosition.HOLDING,
      "end-to-end p99 1,200 ms is above 1,000 ms"),
     (CanaryGate(end_to_end_p99_milliseconds=1000), reading(40, None), GatePosition.HOLDING,
@@ -83,9 +88,24 @@ def test_turned_off_the_topic_is_deleted_and_nothing_is_decided_without_kafka():
 ])
 def test_the_gate_holds_while_a_p99_is_above_its_threshold_or_unknown_or_writes_fail(
         gate: CanaryGate | None, found: CanaryReading | None, position: GatePosition, message: str):
-    decided = canary.gate(gate, found)
+    decided = canary.gate(gate, found, LONG_CALM, NOW)
     assert decided.position is position
     assert message in decided.message
+    assert decided.calm_since == (LONG_CALM if position is GatePosition.OPEN else None)
+
+
+def test_the_gate_opens_once_the_figures_have_been_within_it_for_a_whole_window():
+    gate = CanaryGate(produce_p99_milliseconds=500)
+    # the first calm reading after bad ones: calm since now, still held
+    first = canary.gate(gate, reading(100), None, NOW)
+    assert (first.position, first.calm_since) == (GatePosition.HOLDING, NOW)
+    assert first.message == ("the canary's p99s are within spec.restarts.canaryGate since 0 s; a restart waits until "
+                             "they have been for a whole window (30 s)")
+    # 29 s later, still held; 30 s later, open
+    assert canary.gate(gate, reading(100), NOW, NOW + datetime.timedelta(seconds=29)).position is GatePosition.HOLDING
+    assert canary.gate(gate, reading(100), NOW, NOW + datetime.timedelta(seconds=30)).position is GatePosition.OPEN
+    # one bad reading in between starts the count again
+    assert canary.gate(gate, reading(501), NOW, NOW + datetime.timedelta(seconds=40)).calm_since is None
 
 
 def test_a_gate_needs_a_threshold_and_a_running_canary():
@@ -106,10 +126,11 @@ def gated(limit: int = 500) -> Any:
     return replace(c, spec=spec)
 
 
-def rolling(c: Any, found: CanaryReading | None) -> Any:
+def rolling(c: Any, found: CanaryReading | None, calm_since: datetime.datetime | None = LONG_CALM) -> Any:
     nodes = [node(i) for i in CONTROLLERS] + [node(i, outdated=True) for i in BROKERS]
     canary_topic = tuple(canary_partition(b, (b, *(x for x in BROKERS if x != b))) for b in BROKERS)
-    return plan(c, observe(c, nodes, partitions=partitions() + canary_topic, canary=found), Facts(BROKERS))
+    return plan(c, observe(c, nodes, partitions=partitions() + canary_topic, canary=found, observed_at=NOW),
+                Facts(BROKERS, calm_since=calm_since))
 
 
 def test_a_held_roll_restarts_nothing_says_why_with_the_figures_and_tells_it_once_per_node():
@@ -126,7 +147,8 @@ def test_a_held_roll_restarts_nothing_says_why_with_the_figures_and_tells_it_onc
                                        "produceP99Milliseconds": 1234, "endToEndP99Milliseconds": 60,
                                        "gate": "Holding",
                                        "message": "the canary's acks=all write p99 1,234 ms is above 500 ms over the "
-                                                  "last 30 s"}
+                                                  "last 30 s", "calmSince": None}
+    assert result.facts.calm_since is None
     assert (result.result, result.busy) == (PassResult.WAITING, True)
 
 
@@ -137,11 +159,21 @@ def test_an_open_gate_or_none_lets_the_roll_restart_the_next_node():
         assert restart.node.node_id == 0
 
 
+def test_calm_figures_are_remembered_in_status_until_they_have_lasted_a_window():
+    # Given figures within the gate for the first time (calm since: none remembered)
+    result = rolling(gated(), reading(100), calm_since=None)
+    # Then nothing restarts yet, and the moment is remembered for the next pass, in status
+    assert not [a for a in result.actions if isinstance(a, RestartNode)]
+    assert result.facts.calm_since == NOW
+    assert result.status["canary"]["calmSince"] == NOW.isoformat()
+    assert Facts.from_status({"canary": result.status["canary"]}).calm_since == NOW
+
+
 def test_a_gate_removed_clears_the_message_in_status():
     # status is merge-patched: a key left out would keep the last Holding message under gate Off
-    assert canary.status(None, reading()) == {"windowSeconds": 30, "written": 450, "failed": 0,
-                                              "produceP99Milliseconds": 40, "endToEndP99Milliseconds": 60,
-                                              "gate": "Off", "message": None}
+    assert canary.status(reading(), canary.gate(None, reading(), None, NOW)) == {
+        "windowSeconds": 30, "written": 450, "failed": 0, "produceP99Milliseconds": 40, "endToEndP99Milliseconds": 60,
+        "gate": "Off", "message": None, "calmSince": None}
 
 
 def test_a_node_that_is_not_running_restarts_whatever_the_canary_says():

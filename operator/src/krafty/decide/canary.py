@@ -8,6 +8,7 @@ canary is turned off. Its min.insync.replicas leaves room for one replica to res
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -44,6 +45,7 @@ class GatePosition(StrEnum):
 class Gate:
     position: GatePosition
     message: str  # with the figures (status)
+    calm_since: datetime.datetime | None = None  # to remember: the canary's p99s within the gate since
 
 
 def min_isr(replication_factor: int) -> int:
@@ -83,8 +85,11 @@ def topic_change(enabled: bool, desired_brokers: Iterable[int], registered: Iter
                        f"{', '.join(map(str, leaderless))}, which lead{'' if len(leaderless) > 1 else 's'} none")
 
 
-def gate(spec: CanaryGate | None, reading: CanaryReading | None) -> Gate:
-    """Whether a running node may restart now, by what clients feel."""
+def gate(spec: CanaryGate | None, reading: CanaryReading | None, calm_since: datetime.datetime | None,
+         now: datetime.datetime | None) -> Gate:
+    """Whether a running node may restart now, by what clients feel: once the canary's p99s have been within the
+    gate for a whole window (one calm reading among bad ones is not enough: a restart itself, or a slow broker,
+    makes the figures swing)."""
     if spec is None:
         return Gate(GatePosition.OFF, "")
     if reading is None or reading.written + reading.failed == 0:
@@ -99,18 +104,25 @@ def gate(spec: CanaryGate | None, reading: CanaryReading | None) -> Gate:
             if limit is not None and (seen is None or seen > limit)]
     if over:
         return Gate(GatePosition.HOLDING, f"the canary's {' and '.join(over)} {window}")
-    return Gate(GatePosition.OPEN, f"the canary's p99s {window} are within spec.restarts.canaryGate")
+    since = calm_since or now
+    calm = (now - since).total_seconds() if now is not None and since is not None else 0.0
+    if calm >= reading.window_seconds:
+        return Gate(GatePosition.OPEN, f"the canary's p99s have been within spec.restarts.canaryGate for "
+                                       f"{calm:.0f} s", since)
+    return Gate(GatePosition.HOLDING, f"the canary's p99s are within spec.restarts.canaryGate since {calm:.0f} s; "
+                                      f"a restart waits until they have been for a whole window "
+                                      f"({reading.window_seconds} s)", since)
 
 
 def _ms(value: int | None) -> str:
     return "unknown" if value is None else f"{value:,} ms"
 
 
-def status(spec: CanaryGate | None, reading: CanaryReading | None) -> dict[str, object] | None:
+def status(reading: CanaryReading | None, decided: Gate) -> dict[str, object] | None:
     """status.canary: the figures and the gate's position."""
     if reading is None:
         return None
-    decided = gate(spec, reading)
     return {"windowSeconds": reading.window_seconds, "written": reading.written, "failed": reading.failed,
             "produceP99Milliseconds": reading.produce_p99_ms, "endToEndP99Milliseconds": reading.end_to_end_p99_ms,
-            "gate": decided.position.value, "message": decided.message or None}  # (None: removed from status)
+            "gate": decided.position.value, "message": decided.message or None,  # (None: removed from status)
+            "calmSince": decided.calm_since.isoformat() if decided.calm_since else None}
