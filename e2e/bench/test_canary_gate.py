@@ -2,14 +2,14 @@
 while a broker is starved of CPU, under the same load.
 
 One dedicated cluster (3 controllers + 3 brokers) with the canary on as it comes (a record to each partition every
-200 ms, figures of the last 30 s; the gate opens once they have been within it for a whole window) and one topic (12 partitions, RF 3, min ISR 2). A producer in a client pod writes 2,000
-records/s of 1 KiB with acks=all and idempotence, keeping each record's outcome. After a minute of load that is
-not counted, broker 1's CPU use is measured; then each run: 15 s of load, broker 1 capped at a quarter of that use
-(its cgroup's CFS quota, as a CPU limit it outgrew or a noisy neighbour would: it runs, stays registered and in
-every ISR, and is slow; a restarted broker 1 gets the cap again, as it would on the same node), 15 s later a
-change that restarts the three brokers, the cap lifted two minutes after it began, the run's end 30 s after the
-roll's. The gated roll holds while the canary's acks=all write p99 is above 250 ms; the ungated one restarts as
-soon as Kafka is safe (every replica back in sync, leaders restored).
+200 ms, figures of the last 30 s) and one topic (12 partitions, RF 3, min ISR 2). A producer in a client pod
+writes 2,000 records/s of 1 KiB with acks=all and idempotence, keeping each record's outcome. After a minute of
+load that is not counted, broker 1's CPU use is measured; then each run: 15 s of load, broker 1 capped at a
+quarter of that use (its cgroup's CFS quota, as a CPU limit it outgrew or a noisy neighbour would: it runs, stays
+registered and in every ISR, and is slow; a restarted broker 1 gets the cap again, as it would on the same node),
+15 s later a change that restarts the three brokers, the cap lifted two minutes after it began, the run's end 30 s
+after the roll's. The gated roll restarts a node once the canary's acks=all write p99 has been at most 250 ms for
+a whole window; the ungated one restarts as soon as Kafka is safe (every replica back in sync, leaders restored).
 
 The clients' objective: every record acknowledged within 5 s (an application that writes inside a request
 with a 5 s deadline). Figures are of records sent from the cap to the end of the run (the same disturbance in
