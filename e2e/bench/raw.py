@@ -38,7 +38,8 @@ def raw_certificates(ctx: ClusterContext) -> list[dict[str, Any]]:
 def raw_manifests(spec: dict[str, Any]) -> list[dict[str, Any]]:
     parsed = KafkaClusterSpec.model_validate(spec)
     voters = tuple(Voter(i, random_kafka_uuid()) for i in range(parsed.controllers.replicas))
-    ctx = ClusterContext("raw", RAW, "none", parsed, random_kafka_uuid(), voters, BROKER_IMAGE)
+    ctx = ClusterContext("raw", RAW, "none", parsed, random_kafka_uuid(), voters, BROKER_IMAGE,
+                         internal_tls=parsed.tls.internal is not False)  # (a new cluster's choice: the spec's)
     docs = raw_certificates(ctx)
     for body in docs:
         body["metadata"].pop("ownerReferences", None)
