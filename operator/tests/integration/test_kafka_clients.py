@@ -112,6 +112,57 @@ def test_reassignment_and_preferred_election(cluster: LocalKafkaCluster):
              "the preferred leader")
 
 
+def test_the_canary_writes_every_partition_and_a_frozen_follower_shows_at_once_not_when_it_thaws(
+        cluster: LocalKafkaCluster):
+    # Given the canary topic, one partition led by each broker, made with the operator's admin client (once every
+    # broker is registered again after the tests before: a placement naming a fenced one is refused; the test
+    # after this one removes broker 2 for good)
+    admin = KafkaAdmin(Connection(cluster.bootstrap_servers))
+    wait_for(admin.registered_brokers, lambda found: found == {0, 1, 2}, 60, "every broker registered")
+    assert admin.create_placed_topic(CANARY_TOPIC, ((0, 1, 2), (1, 2, 0), (2, 0, 1)), {"min.insync.replicas": "2"}) \
+        is None
+    kafka_admin.wait_fully_in_sync(cluster.admin(), CANARY_TOPIC)
+    described = wait_for(admin.topic_state, lambda found: len([p for p in found[0] if p.topic == CANARY_TOPIC]) == 3,
+                         30, "the canary topic's partitions")[0]
+    assert {p.partition: p.leader for p in described if p.topic == CANARY_TOPIC} == {0: 0, 1: 1, 2: 2}
+    # When the canary runs (a record to each partition every 50 ms, figures of the last 5 s)
+    running = Canary("ns", "clients", CanarySettings(Connection(cluster.bootstrap_servers), 0.05, 5)).start()
+    try:
+        # Then, once its first window (connections being made) has passed, its writes are acknowledged and read
+        # back in well under a second, with nothing failed
+        calm = wait_for(running.reading, lambda r: r.written >= 150 and (r.produce_p99_ms or 10**6) < 1000
+                        and (r.end_to_end_p99_ms or 10**6) < 1000, 60, "calm figures", interval=1)
+        assert calm.failed == 0
+        # And Kafka's own consumer finds its records in every partition
+        for partition in range(3):
+            found = cluster.tool("kafka-console-consumer.sh", "--bootstrap-server", cluster.bootstrap_servers,
+                                 "--topic", CANARY_TOPIC, "--partition", str(partition), "--offset", "0",
+                                 "--max-messages", "3", "--timeout-ms", "20000").stdout
+            assert len(re.findall(r"^[0-9a-f]{8}:\d+$", found, re.MULTILINE)) == 3
+        # When a broker freezes (a GC pause, a stuck disk): still registered and in every ISR for seconds
+        frozen = cluster.brokers[1].process
+        assert frozen is not None
+        frozen.send_signal(signal.SIGSTOP)
+        try:
+            # Then the writes waiting on it count at their age: the p99 passes 2 s while none has come back yet
+            stalled = wait_for(running.reading, lambda r: (r.produce_p99_ms or 0) > 2000, 8,
+                               "the stall seen in the write p99")
+            assert (stalled.end_to_end_p99_ms or 0) > 2000
+        finally:
+            frozen.send_signal(signal.SIGCONT)
+        # And once it is back, the figures of the next window are calm again
+        wait_for(running.reading, lambda r: (r.produce_p99_ms or 10**6) < 1000 and (r.end_to_end_p99_ms or 10**6)
+                 < 1000, 60, "calm figures after the thaw", interval=1)
+        assert REGISTRY.get_sample_value("krafty_canary_produce_latency_seconds_count",
+                                         {"namespace": "ns", "cluster": "clients"}) >= calm.written
+    finally:
+        running.stop()
+    # And a stopped canary leaves no series behind
+    assert not running.running
+    assert REGISTRY.get_sample_value("krafty_canary_produce_latency_seconds_count",
+                                     {"namespace": "ns", "cluster": "clients"}) is None
+
+
 def test_unregister_a_stopped_broker(cluster: LocalKafkaCluster):
     # Given a broker stopped for good, When it is unregistered, Then the cluster forgets it
     cluster.stop_node(2)
@@ -181,53 +232,3 @@ def test_a_frozen_broker_behind_one_name_costs_one_timeout_not_every_call(cluste
         assert kraft._resolved("brokers.headless", 9092) == [answers[1], answers[0]]
     finally:
         frozen.process.send_signal(signal.SIGCONT)
-
-
-def test_the_canary_writes_every_partition_and_a_frozen_follower_shows_at_once_not_when_it_thaws(
-        cluster: LocalKafkaCluster):
-    # Given the canary topic, one partition led by each broker, made with the operator's admin client (once every
-    # broker is registered again after the tests before: a placement naming a fenced one is refused)
-    admin = KafkaAdmin(Connection(cluster.bootstrap_servers))
-    wait_for(admin.registered_brokers, lambda found: found == {0, 1, 2}, 60, "every broker registered")
-    assert admin.create_placed_topic(CANARY_TOPIC, ((0, 1, 2), (1, 2, 0), (2, 0, 1)), {"min.insync.replicas": "2"}) \
-        is None
-    kafka_admin.wait_fully_in_sync(cluster.admin(), CANARY_TOPIC)
-    described = wait_for(admin.topic_state, lambda found: len([p for p in found[0] if p.topic == CANARY_TOPIC]) == 3,
-                         30, "the canary topic's partitions")[0]
-    assert {p.partition: p.leader for p in described if p.topic == CANARY_TOPIC} == {0: 0, 1: 1, 2: 2}
-    # When the canary runs (a record to each partition every 50 ms, figures of the last 5 s)
-    running = Canary("ns", "clients", CanarySettings(Connection(cluster.bootstrap_servers), 0.05, 5)).start()
-    try:
-        # Then, once its first window (connections being made) has passed, its writes are acknowledged and read
-        # back in well under a second, with nothing failed
-        calm = wait_for(running.reading, lambda r: r.written >= 150 and (r.produce_p99_ms or 10**6) < 1000
-                        and (r.end_to_end_p99_ms or 10**6) < 1000, 60, "calm figures", interval=1)
-        assert calm.failed == 0
-        # And Kafka's own consumer finds its records in every partition
-        for partition in range(3):
-            found = cluster.tool("kafka-console-consumer.sh", "--bootstrap-server", cluster.bootstrap_servers,
-                                 "--topic", CANARY_TOPIC, "--partition", str(partition), "--offset", "0",
-                                 "--max-messages", "3", "--timeout-ms", "20000").stdout
-            assert len(re.findall(r"^[0-9a-f]{8}:\d+$", found, re.MULTILINE)) == 3
-        # When a broker freezes (a GC pause, a stuck disk): still registered and in every ISR for seconds
-        frozen = cluster.brokers[1].process
-        assert frozen is not None
-        frozen.send_signal(signal.SIGSTOP)
-        try:
-            # Then the writes waiting on it count at their age: the p99 passes 2 s while none has come back yet
-            stalled = wait_for(running.reading, lambda r: (r.produce_p99_ms or 0) > 2000, 8,
-                               "the stall seen in the write p99")
-            assert (stalled.end_to_end_p99_ms or 0) > 2000
-        finally:
-            frozen.send_signal(signal.SIGCONT)
-        # And once it is back, the figures of the next window are calm again
-        wait_for(running.reading, lambda r: (r.produce_p99_ms or 10**6) < 1000 and (r.end_to_end_p99_ms or 10**6)
-                 < 1000, 60, "calm figures after the thaw", interval=1)
-        assert REGISTRY.get_sample_value("krafty_canary_produce_latency_seconds_count",
-                                         {"namespace": "ns", "cluster": "clients"}) >= calm.written
-    finally:
-        running.stop()
-    # And a stopped canary leaves no series behind
-    assert not running.running
-    assert REGISTRY.get_sample_value("krafty_canary_produce_latency_seconds_count",
-                                     {"namespace": "ns", "cluster": "clients"}) is None
