@@ -322,6 +322,39 @@ def test_deleting_a_pod_runs_prestop_and_sigterm_kills_at_the_grace_period_and_k
     assert GRACE_SECONDS - 0.5 <= killed_at - deleted_at <= GRACE_SECONDS + 3
 
 
+def _cpu_rate(cluster: KubeCluster, namespace: str, pod: str, seconds: float = 4) -> float:
+    """CPUs the pod's container used over the next few seconds (its cgroup's cpuacct)."""
+    before, began = cluster.cpu_seconds(namespace, pod), time.monotonic()
+    time.sleep(seconds)
+    return (cluster.cpu_seconds(namespace, pod) - before) / (time.monotonic() - began)
+
+
+def test_a_pods_cpu_can_be_capped_and_the_cap_lifted_without_a_restart(kube_cluster: KubeCluster,
+                                                                        echo_set: str) -> None:
+    # Given a process spinning in echo-set-2's container for 30 s (exec runs it in the container's cgroup)
+    pod = "echo-set-2"
+    uid = kube_cluster.kubectl("get", "pod", "-n", echo_set, pod, "-o", "jsonpath={.metadata.uid}")
+    kube_cluster.kubectl("exec", "-n", echo_set, pod, "--", "sh", "-c",
+                         "nohup timeout 30 sh -c 'while :; do :; done' >/dev/null 2>&1 &")
+    try:
+        free = _cpu_rate(kube_cluster, echo_set, pod)
+        # When it is capped at 5% of a CPU (the testkit's way to starve a broker), Then it gets no more
+        kube_cluster.limit_cpu(echo_set, pod, 5)
+        time.sleep(1)
+        capped = _cpu_rate(kube_cluster, echo_set, pod)
+        # And once lifted, it runs freely again, in the same pod
+        kube_cluster.limit_cpu(echo_set, pod, None)
+        lifted = _cpu_rate(kube_cluster, echo_set, pod)
+    finally:
+        kube_cluster.limit_cpu(echo_set, pod, None)
+    print(f"\nCPUs used by a spinning process: free {free:.2f}, capped at 5% {capped:.2f}, lifted {lifted:.2f}")
+    # (free: a whole CPU when the machine is otherwise idle, as in CI; three times the cap at least when busy)
+    assert capped < 0.07
+    assert free > 0.15
+    assert lifted > 0.15
+    assert kube_cluster.kubectl("get", "pod", "-n", echo_set, pod, "-o", "jsonpath={.metadata.uid}") == uid
+
+
 def _node_ready(cluster: KubeCluster, node: str) -> str:
     conditions = cluster.kubectl_json("get", "node", node)["status"]["conditions"]
     return next(c["status"] for c in conditions if c["type"] == "Ready")
