@@ -145,3 +145,80 @@ def test_describe_log_dirs_answer_gives_each_directorys_volume_and_whether_it_is
     assert wire.decode_describe_log_dirs(wire.Reader(body.bytes())) == (
         wire.LogDir("/var/lib/kafka/data", 2 * 2**30, 2**29), wire.LogDir("/mnt/bad", -1, -1, "KAFKA_STORAGE_ERROR"))
     assert [d.online for d in wire.decode_describe_log_dirs(wire.Reader(body.bytes()))] == [True, False]
+
+
+def test_metadata_asks_for_every_topic_without_creating_any():
+    # topics null (0), allow auto creation false, no authorized operations, no tags
+    assert wire.encode_metadata().bytes() == bytes([0, 0, 0, 0])
+
+
+def _metadata_topic(w: wire.Writer, row: tuple[int, str, list[tuple[int, int, list[int], list[int]]]]) -> None:
+    code, name, partitions = row
+
+    def ints(p: wire.Writer, values: list[int]) -> None:
+        p.compact_array(values, lambda q, v: q.int32(v))
+
+    def partition(p: wire.Writer, part: tuple[int, int, list[int], list[int]]) -> None:
+        p.int16(0).int32(part[0]).int32(part[1]).int32(7)
+        ints(p, part[2])
+        ints(p, part[3])
+        ints(p, [])
+        p.tags()
+
+    w.int16(code).compact_string(name).uuid("AAAAAAAAAAAAAAAAAAAAAQ").int8(0)
+    w.compact_array(partitions, partition).int32(-2147483648).tags()
+
+
+def test_metadata_answer_gives_each_topics_partitions_in_order_and_leaves_out_failed_topics():
+    brokers = [(1, "b1", 9092, "zone-a"), (2, "b2", 9092, None)]
+    topics = [(0, "orders", [(1, 2, [2, 1], [2]), (0, -1, [1, 2], [])]), (3, "gone", [])]
+    body = (wire.Writer().int32(0)
+            .compact_array(brokers, lambda w, b: w.int32(b[0]).compact_string(b[1]).int32(b[2])
+                           .compact_string(b[3]).tags())
+            .compact_string("cluster").int32(1).compact_array(topics, _metadata_topic).tags())
+    partitions = (wire.PartitionMetadata(0, -1, (1, 2), ()), wire.PartitionMetadata(1, 2, (2, 1), (2,)))
+    assert wire.decode_metadata(wire.Reader(body.bytes())) == {
+        "orders": wire.TopicMetadata("AAAAAAAAAAAAAAAAAAAAAQ", partitions)}
+
+
+def test_describe_topic_configs_asks_for_every_key_without_synonyms_or_documentation():
+    assert wire.encode_describe_topic_configs(["a"]).bytes() == bytes([2, 2, 2, ord("a"), 0, 0, 0, 0, 0])
+
+
+Entry = tuple[str, str | None, int, list[tuple[str, str, int]]]  # name, value, source, synonyms
+
+
+def _config_result(w: wire.Writer, row: tuple[int, str, list[Entry]]) -> None:
+    code, name, entries = row
+
+    def entry(e: wire.Writer, item: Entry) -> None:
+        e.compact_string(item[0]).compact_string(item[1]).int8(0).int8(item[2]).int8(0)
+        e.compact_array(item[3], lambda s, syn: s.compact_string(syn[0]).compact_string(syn[1]).int8(syn[2]).tags())
+        e.int8(2).compact_string("what it does " * 20)
+        e.uvarint(1).uvarint(0).uvarint(2).parts.append(b"xy")  # one unknown tagged field, skipped
+
+    w.int16(code).compact_string("refused" if code else None).int8(2).compact_string(name)
+    w.compact_array(entries, entry).tags()
+
+
+def test_describe_topic_configs_answer_keeps_the_topics_own_configs_and_its_effective_min_isr():
+    long_value = "x" * 300  # a length of two varint bytes
+    rows = [
+        (0, "orders", [("cleanup.policy", "compact", 1, []), ("min.insync.replicas", "2", 5, []),
+                       ("retention.ms", long_value, 1, [("retention.ms", long_value, 1), ("log.retention.ms", "1", 4)]),
+                       ("segment.bytes", "1073741824", 5, []), ("sensitive", None, 1, [])]),
+        (0, "defaults", [("min.insync.replicas", "1", 5, [])]),
+        (3, "just-deleted", []),
+    ]
+    body = wire.Writer().int32(0).compact_array(rows, _config_result).tags()
+    reader = wire.Reader(body.bytes())
+    assert wire.decode_describe_topic_configs(reader) == {
+        "orders": wire.TopicConfig({"cleanup.policy": "compact", "retention.ms": long_value}, 2),
+        "defaults": wire.TopicConfig({}, 1)}
+    assert reader.pos == len(reader.data)
+
+
+def test_describe_topic_configs_answer_raises_any_error_but_an_unknown_topic():
+    body = wire.Writer().int32(0).compact_array([(29, "secret", [])], _config_result).tags()
+    with pytest.raises(wire.KafkaProtocolError, match="DescribeConfigs of secret: error 29: refused"):
+        wire.decode_describe_topic_configs(wire.Reader(body.bytes()))

@@ -17,7 +17,6 @@ from typing import Any, Generic, TypeVar, cast
 from confluent_kafka import (
     ElectionType,
     KafkaException,
-    TopicCollection,
     TopicPartition,
 )
 from confluent_kafka.admin import (
@@ -35,6 +34,7 @@ from krafty import metrics, naming
 from krafty.clients import kraft
 from krafty.clients.connection import Connection
 from krafty.clients.errors import KafkaUnavailable, describe_error
+from krafty.kraft_wire import KafkaProtocolError
 from krafty.observed import PartitionState
 
 log = logging.getLogger(__name__)
@@ -83,7 +83,7 @@ def _kafka_call(method: F) -> F:
         with self._lock:
             try:
                 result = method(self, *args, **kwargs)
-            except (KafkaException, FutureTimeout, ConnectionError) as error:
+            except (KafkaException, FutureTimeout, ConnectionError, KafkaProtocolError) as error:
                 if self._recycler.failed():
                     log.warning("Kafka admin client for %s failed for %.0fs: replacing it", self.bootstrap_servers,
                                 RECYCLE_AFTER)
@@ -112,47 +112,24 @@ class KafkaAdmin:
         return {node.id for node in description.nodes}
 
     @_kafka_call
-    def topic_configs(self, topics: Iterable[str], keys: set[str] | None = None) -> dict[str, dict[str, ConfigEntry]]:
-        """Config entries of the given topics (optionally only some keys)."""
-        resources = [ConfigResource(ResourceType.TOPIC, topic) for topic in topics]
-        if not resources:
-            return {}
-        out = {}
-        for resource, future in self.client.describe_configs(resources, request_timeout=TIMEOUT).items():
-            try:
-                entries = future.result(timeout=TIMEOUT + 5)
-            except KafkaException as error:
-                if "UNKNOWN_TOPIC" in str(error):
-                    continue  # just created or deleted: not known to every broker yet
-                raise
-            out[resource.name] = {k: v for k, v in entries.items() if keys is None or k in keys}
-        return out
-
-    @_kafka_call
     def topic_state(self) -> tuple[tuple[PartitionState, ...], frozenset[str] | None]:
         """Every partition with its leader, replicas, ISR and its topic's min.insync.replicas; and the topics
         with replication throttles set (None when topic configs could not be read)."""
-        metadata = self.client.list_topics(timeout=TIMEOUT)
-        topics = {name: t for name, t in metadata.topics.items() if t.error is None}
+        metadata = kraft.topic_metadata(self.connection)
         throttled: frozenset[str] | None = None
         try:
-            configs = self.topic_configs(topics, {"min.insync.replicas", *naming.THROTTLED_REPLICAS_KEYS})
+            configs = kraft.topic_configs(self.connection, sorted(metadata))
         except KafkaUnavailable as error:
-            # librdkafka sends this to the broker it believes is the controller, which may be the one
-            # restarting: the last values read stand in, and a topic never read counts as needing
-            # every replica in sync (the safe side for a roll).
+            # A broker restarting may take the request and not answer: the last values read stand in, and a
+            # topic never read counts as needing every replica in sync (the safe side for a roll).
             log.info("topic configs unreadable (%s); using the last min.insync.replicas read", error)
         else:
-            self._min_isr.update({name: int(entries["min.insync.replicas"].value or 1)
-                                  for name, entries in configs.items()})
-            throttled = frozenset(name for name, entries in configs.items()
-                                  if any(entries[k].value for k in naming.THROTTLED_REPLICAS_KEYS if k in entries))
-        out = []
-        for name, topic in sorted(topics.items()):
-            for p in sorted(topic.partitions.values(), key=lambda x: x.id):
-                out.append(PartitionState(name, p.id, p.leader, tuple(p.replicas), tuple(p.isrs),
-                                          self._min_isr.get(name, len(p.replicas))))
-        return tuple(out), throttled
+            self._min_isr.update({name: config.min_isr for name, config in configs.items()})
+            throttled = frozenset(name for name, config in configs.items()
+                                  if any(config.overrides.get(k) for k in naming.THROTTLED_REPLICAS_KEYS))
+        return tuple(PartitionState(name, p.partition, p.leader, p.replicas, p.isr,
+                                    self._min_isr.get(name, len(p.replicas)))
+                     for name, topic in sorted(metadata.items()) for p in topic.partitions), throttled
 
     @_kafka_call
     def dynamic_cluster_defaults(self, broker: int) -> dict[str, str]:
@@ -197,34 +174,21 @@ class KafkaAdmin:
         """Topic id, partitions and the configuration set on the topic itself, of each existing topic among `names`
         whose configuration could be read (one config read gives both each partition's min.insync.replicas and the
         overrides; a topic just created or deleted may be left out)."""
-        wanted = sorted(set(names))
+        wanted = set(names)
         if not wanted:
             return {}
-        existing = set(self.client.list_topics(timeout=TIMEOUT).topics)
-        wanted = [n for n in wanted if n in existing]
-        if not wanted:
-            return {}
-        configs = self.topic_configs(wanted)
-        out = {}
-        futures = self.client.describe_topics(TopicCollection([n for n in wanted if n in configs]),
-                                              request_timeout=TIMEOUT)
-        for name, future in futures.items():
-            try:
-                description = future.result(timeout=TIMEOUT + 5)
-            except KafkaException:
-                continue  # deleted meanwhile
-            min_isr = int(configs[name]["min.insync.replicas"].value or 1)
-            partitions = tuple(
-                PartitionState(name, p.id, p.leader.id if p.leader is not None else -1,
-                               tuple(r.id for r in p.replicas), tuple(r.id for r in p.isr), min_isr)
-                for p in sorted(description.partitions, key=lambda x: x.id))
-            out[name] = (str(description.topic_id), partitions, _overrides(configs[name]))
-        return out
+        metadata = kraft.topic_metadata(self.connection)
+        configs = kraft.topic_configs(self.connection, sorted(wanted & set(metadata)))
+        return {name: (metadata[name].topic_id,
+                       tuple(PartitionState(name, p.partition, p.leader, p.replicas, p.isr, config.min_isr)
+                             for p in metadata[name].partitions),
+                       config.overrides)
+                for name, config in configs.items()}
 
     @_kafka_call
     def topic_overrides(self, names: Iterable[str]) -> dict[str, dict[str, str]]:
         """The configuration set on each topic itself (not inherited from the brokers)."""
-        return {name: _overrides(entries) for name, entries in self.topic_configs(names).items()}
+        return {name: config.overrides for name, config in kraft.topic_configs(self.connection, sorted(names)).items()}
 
     @_kafka_call
     def create_topics(self, topics: Iterable[tuple[str, int, int, dict[str, str]]],
@@ -305,11 +269,6 @@ class KafkaAdmin:
 
 
 A = TypeVar("A", bound=KafkaAdmin)
-
-
-def _overrides(entries: Mapping[str, ConfigEntry]) -> dict[str, str]:
-    source = ConfigSource.DYNAMIC_TOPIC_CONFIG.value
-    return {key: str(entry.value) for key, entry in entries.items() if _source(entry) == source}
 
 
 class AdminPool(Generic[A]):

@@ -133,7 +133,9 @@ _NAMES = {wire.DESCRIBE_QUORUM: "DescribeQuorum", wire.DESCRIBE_CLUSTER: "Descri
           wire.DESCRIBE_CLIENT_QUOTAS: "DescribeClientQuotas", wire.ALTER_CLIENT_QUOTAS: "AlterClientQuotas",
           wire.FIND_COORDINATOR: "FindCoordinator", wire.OFFSET_FETCH: "OffsetFetch",
           wire.API_VERSIONS: "ApiVersions", wire.UPDATE_FEATURES: "UpdateFeatures",
-          wire.DESCRIBE_LOG_DIRS: "DescribeLogDirs"}
+          wire.DESCRIBE_LOG_DIRS: "DescribeLogDirs", wire.METADATA: "Metadata",
+          wire.DESCRIBE_CONFIGS: "DescribeConfigs"}
+CONFIG_BATCH = 1000  # topics per DescribeConfigs request (an answer of about 2 MiB)
 
 
 def describe_brokers(servers: Target, timeout: float = 10.0) -> tuple[wire.Broker, ...]:
@@ -146,6 +148,20 @@ def log_dirs(broker: Target, timeout: float = 10.0) -> tuple[wire.LogDir, ...]:
     """The log directories of the broker asked (each broker answers for its own), with their volumes' sizes."""
     return call(broker, wire.DESCRIBE_LOG_DIRS, 4, wire.encode_describe_log_dirs(), wire.decode_describe_log_dirs,
                 timeout)
+
+
+def topic_metadata(brokers: Target, timeout: float = 30.0) -> dict[str, wire.TopicMetadata]:
+    """Every topic's id and partitions (leader, replicas, ISR), as the broker asked knows them."""
+    return call(brokers, wire.METADATA, 12, wire.encode_metadata(), wire.decode_metadata, timeout)
+
+
+def topic_configs(brokers: Target, topics: Sequence[str], timeout: float = 30.0) -> dict[str, wire.TopicConfig]:
+    """The configs set on each topic and its effective min.insync.replicas; a topic not known (yet) is left out."""
+    out: dict[str, wire.TopicConfig] = {}
+    for start in range(0, len(topics), CONFIG_BATCH):
+        body = wire.encode_describe_topic_configs(topics[start:start + CONFIG_BATCH])
+        out.update(call(brokers, wire.DESCRIBE_CONFIGS, 4, body, wire.decode_describe_topic_configs, timeout))
+    return out
 
 
 def describe_quorum(servers: Target, timeout: float = 10.0) -> wire.Quorum:

@@ -2,8 +2,9 @@
 
 confluent-kafka covers topics, configs, groups, offsets, ACLs, SCRAM credentials and leader election;
 it has no committed offsets of many groups in one request, no log-dir sizes, no client quotas, DescribeQuorum,
-DescribeCluster
-with fenced brokers, RemoveRaftVoter, UnregisterBroker or partition reassignment calls. These are small
+DescribeCluster with fenced brokers, RemoveRaftVoter, UnregisterBroker or partition reassignment calls, and
+its topic metadata and config answers cost a Python object per replica and per config entry (see
+krafty.kraft_wire.topics). These are small
 flexible-version messages, encoded here as pure functions from typed values to
 bytes and back, and sent by krafty.clients.kraft. Field order follows Kafka's
 message definitions (clients/src/main/resources/common/message/*.json).
@@ -81,6 +82,17 @@ from krafty.kraft_wire.quotas import (
     encode_alter_user_quotas,
     encode_describe_user_quotas,
 )
+from krafty.kraft_wire.topics import (
+    DESCRIBE_CONFIGS,
+    METADATA,
+    PartitionMetadata,
+    TopicConfig,
+    TopicMetadata,
+    decode_describe_topic_configs,
+    decode_metadata,
+    encode_describe_topic_configs,
+    encode_metadata,
+)
 
 __all__ = [
     "ADD_RAFT_VOTER",
@@ -89,12 +101,14 @@ __all__ = [
     "API_VERSIONS",
     "DESCRIBE_CLIENT_QUOTAS",
     "DESCRIBE_CLUSTER",
+    "DESCRIBE_CONFIGS",
     "DESCRIBE_LOG_DIRS",
     "DESCRIBE_QUORUM",
     "ERROR_NAMES",
     "FIND_COORDINATOR",
     "INCREMENTAL_ALTER_CONFIGS",
     "LIST_PARTITION_REASSIGNMENTS",
+    "METADATA",
     "METADATA_TOPIC",
     "METADATA_VERSION",
     "OFFSET_FETCH",
@@ -107,9 +121,12 @@ __all__ = [
     "KafkaProtocolError",
     "LogDir",
     "OngoingReassignment",
+    "PartitionMetadata",
     "Quorum",
     "Reader",
     "ReplicaState",
+    "TopicConfig",
+    "TopicMetadata",
     "TopicPartition",
     "Writer",
     "decode_alter_configs",
@@ -118,10 +135,12 @@ __all__ = [
     "decode_describe_cluster",
     "decode_describe_log_dirs",
     "decode_describe_quorum",
+    "decode_describe_topic_configs",
     "decode_describe_user_quotas",
     "decode_finalized_features",
     "decode_find_coordinators",
     "decode_list_reassignments",
+    "decode_metadata",
     "decode_offset_fetch",
     "decode_simple",
     "decode_update_features",
@@ -133,9 +152,11 @@ __all__ = [
     "encode_describe_cluster",
     "encode_describe_log_dirs",
     "encode_describe_quorum",
+    "encode_describe_topic_configs",
     "encode_describe_user_quotas",
     "encode_find_coordinators",
     "encode_list_reassignments",
+    "encode_metadata",
     "encode_offset_fetch",
     "encode_remove_raft_voter",
     "encode_unregister_broker",

@@ -1,0 +1,190 @@
+"""Every topic's partitions (Metadata v12) and the configuration set on each topic (DescribeConfigs v4), read
+by the topic and cluster passes each time they look.
+
+librdkafka answers both, but as a Python object per config entry (about forty per topic, each with its
+synonyms) and per replica: at thousands of topics that was most of a calm pass. Here the answers are read
+straight from the bytes, keeping only what the passes use: each partition's leader, replicas and ISR, and of
+the configs, those set on the topic itself and the effective min.insync.replicas. Synonyms and documentation
+are not asked for.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from krafty.kraft_wire.codec import ERROR_NAMES, Reader, Writer, check
+
+METADATA = 3
+DESCRIBE_CONFIGS = 32
+TOPIC_RESOURCE = 2
+DYNAMIC_TOPIC_CONFIG = 1  # a config's source: set on the topic itself
+UNKNOWN_TOPIC = 3
+_MIN_ISR = b"min.insync.replicas"
+
+
+class PartitionMetadata(NamedTuple):  # (a tuple: tens of thousands are made each pass)
+    partition: int
+    leader: int  # -1 when offline
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class TopicMetadata:
+    topic_id: str
+    partitions: tuple[PartitionMetadata, ...]  # in order
+
+
+@dataclass(frozen=True)
+class TopicConfig:
+    overrides: dict[str, str]  # the configs set on the topic itself
+    min_isr: int  # the effective min.insync.replicas (the topic's own, or the brokers')
+
+
+# -- reading straight from the bytes ---------------------------------------------------------------------------
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    """An unsigned varint at `pos`: its value and the position after it."""
+    shift = value = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, pos
+        shift += 7
+
+
+def _skip_tags(data: bytes, pos: int) -> int:
+    count, pos = _varint(data, pos)
+    for _ in range(count):
+        _, pos = _varint(data, pos)
+        size, pos = _varint(data, pos)
+        pos += size
+    return pos
+
+
+def _skip_string(data: bytes, pos: int) -> int:
+    size, pos = _varint(data, pos)
+    return pos + max(size - 1, 0)
+
+
+# -- Metadata v12 --------------------------------------------------------------------------------------------------
+
+def encode_metadata() -> Writer:
+    """Every topic (a null list), none created by asking, no authorized operations."""
+    return Writer().uvarint(0).int8(0).int8(0).tags()
+
+
+def _int32_array(data: bytes, pos: int) -> tuple[tuple[int, ...], int]:
+    size, pos = _varint(data, pos)
+    if size <= 1:
+        return (), pos
+    return struct.unpack_from(f">{size - 1}i", data, pos), pos + 4 * (size - 1)
+
+
+def _partitions(data: bytes, pos: int) -> tuple[list[PartitionMetadata], int]:
+    count, pos = _varint(data, pos)
+    out = []
+    for _ in range(count - 1):
+        _, index, leader, _ = struct.unpack_from(">hiii", data, pos)  # error, index, leader, leader epoch
+        replicas, pos = _int32_array(data, pos + 14)
+        isr, pos = _int32_array(data, pos)
+        _, pos = _int32_array(data, pos)  # offline replicas
+        pos = _skip_tags(data, pos)
+        out.append(PartitionMetadata(index, leader, replicas, isr))
+    return out, pos
+
+
+def decode_metadata(r: Reader) -> dict[str, TopicMetadata]:
+    """Each topic the broker knows (one being deleted, or not yet ready, is left out)."""
+    r.int32()  # throttle time
+
+    def broker(b: Reader) -> None:
+        b.int32()
+        b.compact_string()
+        b.int32()
+        b.compact_string()
+        b.skip_tags()
+
+    r.compact_array(broker)
+    r.compact_string()  # cluster id
+    r.int32()  # controller id
+    out: dict[str, TopicMetadata] = {}
+    data = r.data
+    count, pos = _varint(data, r.pos)
+    for _ in range(count - 1):
+        (code,) = struct.unpack_from(">h", data, pos)
+        r.pos = pos + 2
+        name, topic_id = r.compact_string(), r.uuid()
+        partitions, pos = _partitions(data, r.pos + 1)  # (after is-internal)
+        pos = _skip_tags(data, pos + 4)  # (after the authorized operations)
+        if code == 0 and name is not None:
+            out[name] = TopicMetadata(topic_id, tuple(sorted(partitions)))
+    r.pos = _skip_tags(data, pos)
+    return out
+
+
+# -- DescribeConfigs v4 --------------------------------------------------------------------------------------------
+
+def encode_describe_topic_configs(topics: Sequence[str]) -> Writer:
+    """Every config of each topic, without synonyms or documentation."""
+    def resource(w: Writer, name: str) -> None:
+        w.int8(TOPIC_RESOURCE).compact_string(name).uvarint(0).tags()  # (null keys: all of them)
+
+    return Writer().compact_array(list(topics), resource).int8(0).int8(0).tags()
+
+
+def _configs(data: bytes, pos: int) -> tuple[TopicConfig, int]:
+    """One topic's config entries: those set on the topic and min.insync.replicas are kept, the rest skipped
+    (most of the answer: this loop is the pass's cost at thousands of topics)."""
+    count, pos = _varint(data, pos)
+    overrides: dict[str, str] = {}
+    min_isr = 1
+    for _ in range(count - 1):
+        size, pos = _varint(data, pos)
+        name = data[pos:pos + size - 1]
+        pos += size - 1
+        size, pos = _varint(data, pos)
+        value = data[pos:pos + size - 1] if size else None
+        pos += max(size - 1, 0) + 1  # the value, then read-only
+        source = data[pos]
+        pos += 2  # source, sensitive
+        synonyms, pos = _varint(data, pos)
+        for _ in range(synonyms - 1):  # (none asked for; skipped if a broker sends them anyway)
+            pos = _skip_string(data, pos)
+            pos = _skip_string(data, pos)
+            pos = _skip_tags(data, pos + 1)
+        pos = _skip_tags(data, _skip_string(data, pos + 1))  # type, documentation, tags
+        if value is not None:
+            if source == DYNAMIC_TOPIC_CONFIG:
+                overrides[name.decode()] = value.decode()
+            if name == _MIN_ISR:
+                min_isr = int(value)
+    return TopicConfig(overrides, min_isr), pos
+
+
+def decode_describe_topic_configs(r: Reader) -> dict[str, TopicConfig]:
+    """Each topic's configuration; a topic the broker does not know (just created, or deleted) is left out,
+    any other error is raised."""
+    data = r.data
+    pos = r.pos + 4  # throttle time
+    count, pos = _varint(data, pos)
+    out: dict[str, TopicConfig] = {}
+    for _ in range(count - 1):
+        (code,) = struct.unpack_from(">h", data, pos)
+        r.pos = pos + 2
+        message = r.compact_string()
+        r.int8()  # resource type
+        name = r.compact_string() or ""
+        config, pos = _configs(data, r.pos)
+        pos = _skip_tags(data, pos)
+        if code == 0:
+            out[name] = config
+        elif code != UNKNOWN_TOPIC:
+            check(f"DescribeConfigs of {name}", code, message or ERROR_NAMES.get(code))
+    r.pos = _skip_tags(data, pos)
+    return out
