@@ -66,9 +66,6 @@ class LagReader:
         with self._lock:
             try:
                 listed = self._admin.list_consumer_groups(request_timeout=TIMEOUT).result(timeout=TIMEOUT + 5)
-                # A fresh metadata request: it also refreshes the leader epochs that ListOffsets sends (after a
-                # roll, librdkafka's own refresh comes minutes later and every log range would be refused)
-                self._admin.list_topics(timeout=TIMEOUT)
             except (KafkaException, FutureTimeout) as error:
                 if self._admin_recycler.failed():
                     self._admin = AdminClient(admin_config(self.connection, CLIENT_ID))
@@ -85,6 +82,8 @@ class LagReader:
                     log.info("committed offsets of group %s unreadable: %s", group, answer.error)
                     unknown_groups.add(group)
             wanted = {tp for offsets in committed.values() for tp in offsets}
+            if wanted:  # (every topic's metadata: at thousands of partitions, not for nothing)
+                self._refresh_metadata()
             logs = self.log_ranges(wanted)
             at = time.time()
             return LagRead(committed, frozenset(unknown_groups), logs, selected, at,
@@ -131,14 +130,19 @@ class LagReader:
             return {}
         ranges = self._list_offsets(wanted)
         failed = [tp for tp, value in ranges.items() if value is None]
-        if failed:
-            try:
-                self._admin.list_topics(timeout=TIMEOUT)
-            except KafkaException as error:
-                log.info("metadata refresh failed: %s", describe_error(error))
-                return ranges
+        if failed and self._refresh_metadata():
             ranges.update(self._list_offsets(failed))
         return ranges
+
+    def _refresh_metadata(self) -> bool:
+        """A fresh metadata request: it refreshes the leader epochs that ListOffsets sends (after a roll,
+        librdkafka's own refresh comes minutes later and every log range would be refused)."""
+        try:
+            self._admin.list_topics(timeout=TIMEOUT)
+        except KafkaException as error:
+            log.info("metadata refresh failed: %s", describe_error(error))
+            return False
+        return True
 
     def _list_offsets(self, wanted: list[TopicPartitionKey]) -> dict[TopicPartitionKey, LogRange | None]:
         found: dict[TopicPartitionKey, list[int | None]] = {tp: [None, None] for tp in wanted}
