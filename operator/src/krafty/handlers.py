@@ -40,6 +40,7 @@ from krafty.reconcile.lag import LagPass
 from krafty.reconcile.topics import TopicReconciler
 from krafty.reconcile.users import UserReconciler
 from krafty.scheduler import Scheduler
+from krafty.watched import Watched
 
 BUSY_INTERVAL = 5.0
 IDLE_INTERVAL = 30.0
@@ -126,7 +127,8 @@ class Operator:
         self.clusters = ClusterReconciler(self.kube, settings)
         locate = connection.fixed(override) if override else connection.in_cluster(self.kube, settings.cluster_domain)
         self.topic_admins = AdminPool(KafkaAdmin)
-        self.topics = TopicReconciler(self.kube, locate, self.topic_admins.get)
+        self.watched_topics = Watched()
+        self.topics = TopicReconciler(self.kube, locate, self.topic_admins.get, self.watched_topics.in_namespace)
         self.user_admins = AdminPool(UserAdmin)
         self.users = UserReconciler(self.kube, locate, self.user_admins.get, cluster_domain=settings.cluster_domain)
         self.lag = LagPass(self.kafka_connection, self.tell_cluster, _group_selection())
@@ -303,8 +305,14 @@ def _look_at_cluster_of(memo: kopf.Memo, kind: str, job: str, type: str | None, 
 
 
 @kopf.on.event(naming.GROUP, naming.VERSION, naming.TOPIC_PLURAL)
-def topic_event(type: str | None, body: kopf.Body, spec: Mapping[str, Any], namespace: str | None,
+def topic_event(type: str | None, body: kopf.Body, spec: Mapping[str, Any], namespace: str | None, name: str,
                 memo: kopf.Memo, **_: Any) -> None:
+    """Every event, the operator's own status writes too, keeps the topic pass's view (krafty.watched) current."""
+    watched = _operator(memo).watched_topics
+    if type == "DELETED":
+        watched.gone(str(namespace), name)
+    else:
+        watched.saw(body)
     _look_at_cluster_of(memo, naming.TOPIC_KIND, "topics", type, body, spec, namespace)
 
 

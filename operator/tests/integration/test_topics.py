@@ -114,6 +114,32 @@ def run_until(reconciler: TopicReconciler, done: Any, what: str, timeout: float 
     wait_for(lambda: (reconciler.reconcile(NS, CLUSTER), done())[1], bool, timeout, what, interval=1)
 
 
+def test_a_pass_on_a_view_one_write_behind_never_replaces_anothers_finalizer(apiserver, kube, kafka, reconciler):
+    # Given the body of a new Topic as a watch delivered it, then another controller's finalizer added since
+    apply(apiserver, "behind", partitions=1, replicas=3)
+    seen = kube.get("Topic", "behind", NS)
+    assert seen is not None
+    assert not seen["metadata"].get("finalizers")
+    other = "example.com/keep"
+    apiserver.kubectl("patch", "topic", "behind", "-n", NS, "--type=json",
+                      "-p", json.dumps([{"op": "add", "path": "/metadata/finalizers", "value": [other]}]))
+    # When a pass runs on that view (it would add its finalizer as the whole list)
+    behind = TopicReconciler(reconciler.kube, reconciler.locate, reconciler.admin, lambda namespace: [seen])
+    behind.reconcile(NS, CLUSTER)
+    # Then the other finalizer stays, and the pass still did its work: the topic exists, the status says so
+    current = kube.get("Topic", "behind", NS)
+    assert current is not None
+    assert current["metadata"]["finalizers"] == [other]
+    assert status(kube, "behind")["topicName"] == "behind"
+    # And the next pass, on the current view, holds its own beside it
+    reconciler.reconcile(NS, CLUSTER)
+    current = kube.get("Topic", "behind", NS)
+    assert current is not None
+    assert current["metadata"]["finalizers"] == [other, naming.TOPIC_FINALIZER]
+    apiserver.kubectl("patch", "topic", "behind", "-n", NS, "--type=json",
+                      "-p", json.dumps([{"op": "remove", "path": "/metadata/finalizers/0"}]))
+
+
 def test_create_grow_and_configure(apiserver, kube, kafka, reconciler):
     # Given a Topic resource, When the reconciler runs, Then the topic exists as declared
     apply(apiserver, "orders", partitions=3, replicas=3, config={"retention.ms": 3600000, "cleanup.policy": "delete"})

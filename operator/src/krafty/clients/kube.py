@@ -124,14 +124,22 @@ class Kube:
         return True
 
     def hold(self, kind: str, body: dict[str, Any], finalizer: str) -> bool:
-        """Adds the finalizer unless the object has it; returns whether it was added."""
+        """Adds the finalizer unless the object has it; returns whether it was added. Only to the version read:
+        a body read from a watch may be older than the object (another finalizer added since, which the
+        patch would replace), and then nothing changes until a pass sees the newer one."""
         meta = body["metadata"]
         present = meta.get("finalizers") or []
         if finalizer in present:
             return False
         patch = ([{"op": "add", "path": "/metadata/finalizers/-", "value": finalizer}] if present else
                  [{"op": "add", "path": "/metadata/finalizers", "value": [finalizer]}])
-        self._json_patch(kind, meta, patch)
+        try:
+            self._json_patch(kind, meta, [{"op": "test", "path": "/metadata/resourceVersion",
+                                           "value": meta["resourceVersion"]}, *patch])
+        except ApiException as error:
+            if error.status in (404, 422):  # gone, or changed since it was read (the test failed)
+                return False
+            raise
         return True
 
     def let_go(self, kind: str, body: dict[str, Any], finalizer: str) -> bool:
@@ -141,7 +149,13 @@ class Kube:
         if finalizer not in present:
             return False
         path = f"/metadata/finalizers/{present.index(finalizer)}"
-        self._json_patch(kind, meta, [{"op": "test", "path": path, "value": finalizer}, {"op": "remove", "path": path}])
+        try:
+            self._json_patch(kind, meta, [{"op": "test", "path": path, "value": finalizer},
+                                          {"op": "remove", "path": path}])
+        except ApiException as error:
+            if error.status in (404, 422):  # gone, or its finalizers changed since it was read (the test failed)
+                return False
+            raise
         return True
 
     def _json_patch(self, kind: str, meta: dict[str, Any], patch: Sequence[dict[str, Any]]) -> None:

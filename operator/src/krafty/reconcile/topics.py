@@ -8,7 +8,8 @@ changes. A slow or invalid topic only marks its own resource.
 
 The pass also holds each Topic's finalizer and lets deleted ones go, the Kafka
 topics of those with deletionPolicy Delete deleted first in one request; kopf
-only watches, so a new Topic costs the API server no writes of kopf's own.
+only watches, so a new Topic costs the API server no writes of kopf's own. The
+Topics are read from what that watch has delivered (krafty.watched), not listed.
 """
 
 from __future__ import annotations
@@ -55,17 +56,21 @@ def paused(cluster: dict[str, Any] | None) -> bool:
 
 
 class TopicReconciler:
-    def __init__(self, kube: Kube, locate: Locate, admin: Callable[[Connection], KafkaAdmin]) -> None:
+    def __init__(self, kube: Kube, locate: Locate, admin: Callable[[Connection], KafkaAdmin],
+                 watched: Callable[[str], list[dict[str, Any]]] | None = None) -> None:
+        """`watched`: a namespace's Topics as the operator's watch has them (krafty.watched); without it each
+        pass lists them from the API server."""
         self.kube = kube
         self.locate = locate
         self.admin = admin
+        self.watched = watched or (lambda namespace: kube.list(naming.TOPIC_KIND, namespace))
 
     def cluster_spec(self, namespace: str, cluster: str) -> KafkaClusterSpec | None:
         return spec_of(KafkaClusterSpec, self.kube.get(naming.CLUSTER_KIND, cluster, namespace))
 
     def bodies(self, namespace: str, cluster: str) -> list[dict[str, Any]]:
         """The cluster's Topic resources, those being deleted too."""
-        return [b for b in self.kube.list(naming.TOPIC_KIND, namespace)
+        return [b for b in self.watched(namespace)
                 if (b.get("spec") or {}).get("clusterRef", {}).get("name") == cluster]
 
     # -- the pass ----------------------------------------------------------------

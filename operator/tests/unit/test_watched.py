@@ -1,0 +1,35 @@
+"""The topic pass's view of what the watch delivered (krafty.watched)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from krafty.watched import Watched
+
+
+def body(namespace: str, name: str, version: str) -> dict[str, Any]:
+    return {"metadata": {"namespace": namespace, "name": name, "resourceVersion": version,
+                         "managedFields": [{"manager": "kubectl"}]}, "spec": {"partitions": 1}}
+
+
+def test_the_latest_body_of_each_object_is_kept_without_its_managed_fields():
+    watched = Watched()
+    watched.saw(body("a", "orders", "1"))
+    watched.saw(body("a", "orders", "2"))
+    watched.saw(body("a", "payments", "3"))
+    watched.saw(body("b", "orders", "4"))
+    kept = sorted(watched.in_namespace("a"), key=lambda b: b["metadata"]["name"])
+    assert [(b["metadata"]["name"], b["metadata"]["resourceVersion"]) for b in kept] == [("orders", "2"),
+                                                                                          ("payments", "3")]
+    assert all("managedFields" not in b["metadata"] and b["spec"] == {"partitions": 1} for b in kept)
+    assert watched.in_namespace("c") == []
+
+
+def test_a_deleted_object_leaves_the_view_and_its_namesake_elsewhere_stays():
+    watched = Watched()
+    watched.saw(body("a", "orders", "1"))
+    watched.saw(body("b", "orders", "2"))
+    watched.gone("a", "orders")
+    watched.gone("a", "never-seen")
+    assert watched.in_namespace("a") == []
+    assert [b["metadata"]["namespace"] for b in watched.in_namespace("b")] == ["b"]
