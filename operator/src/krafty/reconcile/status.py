@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 from krafty.clients.kube import Kube
 from krafty.decide.status import Condition, merge_conditions
@@ -17,10 +17,13 @@ WRITERS = 8
 _WRITERS = ThreadPoolExecutor(WRITERS, thread_name_prefix="status-writer")
 
 
-def for_each(bodies: Iterable[dict[str, Any]], report: Callable[[dict[str, Any]], object]) -> None:
-    """Runs `report` (one resource's Events, then its status) for every body, WRITERS at a time; once all ran,
-    raises the first failure."""
-    futures = [_WRITERS.submit(report, body) for body in bodies]
+T = TypeVar("T")
+
+
+def for_each(items: Iterable[T], act: Callable[[T], object]) -> None:
+    """Runs `act` (one resource's Events, then its status) for every item, WRITERS at a time; once all ran,
+    raises the first failure. Only for what writes: a thread per item costs more than deciding in line."""
+    futures = [_WRITERS.submit(act, item) for item in items]
     failures = [error for error in (future.exception() for future in futures) if error is not None]
     if failures:
         raise failures[0]
@@ -43,18 +46,27 @@ def write(kube: Kube, kind: str, body: Mapping[str, Any], fields: Mapping[str, A
           conditions: Iterable[Condition], moment: datetime.datetime) -> bool:
     """Writes status: the given fields, observedGeneration, and the conditions merged with the old ones
     (conditions of other types are kept). Nothing is written when nothing changed; returns whether it was."""
+    status = pending(body, fields, conditions, moment)
+    if status is None:
+        return False
     meta = body["metadata"]
+    kube.patch_status(kind, meta["name"], meta["namespace"], status)
+    return True
+
+
+def pending(body: Mapping[str, Any], fields: Mapping[str, Any], conditions: Iterable[Condition],
+            moment: datetime.datetime) -> dict[str, Any] | None:
+    """The status `write` would write, or None when the object has it already."""
     before = body.get("status") or {}
     old = before.get("conditions") or []
-    generation = meta.get("generation") or 0
+    generation = body["metadata"].get("generation") or 0
     new = list(conditions)
     kept = [c for c in old if c.get("type") not in {x.type for x in new}]
     status = {**fields, "observedGeneration": generation,
               "conditions": kept + merge_conditions(old, new, timestamp(moment), generation)}
     if all(before.get(key) == _stored(value) for key, value in status.items()):
-        return False
-    kube.patch_status(kind, meta["name"], meta["namespace"], status)
-    return True
+        return None
+    return status
 
 
 def _stored(value: Any) -> Any:

@@ -14,7 +14,9 @@ Topics are read from what that watch has delivered (krafty.watched), not listed.
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -55,6 +57,14 @@ def paused(cluster: dict[str, Any] | None) -> bool:
     return ((cluster or {}).get("metadata", {}).get("annotations") or {}).get(naming.PAUSED_ANNOTATION) == "true"
 
 
+@dataclass(frozen=True)
+class Report:
+    """What a pass writes about one Topic: its Events (reason, message, warning), then its status (None: as is)."""
+    body: dict[str, Any]
+    events: tuple[tuple[str, str, bool], ...]
+    status: dict[str, Any] | None
+
+
 class TopicReconciler:
     def __init__(self, kube: Kube, locate: Locate, admin: Callable[[Connection], KafkaAdmin],
                  watched: Callable[[str], list[dict[str, Any]]] | None = None) -> None:
@@ -79,16 +89,18 @@ class TopicReconciler:
         if not bodies:
             return None
         live = [b for b in bodies if not deleting(b)]
-        writer.for_each(live, lambda body: self.kube.hold(naming.TOPIC_KIND, body, naming.TOPIC_FINALIZER))
+        writer.for_each([b for b in live if naming.TOPIC_FINALIZER not in (b["metadata"].get("finalizers") or [])],
+                        lambda body: self.kube.hold(naming.TOPIC_KIND, body, naming.TOPIC_FINALIZER))
         cluster_body = self.kube.get(naming.CLUSTER_KIND, cluster, namespace)
         waiting = self._let_go([b for b in bodies if deleting(b)], namespace, cluster, cluster_body)
         retry = DELETION_RETRY if waiting else None
         if not live:
             return retry
         spec = None if deleting(cluster_body) else spec_of(KafkaClusterSpec, cluster_body)
-        resources = [r for r in map(_resource, live) if r is not None]
+        parsed = [(body, _resource(body)) for body in live]
+        resources = [r for _, r in parsed if r is not None]
         if spec is None:  # gone or going (its Topics are looked at again when it comes back), or not parseable
-            self._report(live, topics.plan(resources, {}, None, []), {})
+            self._report(parsed, topics.plan(resources, {}, None, []), {})
             return retry if cluster_body is None or deleting(cluster_body) else CHECK_INTERVAL
         try:
             admin = self.admin(self.locate(namespace, cluster))
@@ -107,7 +119,7 @@ class TopicReconciler:
         plan = topics.settle(plan, resources, after, spec, sorted(brokers))
         if plan.reassignments:
             ongoing = kraft.list_reassignments(admin.connection)
-        self._report(live, plan, after, ongoing)
+        self._report(parsed, plan, after, ongoing)
         metrics.COLLECTOR.set_topics(namespace, cluster, {
             name: (len(t.partitions), summarize(t.partitions).under_replicated) for name, t in after.items()})
         busy = any(v.progressing for v in plan.verdicts.values())
@@ -163,13 +175,17 @@ class TopicReconciler:
         writer.for_each(bodies, lambda body: self._status(
             body, {}, [Condition(READY, False, "KafkaUnreachable", f"Kafka cannot be asked: {error}")]))
 
-    def _report(self, bodies: list[dict[str, Any]], plan: topics.TopicPlan, actual: dict[str, topics.KafkaTopic],
-                ongoing: dict[tuple[str, int], Any] | None = None) -> None:
-        writer.for_each(bodies, lambda body: self._report_one(body, plan, actual, ongoing or {}))
+    def _report(self, parsed: list[tuple[dict[str, Any], topics.TopicResource | None]], plan: topics.TopicPlan,
+                actual: dict[str, topics.KafkaTopic], ongoing: dict[tuple[str, int], Any] | None = None) -> None:
+        """Each resource's Events and status, decided in line; only those with something to write are written
+        (at once: krafty.reconcile.status.for_each)."""
+        moment = writer.now()
+        reports = (self._report_one(body, resource, plan, actual, ongoing or {}, moment) for body, resource in parsed)
+        writer.for_each([r for r in reports if r.events or r.status is not None], self._write)
 
-    def _report_one(self, body: dict[str, Any], plan: topics.TopicPlan, actual: dict[str, topics.KafkaTopic],
-                    ongoing: dict[tuple[str, int], Any]) -> None:
-        resource = _resource(body)
+    def _report_one(self, body: dict[str, Any], resource: topics.TopicResource | None, plan: topics.TopicPlan,
+                    actual: dict[str, topics.KafkaTopic], ongoing: dict[tuple[str, int], Any],
+                    moment: datetime.datetime) -> Report:
         key = (body["metadata"]["namespace"], body["metadata"]["name"])
         verdict = plan.verdicts.get(key) or topics.Verdict(False, "InvalidSpec", "the spec cannot be parsed",
                                                             manage=False)
@@ -184,9 +200,14 @@ class TopicReconciler:
         if key in plan.created_with and verdict.manage:
             partitions, replicas = plan.created_with[key]
             status["createdWith"] = {"partitions": partitions, "replicationFactor": replicas}
-        for reason, message, warning in verdict.events:
-            self.kube.event(body, naming.TOPIC_KIND, reason, message, warning=warning)
-        self._status(body, status, self._conditions(verdict, status))
+        return Report(body, verdict.events, writer.pending(body, status, self._conditions(verdict, status), moment))
+
+    def _write(self, report: Report) -> None:
+        for reason, message, warning in report.events:
+            self.kube.event(report.body, naming.TOPIC_KIND, reason, message, warning=warning)
+        if report.status is not None:
+            meta = report.body["metadata"]
+            self.kube.patch_status(naming.TOPIC_KIND, meta["name"], meta["namespace"], report.status)
 
     @staticmethod
     def _reassignment(verdict: topics.Verdict, topic: topics.KafkaTopic,
