@@ -194,8 +194,11 @@ def _config_result(w: wire.Writer, row: tuple[int, str, list[Entry]]) -> None:
     def entry(e: wire.Writer, item: Entry) -> None:
         e.compact_string(item[0]).compact_string(item[1]).int8(0).int8(item[2]).int8(0)
         e.compact_array(item[3], lambda s, syn: s.compact_string(syn[0]).compact_string(syn[1]).int8(syn[2]).tags())
-        e.int8(2).compact_string("what it does " * 20)
-        e.uvarint(1).uvarint(0).uvarint(2).parts.append(b"xy")  # one unknown tagged field, skipped
+        if item[3]:  # (with synonyms: documentation and one unknown tagged field too, all skipped)
+            e.int8(2).compact_string("what it does " * 20)
+            e.uvarint(1).uvarint(0).uvarint(2).parts.append(b"xy")
+        else:  # as asked for: a type, no documentation, no tagged fields
+            e.int8(2).compact_string(None).tags()
 
     w.int16(code).compact_string("refused" if code else None).int8(2).compact_string(name)
     w.compact_array(entries, entry).tags()

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from krafty.decide.status import Condition
 from krafty.reconcile import status
 
 
@@ -33,3 +34,40 @@ def test_a_failed_write_is_raised_once_every_other_resource_was_written():
     with pytest.raises(RuntimeError, match="refused t3"):
         status.for_each([{"name": f"t{i}"} for i in range(20)], report)
     assert len(done) == 18
+
+
+def _stored_body() -> dict[str, Any]:
+    """A Topic as the API server keeps it after the pass's last write."""
+    moment = status.parse("2026-11-27T08:00:00Z")
+    fields = {"partitions": 3, "leaders": {"1": 2, "2": 1}, "reassignment": None,
+              "problemPartitions": [{"partition": 0, "isr": [1]}]}
+    body: dict[str, Any] = {"metadata": {"generation": 4}}
+    written = status.pending(body, fields, [Condition("Ready", True, "Ready", "in sync")], moment)
+    assert written is not None
+    body["status"] = {key: value for key, value in written.items() if value is not None}
+    return body
+
+
+def test_nothing_is_pending_when_the_status_is_as_stored_keys_set_to_none_being_absent():
+    body = _stored_body()
+    later = status.parse("2026-11-27T09:00:00Z")  # (a condition that did not change keeps its transition time)
+    assert status.pending(body, {"partitions": 3, "leaders": {"1": 2, "2": 1}, "reassignment": None,
+                                 "problemPartitions": [{"partition": 0, "isr": [1]}]},
+                          [Condition("Ready", True, "Ready", "in sync")], later) is None
+
+
+@pytest.mark.parametrize("change", [
+    {"leaders": {"1": 3}},  # a nested dict with fewer keys
+    {"leaders": {"1": 2, "2": 2}},  # a nested value
+    {"problemPartitions": [{"partition": 0, "isr": [1, 2]}]},  # inside a list
+    {"problemPartitions": []},
+    {"reassignment": {"targetReplicas": 3}},  # a key that was absent
+    {"partitions": None},  # a key present, to be removed
+])
+def test_a_status_that_differs_anywhere_is_pending(change: dict[str, Any]):
+    fields = {"partitions": 3, "leaders": {"1": 2, "2": 1}, "reassignment": None,
+              "problemPartitions": [{"partition": 0, "isr": [1]}], **change}
+    pending = status.pending(_stored_body(), fields, [Condition("Ready", True, "Ready", "in sync")],
+                             status.parse("2026-11-27T09:00:00Z"))
+    assert pending is not None
+    assert {key: pending[key] for key in change} == change

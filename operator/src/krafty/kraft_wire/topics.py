@@ -140,31 +140,48 @@ def encode_describe_topic_configs(topics: Sequence[str]) -> Writer:
 
 def _configs(data: bytes, pos: int) -> tuple[TopicConfig, int]:
     """One topic's config entries: those set on the topic and min.insync.replicas are kept, the rest skipped
-    (most of the answer: this loop is the pass's cost at thousands of topics)."""
+    (most of the answer: this loop is the pass's cost at thousands of topics, so a length under 128, one
+    varint byte, is read in line, and a name is only compared where it matters)."""
     count, pos = _varint(data, pos)
     overrides: dict[str, str] = {}
     min_isr = 1
     for _ in range(count - 1):
-        size, pos = _varint(data, pos)
-        name = data[pos:pos + size - 1]
-        pos += size - 1
-        size, pos = _varint(data, pos)
-        value = data[pos:pos + size - 1] if size else None
-        pos += max(size - 1, 0) + 1  # the value, then read-only
-        source = data[pos]
-        pos += 2  # source, sensitive
-        synonyms, pos = _varint(data, pos)
-        for _ in range(synonyms - 1):  # (none asked for; skipped if a broker sends them anyway)
-            pos = _skip_string(data, pos)
-            pos = _skip_string(data, pos)
-            pos = _skip_tags(data, pos + 1)
-        pos = _skip_tags(data, _skip_string(data, pos + 1))  # type, documentation, tags
-        if value is not None:
-            if source == DYNAMIC_TOPIC_CONFIG:
-                overrides[name.decode()] = value.decode()
-            if name == _MIN_ISR:
-                min_isr = int(value)
+        size = data[pos]
+        if size & 0x80:
+            size, name_at = _varint(data, pos)
+        else:
+            name_at = pos + 1
+        pos = name_end = name_at + size - 1
+        size = data[pos]
+        if size & 0x80:
+            size, value_at = _varint(data, pos)
+        else:
+            value_at = pos + 1
+        pos = value_end = value_at + max(size - 1, 0)  # (size 0: null)
+        source = data[pos + 1]  # (after read-only)
+        pos += 3  # read-only, source, sensitive
+        if data[pos] == 1 and data[pos + 2] == 0 and data[pos + 3] == 0:  # no synonyms, a type, no documentation,
+            pos += 4  # no tagged fields: the usual entry
+        else:
+            pos = _skip_rest(data, pos)
+        if not size:
+            continue
+        if source == DYNAMIC_TOPIC_CONFIG:
+            overrides[data[name_at:name_end].decode()] = data[value_at:value_end].decode()
+        if name_end - name_at == len(_MIN_ISR) and data.startswith(_MIN_ISR, name_at):
+            min_isr = int(data[value_at:value_end])
     return TopicConfig(overrides, min_isr), pos
+
+
+def _skip_rest(data: bytes, pos: int) -> int:
+    """An entry's synonyms (none asked for; skipped if a broker sends them anyway), type, documentation and
+    tagged fields."""
+    synonyms, pos = _varint(data, pos)
+    for _ in range(synonyms - 1):
+        pos = _skip_string(data, pos)
+        pos = _skip_string(data, pos)
+        pos = _skip_tags(data, pos + 1)
+    return _skip_tags(data, _skip_string(data, pos + 1))
 
 
 def decode_describe_topic_configs(r: Reader) -> dict[str, TopicConfig]:

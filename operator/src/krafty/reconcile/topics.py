@@ -74,6 +74,8 @@ class TopicReconciler:
         self.locate = locate
         self.admin = admin
         self.watched = watched or (lambda namespace: kube.list(naming.TOPIC_KIND, namespace))
+        # Each cluster's Topics as parsed in its last pass, by resourceVersion: a calm pass parses none again
+        self._parsed: dict[tuple[str, str], dict[tuple[str, str], tuple[str | None, topics.TopicResource | None]]] = {}
 
     def cluster_spec(self, namespace: str, cluster: str) -> KafkaClusterSpec | None:
         return spec_of(KafkaClusterSpec, self.kube.get(naming.CLUSTER_KIND, cluster, namespace))
@@ -87,6 +89,7 @@ class TopicReconciler:
     def reconcile(self, namespace: str, cluster: str) -> float | None:
         bodies = self.bodies(namespace, cluster)
         if not bodies:
+            self._parsed.pop((namespace, cluster), None)
             return None
         live = [b for b in bodies if not deleting(b)]
         writer.for_each([b for b in live if naming.TOPIC_FINALIZER not in (b["metadata"].get("finalizers") or [])],
@@ -97,7 +100,7 @@ class TopicReconciler:
         if not live:
             return retry
         spec = None if deleting(cluster_body) else spec_of(KafkaClusterSpec, cluster_body)
-        parsed = [(body, _resource(body)) for body in live]
+        parsed = self._parse(namespace, cluster, live)
         resources = [r for _, r in parsed if r is not None]
         if spec is None:  # gone or going (its Topics are looked at again when it comes back), or not parseable
             self._report(parsed, topics.plan(resources, {}, None, []), {})
@@ -124,6 +127,23 @@ class TopicReconciler:
             name: (len(t.partitions), summarize(t.partitions).under_replicated) for name, t in after.items()})
         busy = any(v.progressing for v in plan.verdicts.values())
         return BUSY_INTERVAL if busy else (retry or CHECK_INTERVAL)
+
+    def _parse(self, namespace: str, cluster: str, bodies: list[dict[str, Any]]
+               ) -> list[tuple[dict[str, Any], topics.TopicResource | None]]:
+        """Each body with its resource (None: a spec that cannot be parsed), parsed again only once changed."""
+        before = self._parsed.get((namespace, cluster), {})
+        now = {}
+        out = []
+        for body in bodies:
+            meta = body["metadata"]
+            key, version = (meta["namespace"], meta["name"]), meta.get("resourceVersion")
+            known = before.get(key)
+            if known is None or version is None or known[0] != version:
+                known = (version, _resource(body))
+            now[key] = known
+            out.append((body, known[1]))
+        self._parsed[(namespace, cluster)] = now
+        return out
 
     def _actual(self, admin: KafkaAdmin, names: set[str]) -> dict[str, topics.KafkaTopic]:
         # (a topic whose config could not be read yet, just created, is left for the next pass)
