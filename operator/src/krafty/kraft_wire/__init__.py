@@ -1,13 +1,12 @@
-"""Kafka wire format for the admin requests no Python client offers.
+"""Kafka wire format for the admin requests no Python client offers, and for two it answers too slowly.
 
 confluent-kafka covers topics, configs, groups, offsets, ACLs, SCRAM credentials and leader election;
 it has no committed offsets of many groups in one request, no log-dir sizes, no client quotas, DescribeQuorum,
 DescribeCluster with fenced brokers, RemoveRaftVoter, UnregisterBroker or partition reassignment calls, and
 its topic metadata and config answers cost a Python object per replica and per config entry (see
-krafty.kraft_wire.topics). These are small
-flexible-version messages, encoded here as pure functions from typed values to
-bytes and back, and sent by krafty.clients.kraft. Field order follows Kafka's
-message definitions (clients/src/main/resources/common/message/*.json).
+krafty.kraft_wire.topics). These are small flexible-version messages, encoded here as pure functions from
+typed values to bytes and back, and sent by krafty.clients.kraft. Field order follows Kafka's message
+definitions (clients/src/main/resources/common/message/*.json).
 """
 
 from krafty.kraft_wire.admin import (
