@@ -358,17 +358,22 @@ def test_many_topics_in_one_pass_and_one_bad_topic_holds_nothing(apiserver, kube
             for i in range(120)]
     docs.append(topic_resource("bulk-bad", config={"remote.storage.enable": "true"}))
     apiserver.kubectl("apply", "--server-side", "-f", "-", input="\n---\n".join(json.dumps(d) for d in docs))
+    before = writes().get(("patch-status", "Topic"), 0)
     reconciler.reconcile(NS, CLUSTER)
     existing = kafka.admin().list_topics(timeout=10).topics
     assert all(f"bulk-{i:03d}" in existing for i in range(120))
     assert overrides(kafka, "bulk-077") == {"retention.ms": "600077"}
     assert condition(kube, "bulk-bad")["reason"] == "InvalidConfig"
-    # every resource's status and Event written by that same pass (side by side, none left out)
-    assert [status(kube, f"bulk-{i:03d}").get("topicName") for i in range(120)] == [f"bulk-{i:03d}" for i in range(120)]
+    # every resource's status and Event written by that same pass (side by side, none left out), and whole: the
+    # topics it created were described before it wrote, so each is Ready with its id after one status write
+    assert [status(kube, f"bulk-{i:03d}").get("topicId") is not None for i in range(120)] == [True] * 120
+    assert [condition(kube, f"bulk-{i:03d}")["status"] for i in range(120)] == ["True"] * 120
+    assert writes()[("patch-status", "Topic")] - before == 121
     created = json.loads(apiserver.kubectl("get", "events", "-n", NS, "--field-selector", "reason=TopicCreated",
                                            "-o", "json").stdout)["items"]
     assert {e["involvedObject"]["name"] for e in created} >= {f"bulk-{i:03d}" for i in range(120)}
-    run_until(reconciler, lambda: condition(kube, "bulk-119")["status"] == "True", "bulk-119 ready")
+    reconciler.reconcile(NS, CLUSTER)
+    assert writes()[("patch-status", "Topic")] - before == 121  # (the next pass: nothing to write)
     assert condition(kube, "bulk-bad")["reason"] == "InvalidConfig"
 
 

@@ -15,6 +15,7 @@ Topics are read from what that watch has delivered (krafty.watched), not listed.
 from __future__ import annotations
 
 import datetime
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -36,6 +37,7 @@ from krafty.reconcile.connection import Locate
 
 BUSY_INTERVAL = 5.0
 CHECK_INTERVAL = 30.0
+CREATED_RETRIES, CREATED_WAIT = 3, 0.3  # a new topic not described yet: asked again, so many times, seconds apart
 DELETION_RETRY = 15.0  # a deletion held by readers, or by an unreachable Kafka, is asked again
 
 
@@ -118,7 +120,7 @@ class TopicReconciler:
             plan = topics.held(plan, f"KafkaCluster {cluster} is paused")
         self._execute(admin, plan, resources, spec.leader_balance.replication_throttle_bytes_per_second)
         touched = plan.touched()
-        after = {**actual, **self._actual(admin, touched)} if touched else actual
+        after = {**actual, **self._described(admin, touched, plan, resources)} if touched else actual
         plan = topics.settle(plan, resources, after, spec, sorted(brokers))
         if plan.reassignments:
             ongoing = kraft.list_reassignments(admin.connection)
@@ -144,6 +146,21 @@ class TopicReconciler:
             out.append((body, known[1]))
         self._parsed[(namespace, cluster)] = now
         return out
+
+    def _described(self, admin: KafkaAdmin, touched: set[str], plan: topics.TopicPlan,
+                   resources: list[topics.TopicResource]) -> dict[str, topics.KafkaTopic]:
+        """The topics the pass changed, read again; one it created that the brokers do not describe yet is asked
+        again a moment later (a few times), so that its first status is whole and not written twice."""
+        found = self._actual(admin, touched)
+        created = {r.kafka_name for r in resources
+                   if r.key in plan.verdicts and plan.verdicts[r.key].reason == "Creating"}
+        for _ in range(CREATED_RETRIES):
+            missing = created - found.keys()
+            if not missing:
+                break
+            time.sleep(CREATED_WAIT)
+            found.update(self._actual(admin, missing))
+        return found
 
     def _actual(self, admin: KafkaAdmin, names: set[str]) -> dict[str, topics.KafkaTopic]:
         # (a topic whose config could not be read yet, just created, is left for the next pass)
