@@ -34,7 +34,13 @@ class LeaseSettings:
     identity: str  # this replica: its pod's name
     duration_seconds: int = 15
     renew_deadline: float = 10.0
-    retry_period: float = 2.0
+    retry_period: float = 2.0  # how often a standby looks, and a leader whose renewal failed tries again
+
+    @property
+    def renew_period(self) -> float:
+        """How often a leader whose last renewal went through renews: a third of the Lease's duration (a standby
+        sees it change well within the duration; renewing every retry_period cost a read and a write every 2 s)."""
+        return max(self.retry_period, self.duration_seconds / 3)
 
 
 def _now() -> str:
@@ -116,30 +122,31 @@ class Elector:
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            self.step()
-            self._stop.wait(self._settings.retry_period)
+            renewed = self.step()
+            self._stop.wait(self._settings.renew_period if renewed else self._settings.retry_period)
 
-    def step(self) -> None:
-        """One look at the Lease: renew it, take it, or stand by."""
+    def step(self) -> bool:
+        """One look at the Lease: renew it, take it, or stand by; returns whether this replica holds it now."""
         s = self._settings
         try:
             body = self._kube.get("Lease", s.name, s.namespace)
         except API_ERRORS as error:  # the API server did not answer: a leader keeps acting until the deadline
             log.warning("leader election: cannot read Lease %s/%s (%s)", s.namespace, s.name, error)
             self._check_deadline()
-            return
+            return False
         decision = decide(_record(body), s.identity, self._observed.unchanged_for(body))
         if decision.act is LeaseAct.WAIT:
             if self.role is Role.LEADER:
                 self._lose(f"another replica holds the Lease: {decision.reason}")
-            return
+            return False
         written = self._write(body, decision.act)
         if written is None:
             self._check_deadline()
-            return
+            return False
         self._renewed_at = time.monotonic()
         if self.role is Role.STANDBY:
             self._become_leader(written, decision.reason)
+        return True
 
     def _write(self, body: dict[str, Any] | None, act: LeaseAct) -> dict[str, Any] | None:
         s = self._settings
