@@ -9,6 +9,8 @@ as few requests as Kafka accepts (10,000 metadata records each, the split the op
 way (then deleted). Once every resource is Ready and nothing changes: the topic pass's mean duration (the operator's
 own histogram over three passes), its RSS and its CPU while idle. The operator's own writes to the API server
 (Topics and Events, from its request counter) are counted per Topic added (until all are Ready) and while calm.
+Last, 1,000 consumer groups (each with an offset committed, none running) beside the largest step: the lag pass's
+mean duration (it reads lag.maxGroups of them, 200), the topic pass's, RSS and idle CPU again.
 KRAFTY_BENCH_TOPIC_STEPS changes the sizes (e.g. "500" for a quick run).
 """
 
@@ -25,6 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import NewTopic
 
 from krafty.clients.connection import Connection
@@ -42,6 +45,7 @@ REPLICAS = 1  # the operator's work grows with topics and partitions; replicas o
 RECORDS_EACH = 1 + PARTITIONS + 1  # Kafka's metadata records to create one (the topic, its partitions, retention.ms)
 APPLY_CHUNK = 500  # Topic resources per kubectl apply
 CALM_SECONDS = 95  # three topic passes (one every 30 s when nothing changes)
+GROUPS = 1000  # consumer groups committed beside the largest step
 NAMESPACE = "bench"
 CRDS = Path(__file__).resolve().parents[1] / "crds"
 
@@ -81,9 +85,9 @@ class Operator:
     def _metrics(self) -> str:
         return urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10).read().decode()
 
-    def topic_passes(self) -> tuple[float, float]:
-        """(seconds in topic passes, topic passes) since the start, from the operator's own histogram."""
-        found = dict(re.findall(r'^krafty_reconcile_duration_seconds_(sum|count)\{kind="topics"\} (\S+)$',
+    def passes(self, kind: str = "topics") -> tuple[float, float]:
+        """(seconds in passes of this kind, passes) since the start, from the operator's own histogram."""
+        found = dict(re.findall(rf'^krafty_reconcile_duration_seconds_(sum|count)\{{kind="{kind}"\}} (\S+)$',
                                 self._metrics(), re.M))
         return float(found.get("sum", 0)), float(found.get("count", 0))
 
@@ -153,15 +157,24 @@ def ready_resources(apiserver: LocalApiServer) -> int:
     return out.stdout.split().count("True")
 
 
-def calm(operator: Operator) -> tuple[float, float, float]:
-    """(mean topic pass seconds, idle millicores, RSS MiB) over CALM_SECONDS with nothing changing."""
-    spent, passes = operator.topic_passes()
+def calm(operator: Operator, kind: str = "topics") -> tuple[float, float, float]:
+    """(mean seconds of a pass of this kind, idle millicores, RSS MiB) over CALM_SECONDS with nothing changing."""
+    spent, passes = operator.passes(kind)
     cpu, began = operator.cpu_seconds(), time.monotonic()
     time.sleep(CALM_SECONDS)
-    spent_after, passes_after = operator.topic_passes()
+    spent_after, passes_after = operator.passes(kind)
     millicores = 1000 * (operator.cpu_seconds() - cpu) / (time.monotonic() - began)
-    assert passes_after > passes, "no topic pass ran while calm"
+    assert passes_after > passes, f"no {kind} pass ran while calm"
     return (spent_after - spent) / (passes_after - passes), millicores, operator.rss_mib()
+
+
+def commit_groups(admin: KafkaAdmin, topics: list[str]) -> None:
+    """GROUPS consumer groups, each with a committed offset on one partition of one of these topics (none running)."""
+    for i in range(GROUPS):
+        offsets = [TopicPartition(topics[i % len(topics)], i % PARTITIONS, 0)]
+        for future in admin.client.alter_consumer_group_offsets(
+                [ConsumerGroupTopicPartitions(f"bench-group-{i:04d}", offsets)]).values():
+            future.result(timeout=60)
 
 
 def test_the_operator_with_500_2000_and_5000_topics_against_direct_create_topics_batches(apiserver, kafka,
@@ -189,6 +202,13 @@ def test_the_operator_with_500_2000_and_5000_topics_against_direct_create_topics
                      f"{direct / through_operator:.2f}", f"{writes_each:.1f}", f"{pass_seconds:.2f}",
                      f"{calm_writes:.0f}", f"{rss:.0f}", f"{millicores:.1f}"])
         before = count
+    # Then consumer groups beside the topics: the lag pass reads them (lag.maxGroups of them), the rest go on
+    commit_groups(admin, sorted(names))
+    lag_seconds, millicores, rss = calm(operator, "lag")
+    pass_seconds, _, _ = calm(operator)
+    groups = [f"{before} + {GROUPS:,} groups", str(before * PARTITIONS), "", "", "", "", "", "", "",
+              f"{pass_seconds:.2f} (lag {lag_seconds:.2f})", "", f"{rss:.0f}", f"{millicores:.1f}"]
+    rows.append(groups)
     assert operator.proc.poll() is None, "the operator died during the benchmark"
     report_table(f"Topic resources through the operator against direct create_topics requests each step (3 brokers, "
                  f"{PARTITIONS} partitions, RF {REPLICAS}); then calm for {CALM_SECONDS} s",
