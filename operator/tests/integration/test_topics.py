@@ -140,6 +140,20 @@ def test_a_pass_on_a_view_one_write_behind_never_replaces_anothers_finalizer(api
                       "-p", json.dumps([{"op": "remove", "path": "/metadata/finalizers/0"}]))
 
 
+def test_status_writes_reuse_their_connections_to_the_api_server(apiserver, kube):
+    # Given a Topic, When its status is written thirty times by one client
+    apply(apiserver, "reused", partitions=1, replicas=3)
+    client = Kube(kubernetes.config.new_client_from_config(config_file=str(apiserver.kubeconfig)))
+    for i in range(30):
+        client.patch_status("Topic", "reused", NS, {"partitions": i})
+    assert status(kube, "reused")["partitions"] == 29
+    # Then the writes went over one or two connections: each answer was read, so its connection went back to the
+    # pool (an answer left unread kept its connection, and every write opened a new TLS connection)
+    pools = client.api_client.rest_client.pool_manager.pools
+    opened = sum(pools[key].num_connections for key in pools.keys())  # noqa: SIM118 (urllib3 refuses iter())
+    assert 1 <= opened <= 2, opened
+
+
 def test_create_grow_and_configure(apiserver, kube, kafka, reconciler):
     # Given a Topic resource, When the reconciler runs, Then the topic exists as declared
     apply(apiserver, "orders", partitions=3, replicas=3, config={"retention.ms": 3600000, "cleanup.policy": "delete"})
