@@ -133,14 +133,8 @@ class Kube:
             return False
         patch = ([{"op": "add", "path": "/metadata/finalizers/-", "value": finalizer}] if present else
                  [{"op": "add", "path": "/metadata/finalizers", "value": [finalizer]}])
-        try:
-            self._json_patch(kind, meta, [{"op": "test", "path": "/metadata/resourceVersion",
-                                           "value": meta["resourceVersion"]}, *patch])
-        except ApiException as error:
-            if error.status in (404, 422):  # gone, or changed since it was read (the test failed)
-                return False
-            raise
-        return True
+        return self._json_patch(kind, meta, [{"op": "test", "path": "/metadata/resourceVersion",
+                                              "value": meta["resourceVersion"]}, *patch])
 
     def let_go(self, kind: str, body: dict[str, Any], finalizer: str) -> bool:
         """Removes the finalizer (only where the object read still holds it there); returns whether it did."""
@@ -149,19 +143,20 @@ class Kube:
         if finalizer not in present:
             return False
         path = f"/metadata/finalizers/{present.index(finalizer)}"
+        return self._json_patch(kind, meta, [{"op": "test", "path": path, "value": finalizer},
+                                             {"op": "remove", "path": path}])
+
+    def _json_patch(self, kind: str, meta: dict[str, Any], patch: Sequence[dict[str, Any]]) -> bool:
+        """Applies the patch; False when the object is gone or changed since it was read (a test op failed)."""
+        metrics.KUBE_REQUESTS.labels("patch", kind).inc()
         try:
-            self._json_patch(kind, meta, [{"op": "test", "path": path, "value": finalizer},
-                                          {"op": "remove", "path": path}])
+            self._resource(kind).patch(body=list(patch), name=meta["name"], namespace=meta.get("namespace"),
+                                       content_type="application/json-patch+json", _request_timeout=REQUEST_TIMEOUT)
         except ApiException as error:
-            if error.status in (404, 422):  # gone, or its finalizers changed since it was read (the test failed)
+            if error.status in (404, 422):
                 return False
             raise
         return True
-
-    def _json_patch(self, kind: str, meta: dict[str, Any], patch: Sequence[dict[str, Any]]) -> None:
-        metrics.KUBE_REQUESTS.labels("patch", kind).inc()
-        self._resource(kind).patch(body=list(patch), name=meta["name"], namespace=meta.get("namespace"),
-                                   content_type="application/json-patch+json", _request_timeout=REQUEST_TIMEOUT)
 
     def merge_patch(self, kind: str, name: str, namespace: str, patch: dict[str, Any]) -> None:
         """Changes only the fields the patch names (a claim's requested size: the rest of it is not ours)."""
