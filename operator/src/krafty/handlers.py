@@ -42,6 +42,7 @@ from krafty.reconcile.users import UserReconciler
 from krafty.scheduler import Scheduler
 from krafty.watched import Watched
 
+WORKERS = 8  # passes running at once, of every cluster
 BUSY_INTERVAL = 5.0
 IDLE_INTERVAL = 30.0
 REFUSED_INTERVAL = 30.0  # a namespace another install operates: look again this often
@@ -135,7 +136,7 @@ class Operator:
         self.disks = DiskPass(self.kafka_connection)
         lease = _lease_settings()
         # Each cluster's passes (cluster, topics, users, lag, disks) use at most two workers at once
-        self.scheduler = Scheduler(self.run, workers=8, leading=lease is None, group=_cluster_of, per_group=2)
+        self.scheduler = Scheduler(self.run, workers=WORKERS, leading=lease is None, group=_cluster_of, per_group=2)
         self.elector = None if lease is None else Elector(self.kube, lease, self.scheduler.lead, _stop_acting)
         # The install (its namespace and Lease), not the pod: another install watching a namespace it claims
         # leaves that namespace alone

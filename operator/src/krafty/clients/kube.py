@@ -32,6 +32,10 @@ _API_VERSIONS = {
     naming.USER_KIND: naming.API_VERSION,
 }
 REQUEST_TIMEOUT = (5.0, 30.0)  # seconds to connect, seconds to wait for the answer
+# Connections kept open to the API server: one for each thread that may call at once (the scheduler's workers, the
+# status writers, the leader election, the plan API). The client's default (5 per core) drops those beyond it once
+# answered, and the next call opens a new TLS connection.
+CONNECTIONS = 24
 EVENTS_LOG = logging.getLogger("krafty.events")
 # What a call raises when the API server refuses, fails or does not answer in time
 API_ERRORS = (ApiException, urllib3.exceptions.HTTPError, OSError)
@@ -46,11 +50,15 @@ def api_message(error: ApiException) -> str:
 
 
 def load_config() -> None:
-    """In a pod: its ServiceAccount; elsewhere: the current kubeconfig context."""
+    """In a pod: its ServiceAccount; elsewhere: the current kubeconfig context. Clients made after it keep
+    CONNECTIONS connections."""
     try:
         kubernetes.config.load_incluster_config()
     except kubernetes.config.ConfigException:
         kubernetes.config.load_kube_config()
+    configuration = kubernetes.client.Configuration.get_default_copy()
+    configuration.connection_pool_maxsize = CONNECTIONS
+    kubernetes.client.Configuration.set_default(configuration)
 
 
 class Kube:

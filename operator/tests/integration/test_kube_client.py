@@ -1,0 +1,54 @@
+"""The operator's API client against a real kube-apiserver: the connections it keeps."""
+
+from __future__ import annotations
+
+import threading
+
+import kubernetes
+
+from krafty.clients.kube import CONNECTIONS, Kube, load_config
+from krafty.handlers import WORKERS
+from krafty.reconcile.status import WRITERS
+
+
+def opened(kube: Kube) -> int:
+    pools = kube.api_client.rest_client.pool_manager.pools
+    return sum(pools[key].num_connections for key in pools.keys())  # noqa: SIM118 (urllib3 refuses iter())
+
+
+def test_as_many_calls_at_once_as_the_operator_makes_each_keep_their_connection(apiserver, monkeypatch):
+    # Given the client made as the operator makes it (load_config, then Kube), and a connection for each thread
+    # that may call at once
+    assert CONNECTIONS >= WORKERS + WRITERS + 2  # the passes, the status writers, the leader election, the plan API
+    # (the kubeconfig the client reads when KUBECONFIG is unset: the variable is read when kubernetes is imported)
+    monkeypatch.setattr(kubernetes.config.kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(apiserver.kubeconfig))
+    load_config()
+    kube = Kube()
+
+    def calls_at_once() -> None:
+        """CONNECTIONS calls at once, each held open by the API server for a second (a watch that times out)."""
+        barrier = threading.Barrier(CONNECTIONS)
+
+        configuration = kube.api_client.configuration
+        token = configuration.auth_settings()["BearerToken"]["value"]
+        url = f"{configuration.host}/api/v1/namespaces?watch=true&timeoutSeconds=1"
+
+        def call() -> None:
+            barrier.wait()
+            answer = kube.api_client.rest_client.pool_manager.request("GET", url, headers={"Authorization": token})
+            assert answer.status == 200, answer.data
+
+        threads = [threading.Thread(target=call) for _ in range(CONNECTIONS)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+
+    # When that many calls are made at once, twice
+    calls_at_once()
+    first = opened(kube)
+    calls_at_once()
+    # Then the second time opened no connection: each one went back to the pool (a pool smaller than the callers
+    # drops the connections beyond it, and their next calls open new TLS connections)
+    assert first == CONNECTIONS
+    assert opened(kube) == first
