@@ -97,6 +97,21 @@ def _broker_images() -> dict[str, str]:
     return {version: overrides.get(version, f"{repository}:{version}") for version in SUPPORTED_KAFKA_VERSIONS}
 
 
+def _kafka_addresses() -> str | dict[str, str] | None:
+    """KRAFTY_KAFKA_BOOTSTRAP, for an operator outside the cluster: the addresses of every cluster's brokers
+    ("host:port,...") or of each cluster's (a JSON object: {"namespace/cluster": "host:port,..."})."""
+    value = os.environ.get("KRAFTY_KAFKA_BOOTSTRAP") or None
+    if value is None or not value.lstrip().startswith("{"):
+        return value
+    try:
+        table = json.loads(value)
+    except json.JSONDecodeError as error:
+        raise SystemExit(f"KRAFTY_KAFKA_BOOTSTRAP is not a JSON object: {error}") from error
+    if not all(key.count("/") == 1 and isinstance(servers, str) and servers for key, servers in table.items()):
+        raise SystemExit('KRAFTY_KAFKA_BOOTSTRAP maps each "namespace/cluster" to "host:port,..."')
+    return dict(table)
+
+
 def _cluster_of(key: Any) -> tuple[str, str]:
     """A pass's key is (job, namespace, cluster)."""
     return (key[1], key[2])
@@ -118,13 +133,16 @@ class Operator:
         # Outside the cluster (development, benchmarks) pod DNS names do not resolve: KRAFTY_KAFKA_BOOTSTRAP
         # points the topic and lag passes at a Kafka the operator can reach, and with KRAFTY_KAFKA_CONTROLLERS
         # the cluster pass too.
-        override = os.environ.get("KRAFTY_KAFKA_BOOTSTRAP")
+        override = _kafka_addresses()
         controllers = os.environ.get("KRAFTY_KAFKA_CONTROLLERS")
+        if controllers and not isinstance(override, str):
+            raise SystemExit("KRAFTY_KAFKA_CONTROLLERS needs KRAFTY_KAFKA_BOOTSTRAP: one cluster's brokers")
+        endpoints = Endpoints(override, controllers) if isinstance(override, str) and controllers else None
         settings = Settings(broker_images=_broker_images(),
                             cluster_domain=os.environ.get("KRAFTY_CLUSTER_DOMAIN", "cluster.local"),
                             rack_binding=os.environ.get("KRAFTY_RACK_BINDING") or None,
                             operator=_operator_peer(),
-                            endpoints=Endpoints(override, controllers) if override and controllers else None)
+                            endpoints=endpoints)
         self.clusters = ClusterReconciler(self.kube, settings)
         locate = connection.fixed(override) if override else connection.in_cluster(self.kube, settings.cluster_domain)
         self.topic_admins = AdminPool(KafkaAdmin)

@@ -3,7 +3,7 @@ ConfigMap and Secrets each time (the cluster pass issues them), so every pass se
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from krafty import naming
 from krafty.clients.connection import Connection, TlsIdentity
@@ -37,6 +37,17 @@ def _node_config(kube: Kube, namespace: str, cluster: str) -> dict[str, str]:
     return dict(body.get("data") or {})
 
 
-def fixed(servers: str) -> Locate:
-    """Outside Kubernetes (development, tests): one plaintext address for every cluster."""
-    return lambda _namespace, _cluster: Connection(servers)
+def fixed(servers: str | Mapping[str, str]) -> Locate:
+    """Outside Kubernetes (development, tests, benchmarks): plaintext addresses, the same for every cluster or
+    each cluster's own ("namespace/cluster" -> "host:port,...")."""
+    if isinstance(servers, str):
+        return lambda _namespace, _cluster: Connection(servers)
+    table = dict(servers)
+
+    def locate(namespace: str, cluster: str) -> Connection:
+        found = table.get(f"{namespace}/{cluster}")
+        if found is None:
+            raise KafkaUnavailable(f"no address is given for {namespace}/{cluster} (KRAFTY_KAFKA_BOOTSTRAP names "
+                                   f"{', '.join(sorted(table))})")
+        return Connection(found)
+    return locate

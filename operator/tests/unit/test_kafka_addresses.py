@@ -1,0 +1,43 @@
+"""Where an operator outside Kubernetes reaches each cluster's brokers (KRAFTY_KAFKA_BOOTSTRAP)."""
+
+from __future__ import annotations
+
+import pytest
+
+from krafty.clients.errors import KafkaUnavailable
+from krafty.handlers import _kafka_addresses
+from krafty.reconcile.connection import fixed
+
+
+def test_one_address_serves_every_cluster():
+    locate = fixed("127.0.0.1:9092")
+    assert locate("a", "orders").servers == locate("b", "payments").servers == "127.0.0.1:9092"
+
+
+def test_each_cluster_has_its_own_address_and_one_not_named_is_unavailable_with_the_names_given():
+    locate = fixed({"a/orders": "127.0.0.1:9092", "b/orders": "127.0.0.1:9192,127.0.0.1:9193"})
+    assert locate("a", "orders").servers == "127.0.0.1:9092"
+    assert locate("b", "orders").servers == "127.0.0.1:9192,127.0.0.1:9193"
+    with pytest.raises(KafkaUnavailable, match=r"no address is given for a/payments .*names a/orders, b/orders"):
+        locate("a", "payments")
+
+
+def test_the_variable_is_read_as_one_address_or_as_a_json_object(monkeypatch):
+    monkeypatch.delenv("KRAFTY_KAFKA_BOOTSTRAP", raising=False)
+    assert _kafka_addresses() is None
+    monkeypatch.setenv("KRAFTY_KAFKA_BOOTSTRAP", "127.0.0.1:9092,127.0.0.1:9093")
+    assert _kafka_addresses() == "127.0.0.1:9092,127.0.0.1:9093"
+    monkeypatch.setenv("KRAFTY_KAFKA_BOOTSTRAP", ' {"a/orders": "127.0.0.1:9092"}')
+    assert _kafka_addresses() == {"a/orders": "127.0.0.1:9092"}
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ('{"a/orders": "127.0.0.1:9092",}', "is not a JSON object"),
+    ('{"orders": "127.0.0.1:9092"}', 'maps each "namespace/cluster"'),
+    ('{"a/orders": ""}', 'maps each "namespace/cluster"'),
+    ('{"a/orders": ["127.0.0.1:9092"]}', 'maps each "namespace/cluster"'),
+])
+def test_a_malformed_table_stops_the_operator_with_what_is_wrong(monkeypatch, value, message):
+    monkeypatch.setenv("KRAFTY_KAFKA_BOOTSTRAP", value)
+    with pytest.raises(SystemExit, match=message):
+        _kafka_addresses()
