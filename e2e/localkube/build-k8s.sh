@@ -16,6 +16,12 @@ components=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-p
 
 have_all() { for c in "${components[@]}"; do [[ -x "$out/$c" ]] || return 1; done; }
 if have_all; then exit 0; fi
+# One build at a time (the cluster and the API-server tests may both ask at once): the second waits, then finds
+# what the first built
+mkdir -p "$cache/k8s"
+exec 9>"$cache/k8s/.build.lock"
+flock 9
+if have_all; then exit 0; fi
 
 staging_version="v0.${K8S_VERSION#v1.}"
 src="$cache/k8s/$K8S_VERSION/src"
