@@ -22,7 +22,7 @@ from typing import Any
 
 import kopf
 
-from krafty import metrics, naming, plan_api
+from krafty import metrics, naming, plan_api, serving
 from krafty.clients import kube as kube_client
 from krafty.clients.connection import Connection
 from krafty.clients.kafka_admin import AdminPool, KafkaAdmin
@@ -174,7 +174,7 @@ class Operator:
         """Finishes the passes under way, then lets go of the namespaces and the Lease (a standby takes over
         at once)."""
         if self.plan_api is not None:
-            self.plan_api.shutdown()
+            serving.stop(self.plan_api)
         self.scheduler.stop()
         if self.claims is not None and self.role is Role.LEADER:
             self.claims.release()

@@ -10,9 +10,8 @@ import argparse
 import os
 
 import kopf
-import prometheus_client
 
-from krafty import handlers, logs
+from krafty import handlers, logs, serving
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -31,7 +30,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     namespaces = args.namespace or [n for n in os.environ.get("KRAFTY_WATCH_NAMESPACES", "").split(",") if n]
     logs.configure(json_lines=args.log_format == "json", verbose=args.verbose)
-    prometheus_client.start_http_server(args.metrics_port)
+    serving.metrics(args.metrics_port)
     assert handlers.configure  # the handlers register themselves on import
     kopf.run(standalone=True, clusterwide=not namespaces, namespaces=namespaces,
              liveness_endpoint=f"http://0.0.0.0:{args.health_port}/healthz")

@@ -13,12 +13,11 @@ from __future__ import annotations
 import json
 import logging
 import re
-import threading
 from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from krafty import naming
+from krafty import naming, serving
 from krafty.clients.errors import KafkaUnavailable
 from krafty.clients.kube import API_ERRORS, Kube
 from krafty.kraft_wire import KafkaProtocolError
@@ -47,7 +46,7 @@ def _spec_of(document: Any) -> Mapping[str, Any]:
 
 
 def serve(port: int, kube: Kube, previewer: Previewer) -> ThreadingHTTPServer:
-    """Starts the endpoint on its own threads; returns the server (shutdown() stops it)."""
+    """Starts the endpoint on its own threads; returns the server (serving.stop stops it)."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
@@ -87,5 +86,5 @@ def serve(port: int, kube: Kube, previewer: Previewer) -> ThreadingHTTPServer:
 
     server = ThreadingHTTPServer(("0.0.0.0", port), Handler)
     server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, name="plan-api", daemon=True).start()
+    serving.start(server, "plan-api")
     return server
