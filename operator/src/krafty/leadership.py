@@ -106,6 +106,7 @@ class Elector:
         self.role = Role.STANDBY
         self._observed = _Observed()
         self._renewed_at = 0.0
+        self._written: dict[str, Any] | None = None  # the Lease as this replica last wrote it, while it leads
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="leader-election", daemon=True)
         metrics.LEADER.set(0)
@@ -128,18 +129,22 @@ class Elector:
     def step(self) -> bool:
         """One look at the Lease: renew it, take it, or stand by; returns whether this replica holds it now."""
         s = self._settings
-        try:
-            body = self._kube.get("Lease", s.name, s.namespace)
-        except API_ERRORS as error:  # the API server did not answer: a leader keeps acting until the deadline
-            log.warning("leader election: cannot read Lease %s/%s (%s)", s.namespace, s.name, error)
-            self._check_deadline()
-            return False
+        # A leader renews what it wrote last, unread: had another replica written since, the write's version test
+        # refuses it (409) and the next look reads the Lease again
+        body = self._written
+        if body is None:
+            try:
+                body = self._kube.get("Lease", s.name, s.namespace)
+            except API_ERRORS as error:  # the API server did not answer: a leader keeps acting until the deadline
+                log.warning("leader election: cannot read Lease %s/%s (%s)", s.namespace, s.name, error)
+                self._check_deadline()
+                return False
         decision = decide(_record(body), s.identity, self._observed.unchanged_for(body))
         if decision.act is LeaseAct.WAIT:
             if self.role is Role.LEADER:
                 self._lose(f"another replica holds the Lease: {decision.reason}")
             return False
-        written = self._write(body, decision.act)
+        self._written = written = self._write(body, decision.act)
         if written is None:
             self._check_deadline()
             return False
