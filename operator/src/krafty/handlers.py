@@ -143,8 +143,12 @@ class Operator:
                             rack_binding=os.environ.get("KRAFTY_RACK_BINDING") or None,
                             operator=_operator_peer(),
                             endpoints=endpoints)
-        self.clusters = ClusterReconciler(self.kube, settings)
-        locate = connection.fixed(override) if override else connection.in_cluster(self.kube, settings.cluster_domain)
+        if override:
+            locate, reached = connection.fixed(override), None
+        else:
+            reached = connection.Reached(connection.in_cluster(self.kube, settings.cluster_domain))
+            locate = reached.locate
+        self.clusters = ClusterReconciler(self.kube, settings, reached)
         self.topic_admins = AdminPool(KafkaAdmin)
         self.watched_topics = Watched()
         self.topics = TopicReconciler(self.kube, locate, self.topic_admins.get, self.watched_topics.in_namespace)

@@ -23,7 +23,9 @@ from krafty import naming, pki
 from krafty.clients.kube import Kube
 from krafty.naming import Pool
 from krafty.plan import PassResult
+from krafty.clients.connection import Connection
 from krafty.reconcile.cluster import ClusterReconciler, Endpoints, Outcome, Settings
+from krafty.reconcile.connection import Reached
 from krafty.render.secrets import decoded
 from krafty_testkit.apiserver import LocalApiServer
 from krafty_testkit.local_kafka import Layout, LocalKafkaCluster
@@ -51,11 +53,22 @@ def kube(apiserver: LocalApiServer) -> Kube:
     return Kube(kubernetes.config.new_client_from_config(config_file=str(apiserver.kubeconfig)))
 
 
+def _never_read(namespace: str, cluster: str) -> Connection:
+    raise AssertionError(f"{namespace}/{cluster} was located from Kubernetes")
+
+
 @pytest.fixture(scope="module")
-def reconciler(apiserver: LocalApiServer, kube: Kube, kafka: LocalKafkaCluster) -> ClusterReconciler:
+def reached() -> Reached:
+    """How the passes reached each cluster, for the topic, user, lag and disk passes."""
+    return Reached(_never_read)
+
+
+@pytest.fixture(scope="module")
+def reconciler(apiserver: LocalApiServer, kube: Kube, kafka: LocalKafkaCluster, reached: Reached
+               ) -> ClusterReconciler:
     """The pass with the rights the chart gives the operator, and no more."""
     return ClusterReconciler(operator_kube(apiserver, (NS,)), Settings(TEST_IMAGES, endpoints=Endpoints(
-        kafka.bootstrap_servers, kafka.controller_bootstrap_servers)))
+        kafka.bootstrap_servers, kafka.controller_bootstrap_servers)), reached)
 
 
 def _ready_pod(apiserver: LocalApiServer, pool: Pool, ordinal: int) -> None:
@@ -103,7 +116,8 @@ def _counts(name: str) -> Counter[tuple[str, ...]]:
     return out
 
 
-def test_the_first_passes_bring_the_cluster_to_ready(calm: Outcome, kube: Kube, kafka: LocalKafkaCluster):
+def test_the_first_passes_bring_the_cluster_to_ready(calm: Outcome, kube: Kube, kafka: LocalKafkaCluster,
+                                                     reached: Reached):
     assert (calm.result, calm.busy) == (PassResult.RECONCILED, False)
     status = _body(kube)["status"]
     conditions = {c["type"]: (c["status"], c["reason"]) for c in status["conditions"]}
@@ -111,6 +125,8 @@ def test_the_first_passes_bring_the_cluster_to_ready(calm: Outcome, kube: Kube, 
                           "Progressing": ("False", "Reconciled"), "Degraded": ("False", "AsExpected")}
     assert status["readyBrokers"] == 3
     assert status["quorum"]["voters"] == [1000, 1001, 1002]
+    # The other passes reach the brokers as the pass did, without reading the cluster's ConfigMap and Secret
+    assert reached.locate(NS, CLUSTER).servers == kafka.bootstrap_servers
     # The spec's dynamic broker config went to Kafka without a restart, and Kafka's own tool shows it
     shown = kafka.tool("kafka-configs.sh", "--bootstrap-server", kafka.bootstrap_servers, "--describe",
                        "--entity-type", "brokers", "--entity-default").stdout

@@ -1,12 +1,14 @@
-"""Where an operator outside Kubernetes reaches each cluster's brokers (KRAFTY_KAFKA_BOOTSTRAP)."""
+"""Where the passes reach each cluster's brokers: as its cluster pass last did, or from Kubernetes; outside
+Kubernetes, at the addresses KRAFTY_KAFKA_BOOTSTRAP gives."""
 
 from __future__ import annotations
 
 import pytest
 
+from krafty.clients.connection import Connection, TlsIdentity
 from krafty.clients.errors import KafkaUnavailable
 from krafty.handlers import _kafka_addresses
-from krafty.reconcile.connection import fixed
+from krafty.reconcile.connection import Reached, fixed
 
 
 def test_one_address_serves_every_cluster():
@@ -41,3 +43,21 @@ def test_a_malformed_table_stops_the_operator_with_what_is_wrong(monkeypatch, va
     monkeypatch.setenv("KRAFTY_KAFKA_BOOTSTRAP", value)
     with pytest.raises(SystemExit, match=message):
         _kafka_addresses()
+
+
+def test_a_cluster_its_cluster_pass_reached_is_located_so_without_reading_and_forgotten_once_gone():
+    asked = []
+
+    def from_kubernetes(namespace: str, cluster: str) -> Connection:
+        asked.append(f"{namespace}/{cluster}")
+        return Connection("read:9093")
+
+    reached = Reached(from_kubernetes)
+    assert reached.locate("a", "orders").servers == "read:9093"
+    used = Connection("orders-kafka-operator.a:9093", TlsIdentity("ca", "renewed cert", "key"))
+    reached.reached("a", "orders", used)
+    assert reached.locate("a", "orders") is used
+    assert reached.locate("b", "orders").servers == "read:9093"  # (another namespace's namesake)
+    reached.reached("a", "orders", None)
+    assert reached.locate("a", "orders").servers == "read:9093"
+    assert asked == ["a/orders", "b/orders", "a/orders"]

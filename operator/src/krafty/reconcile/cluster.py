@@ -37,6 +37,7 @@ from krafty.reconcile import observe as observing
 from krafty.reconcile import rack
 from krafty.reconcile import status as writer
 from krafty.reconcile.act import Actor
+from krafty.reconcile.connection import Reached
 from krafty.reconcile.pki import CaUnusable, ClusterPki, PkiPass
 from krafty.reconcile.pki import held as pki_held
 from krafty.reconcile.teardown import teardown_pass
@@ -78,9 +79,10 @@ def authorization_problem(ctx: ClusterContext) -> str | None:
 
 
 class ClusterReconciler:
-    def __init__(self, kube: Kube, settings: Settings) -> None:
+    def __init__(self, kube: Kube, settings: Settings, reached: Reached | None = None) -> None:
         self.kube = kube
         self.settings = settings
+        self.reached = reached  # told how each pass reached its cluster's brokers, for the other passes
         self.admins = AdminPool(KafkaAdmin)
         self.preview_admins = AdminPool(KafkaAdmin)  # a plan preview never waits on a pass's client, nor it on one
         self.canaries = Canaries()
@@ -115,6 +117,8 @@ class ClusterReconciler:
             return self._hold(body, "CaUnusable", str(unusable), moment)
         ctx = replace(ctx, certificates=issued.marker, config_secrets=secrets_digest, clients_ca=issued.clients_digest)
         admin, controllers = self._kafka(self.admins, ctx, issued)
+        if self.reached is not None:
+            self.reached.reached(ctx.namespace, ctx.name, admin.connection)
         obs = observing.observe(self.kube, admin, controllers, ctx, claims, listed, services, moment)
         obs = replace(obs, canary=self._canary(ctx, admin.connection))
         decided = plan(ctx, obs, Facts.from_status(body.get("status")))
@@ -323,3 +327,5 @@ class ClusterReconciler:
             rack.admit(self.kube, self.settings.rack_binding, namespace, name, wanted=False)
         self.admins.release(namespace, name)
         self.canaries.want(namespace, name, None)
+        if self.reached is not None:
+            self.reached.reached(namespace, name, None)

@@ -1,8 +1,10 @@
-"""Where the topic and lag passes reach a cluster, and with what credentials: read from the cluster's
-ConfigMap and Secrets each time (the cluster pass issues them), so every pass sees a renewed certificate."""
+"""Where the topic, user, lag and disk passes reach a cluster, and with what credentials: as its cluster pass
+last reached it (that pass issues the operator's certificate, so it knows first when it changes), or, for a
+cluster no cluster pass has reached since the operator started, read from the cluster's ConfigMap and Secret."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping
 
 from krafty import naming
@@ -13,6 +15,28 @@ from krafty.render.secrets import decoded
 
 # (namespace, cluster) -> how to connect; raises KafkaUnavailable while the cluster cannot be reached yet
 Locate = Callable[[str, str], Connection]
+
+
+class Reached:
+    """Each cluster's connection as its cluster pass last used it; `unknown` locates the others."""
+
+    def __init__(self, unknown: Locate) -> None:
+        self._unknown = unknown
+        self._by_cluster: dict[tuple[str, str], Connection] = {}
+        self._lock = threading.Lock()
+
+    def reached(self, namespace: str, cluster: str, connection: Connection | None) -> None:
+        """The cluster pass reached the cluster this way (None: the cluster is gone, forget it)."""
+        with self._lock:
+            if connection is None:
+                self._by_cluster.pop((namespace, cluster), None)
+            else:
+                self._by_cluster[(namespace, cluster)] = connection
+
+    def locate(self, namespace: str, cluster: str) -> Connection:
+        with self._lock:
+            found = self._by_cluster.get((namespace, cluster))
+        return found if found is not None else self._unknown(namespace, cluster)
 
 
 def in_cluster(kube: Kube, domain: str) -> Locate:
