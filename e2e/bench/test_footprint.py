@@ -12,8 +12,8 @@ import os
 import time
 
 import pytest
+from footprint import operator_pods, proc_stats
 
-from krafty_testkit import procfs
 from krafty_testkit.k8s_kafka import (
     NAMESPACE,
     OPERATOR_IMAGE,
@@ -27,7 +27,7 @@ from krafty_testkit.kube import KubeCluster
 from krafty_testkit.plugin import report_table
 from krafty_testkit.waiting import wait_for
 
-pytestmark = pytest.mark.bench
+pytestmark = [pytest.mark.bench, pytest.mark.timeout(1800)]
 SETTLE_SECONDS = float(os.environ.get("KRAFTY_BENCH_SETTLE", "600"))
 WINDOW_SECONDS = 120.0
 TOPICS = 200
@@ -60,22 +60,6 @@ def empty_operator_pod(kube: KubeCluster) -> None:
     ])
     kube.kubectl("wait", "--for=condition=Ready", "pod/empty-kopf", "-n", OPERATOR_NAMESPACE, "--timeout=120s",
                  timeout=150)
-
-
-def proc_stats(kube: KubeCluster, target: list[str]) -> tuple[float, float]:
-    """(RSS in MiB, CPU seconds so far) of PID 1 of a pod."""
-    return (procfs.rss_mib(kube.kubectl("exec", *target, "--", "cat", "/proc/1/status")),
-            procfs.cpu_seconds(kube.kubectl("exec", *target, "--", "cat", "/proc/1/stat")))
-
-
-def operator_pods(kube: KubeCluster) -> tuple[str, list[str]]:
-    """The operator's pods: the one holding the Lease (its identity is the pod's name and a mark), the others."""
-    holder = kube.kubectl_json("get", "lease", "krafty", "-n", OPERATOR_NAMESPACE)["spec"]["holderIdentity"]
-    leader = holder.rsplit("_", 1)[0]
-    pods = [p["metadata"]["name"] for p in kube.kubectl_json("get", "pods", "-n", OPERATOR_NAMESPACE)["items"]
-            if p["metadata"]["name"].startswith("krafty-") and p["status"].get("phase") == "Running"]
-    assert leader in pods, (holder, pods)
-    return leader, [pod for pod in pods if pod != leader]
 
 
 def test_operator_footprint_with_200_topics(operator: KubeCluster):

@@ -1,0 +1,147 @@
+"""The operator as a process beside a real kube-apiserver, measured from outside (its /proc and its own metrics),
+and the Topic resources and direct create_topics batches the scale benchmarks compare."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+from confluent_kafka.admin import NewTopic
+
+from krafty.clients.kafka_admin import KafkaAdmin
+from krafty.decide.topics import by_request
+from krafty_testkit import procfs
+from krafty_testkit.apiserver import LocalApiServer, free_port
+from krafty_testkit.waiting import wait_for
+
+PARTITIONS = 4
+REPLICAS = 1  # the operator's work grows with topics and partitions; replicas only load the brokers of one machine
+RECORDS_EACH = 1 + PARTITIONS + 1  # Kafka's metadata records to create one (the topic, its partitions, retention.ms)
+APPLY_CHUNK = 500  # Topic resources per kubectl apply
+CALM_SECONDS = 95  # three topic passes (one every 30 s when nothing changes)
+CRDS = Path(__file__).resolve().parents[1] / "crds"
+
+
+class Operator:
+    """The operator as a process: its metrics endpoint and its own CPU time and RSS from /proc."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], metrics_port: int) -> None:
+        self.proc = proc
+        self.metrics_port = metrics_port
+
+    def cpu_seconds(self) -> float:
+        return procfs.cpu_seconds(Path(f"/proc/{self.proc.pid}/stat").read_text())
+
+    def rss_mib(self) -> float:
+        return procfs.rss_mib(Path(f"/proc/{self.proc.pid}/status").read_text())
+
+    def _metrics(self) -> str:
+        return urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10).read().decode()
+
+    def passes(self, kind: str = "topics") -> tuple[float, float]:
+        """(seconds in passes of this kind, passes) since the start, from the operator's own histogram."""
+        found = dict(re.findall(rf'^krafty_reconcile_duration_seconds_(sum|count)\{{kind="{kind}"\}} (\S+)$',
+                                self._metrics(), re.M))
+        return float(found.get("sum", 0)), float(found.get("count", 0))
+
+    def writes(self) -> float:
+        """API writes (not reads) to Topics and Events since the start, from the operator's own counter."""
+        return sum(float(n) for verb, n in re.findall(
+            r'^krafty_kube_requests_total\{kind="(?:Topic|Event)",verb="([^"]+)"\} (\S+)$', self._metrics(), re.M)
+            if verb not in ("get", "list"))
+
+
+@contextlib.contextmanager
+def running_operator(apiserver: LocalApiServer, namespace: str, kafka: str | dict[str, str],
+                     log: Path) -> Iterator[Operator]:
+    """The CRDs installed, the namespace made, and the operator watching it; it reaches Kafka through
+    KRAFTY_KAFKA_BOOTSTRAP (one address, or each cluster's) because pod DNS names do not resolve here."""
+    apiserver.kubectl("apply", "--server-side", "-f", str(CRDS))
+    apiserver.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+    apiserver.kubectl("create", "namespace", namespace)
+    port = free_port()
+    env = {**os.environ, "KUBECONFIG": str(apiserver.kubeconfig),
+           "KRAFTY_KAFKA_BOOTSTRAP": kafka if isinstance(kafka, str) else json.dumps(kafka)}
+    with log.open("w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "krafty.main", "--namespace", namespace, "--metrics-port",
+                                 str(port), "--health-port", "0"], env=env, stdout=out, stderr=subprocess.STDOUT)
+    running = Operator(proc, port)
+    try:
+        wait_for(running.writes, lambda _: True, 60, "the operator's metrics endpoint", interval=1)
+        yield running
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def calm(operator: Operator, kind: str = "topics") -> tuple[float, float, float]:
+    """(mean seconds of a pass of this kind, idle millicores, RSS MiB) over CALM_SECONDS with nothing changing."""
+    spent, passes = operator.passes(kind)
+    cpu, began = operator.cpu_seconds(), time.monotonic()
+    time.sleep(CALM_SECONDS)
+    spent_after, passes_after = operator.passes(kind)
+    millicores = 1000 * (operator.cpu_seconds() - cpu) / (time.monotonic() - began)
+    assert passes_after > passes, f"no {kind} pass ran while calm"
+    return (spent_after - spent) / (passes_after - passes), millicores, operator.rss_mib()
+
+
+def retention(i: int) -> str:
+    return str(3_600_000 + i)
+
+
+def topics(prefix: str, first: int, last: int) -> dict[str, str]:
+    """Topic names with this prefix, numbered first..last-1, each with its own retention.ms."""
+    return {f"{prefix}-{i:05d}": retention(i) for i in range(first, last)}
+
+
+def apply_topics(apiserver: LocalApiServer, namespace: str, cluster: str, names: dict[str, str]) -> None:
+    """Topic resources for these topics (name -> retention.ms) in this cluster, applied in chunks at once."""
+    docs = [{"apiVersion": "kafka.krafty.io/v1alpha1", "kind": "Topic",
+             "metadata": {"name": name, "namespace": namespace},
+             "spec": {"clusterRef": {"name": cluster}, "partitions": PARTITIONS, "replicas": REPLICAS,
+                      "config": {"retention.ms": int(value)}}} for name, value in names.items()]
+    for start in range(0, len(docs), APPLY_CHUNK):
+        apiserver.kubectl("apply", "--server-side", "-f", "-",
+                          input="\n---\n".join(json.dumps(d) for d in docs[start:start + APPLY_CHUNK]))
+
+
+def configured(admin: KafkaAdmin, names: dict[str, str]) -> int:
+    """How many of the topics (name -> its retention.ms) exist with that override."""
+    existing = set(admin.client.list_topics(timeout=60).topics)
+    present = [n for n in names if n in existing]
+    overrides = admin.topic_overrides(present) if present else {}
+    return sum(1 for n in present if overrides.get(n, {}).get("retention.ms") == names[n])
+
+
+def direct_batch(admin: KafkaAdmin, names: dict[str, str]) -> float:
+    """Seconds for one create_topics batch of these topics until all are configured; they are deleted after."""
+    began = time.monotonic()
+    futures = [future for request in by_request(dict.fromkeys(names, RECORDS_EACH))
+               for future in admin.client.create_topics(
+                   [NewTopic(n, PARTITIONS, REPLICAS, config={"retention.ms": names[n]}) for n in request],
+                   operation_timeout=300, request_timeout=300).values()]
+    for future in futures:
+        future.result(timeout=600)
+    wait_for(lambda: configured(admin, names), lambda n: n == len(names), 900, "all direct topics configured",
+             interval=1)
+    seconds = time.monotonic() - began
+    for request in by_request(dict.fromkeys(names, RECORDS_EACH)):  # (deletions have a limit too)
+        for future in admin.client.delete_topics(request, operation_timeout=300, request_timeout=300).values():
+            future.result(timeout=600)
+    wait_for(lambda: set(names) & set(admin.client.list_topics(timeout=60).topics), lambda left: not left, 600,
+             "the direct topics gone")
+    return seconds
+
+
+def ready_resources(apiserver: LocalApiServer, namespace: str) -> int:
+    out = apiserver.kubectl("get", "topics", "-n", namespace, "-o",
+                            'jsonpath={range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\\n"}{end}')
+    return out.stdout.split().count("True")
