@@ -20,10 +20,10 @@ import pytest
 from prometheus_client import REGISTRY
 
 from krafty import naming, pki
+from krafty.clients.connection import Connection
 from krafty.clients.kube import Kube
 from krafty.naming import Pool
 from krafty.plan import PassResult
-from krafty.clients.connection import Connection
 from krafty.reconcile.cluster import ClusterReconciler, Endpoints, Outcome, Settings
 from krafty.reconcile.connection import Reached
 from krafty.render.secrets import decoded
