@@ -161,7 +161,7 @@ def test_a_leader_renews_every_third_of_the_duration_and_a_standby_looks_every_r
     # Then the leader wrote about six renewals (not twelve) without reading the Lease first (it renews what it wrote),
     # the standby read about twelve times, and nobody else led
     assert 4 <= requests.get("replace", 0) <= 8, requests
-    assert 10 <= requests.get("get", 0) <= 14, requests  # (the standby's reads alone: the leader's made it 16 or more)
+    assert 8 <= requests.get("get", 0) <= 14, requests  # (the standby's reads alone: the leader's made it 16 or more)
     assert (leader.elector.role, standby.elector.role) == (Role.LEADER, Role.STANDBY)
     assert not standby.elected.is_set()
 
