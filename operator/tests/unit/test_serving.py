@@ -26,6 +26,7 @@ def test_the_metrics_endpoint_serves_sleeps_between_scrapes_and_stops_at_once():
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
     assert 'krafty_reconcile_total{kind="topics",result="ok"}' in text
     # Then, while nobody asks, it does not wake (it woke twice a second to look for a shutdown)
+    time.sleep(0.5)  # (the loop may look once more after handing the scrape to its thread)
     woken = len(wakes)
     time.sleep(2.0)
     assert len(wakes) == woken
