@@ -33,6 +33,6 @@ def test_the_metrics_endpoint_serves_sleeps_between_scrapes_and_stops_at_once():
     # And it stops without waiting out its minute, its port closed
     began = time.monotonic()
     serving.stop(server)
-    assert time.monotonic() - began < 2
+    assert time.monotonic() - began < 10  # (not its poll interval, a minute)
     with socket.socket() as probe:
         assert probe.connect_ex(("127.0.0.1", port)) != 0
