@@ -156,7 +156,7 @@ def test_a_calm_pass_reads_each_object_and_each_kafka_fact_once(calm: Outcome, k
     # (no topic yet: topic_state asks for no topic's configs)
     assert kafka_calls == {("DescribeCluster",): 1, ("ApiVersions",): 1, ("ListPartitionReassignments",): 1,
                            ("topic_state",): 1, ("Metadata",): 1,
-                           ("dynamic_cluster_defaults",): 1, ("DescribeQuorum",): 1}
+                           ("dynamic_cluster_defaults",): 1, ("DescribeConfigs",): 1, ("DescribeQuorum",): 1}
 
 
 def test_a_dynamic_config_change_reaches_kafka_in_one_pass_without_a_restart(

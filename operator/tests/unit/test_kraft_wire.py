@@ -221,6 +221,28 @@ def test_describe_topic_configs_answer_keeps_the_topics_own_configs_and_its_effe
     assert reader.pos == len(reader.data)
 
 
+def test_describe_cluster_defaults_asks_for_the_default_broker_resource():
+    assert wire.encode_describe_cluster_defaults().bytes() == bytes([2, 4, 1, 0, 0, 0, 0, 0])
+
+
+def test_describe_cluster_defaults_answer_keeps_what_is_set_for_every_broker():
+    rows = [(0, "", [("min.insync.replicas", "2", 3, []), ("log.retention.ms", "3600000", 3, []),
+                     ("num.io.threads", "8", 5, []), ("secret.password", None, 3, [])])]
+    body = wire.Writer().int32(0).compact_array(rows, _config_result).tags()
+    assert wire.decode_describe_cluster_defaults(wire.Reader(body.bytes())) == {
+        "min.insync.replicas": "2", "log.retention.ms": "3600000"}
+
+
+def test_describe_cluster_defaults_answer_raises_an_error_or_a_missing_resource():
+    refused = wire.Writer().int32(0).compact_array([(31, "", [])], _config_result).tags()
+    refusal = "DescribeConfigs of the cluster defaults: CLUSTER_AUTHORIZATION_FAILED: refused"
+    with pytest.raises(wire.KafkaProtocolError, match=refusal):
+        wire.decode_describe_cluster_defaults(wire.Reader(refused.bytes()))
+    empty = wire.Writer().int32(0).compact_array([], _config_result).tags()
+    with pytest.raises(wire.KafkaProtocolError, match="leaves out the cluster defaults"):
+        wire.decode_describe_cluster_defaults(wire.Reader(empty.bytes()))
+
+
 def test_describe_topic_configs_answer_raises_any_error_but_an_unknown_topic():
     body = wire.Writer().int32(0).compact_array([(29, "secret", [])], _config_result).tags()
     with pytest.raises(wire.KafkaProtocolError, match="DescribeConfigs of secret: error 29: refused"):

@@ -24,7 +24,6 @@ from confluent_kafka.admin import (
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
-    ConfigSource,
     NewPartitions,
     NewTopic,
     ResourceType,
@@ -74,9 +73,9 @@ class Recycler:
         return False
 
 
-def _kafka_call(method: F) -> F:
+def _kafka_call(method: F, *, through_handle: bool = True) -> F:
     """One call at a time per client (the cluster and topic passes share it from several threads); a
-    client error leaves as KafkaUnavailable, and a handle that keeps failing is replaced."""
+    client error leaves as KafkaUnavailable, and a librdkafka handle that keeps failing is replaced."""
     @functools.wraps(method)
     def wrapper(self: KafkaAdmin, *args: Any, **kwargs: Any) -> Any:
         metrics.KAFKA_REQUESTS.labels(method.__name__).inc()
@@ -84,14 +83,21 @@ def _kafka_call(method: F) -> F:
             try:
                 result = method(self, *args, **kwargs)
             except (KafkaException, FutureTimeout, ConnectionError, KafkaProtocolError) as error:
-                if self._recycler.failed():
+                if through_handle and self._recycler.failed():
                     log.warning("Kafka admin client for %s failed for %.0fs: replacing it", self.bootstrap_servers,
                                 RECYCLE_AFTER)
                     self.client = AdminClient(admin_config(self.connection, "krafty-operator"))
                 raise KafkaUnavailable(f"{method.__name__}: {describe_error(error)}") from error
-            self._recycler.succeeded()
+            if through_handle:
+                self._recycler.succeeded()
             return result
     return cast(F, wrapper)
+
+
+def _wire_call(method: F) -> F:
+    """A call through the wire client alone (a connection of its own each time): its outcome says nothing of
+    the librdkafka handle, so a handle stuck on a broker is still replaced while these succeed."""
+    return _kafka_call(method, through_handle=False)
 
 
 class KafkaAdmin:
@@ -111,7 +117,7 @@ class KafkaAdmin:
         description = self.client.describe_cluster(request_timeout=TIMEOUT).result(timeout=TIMEOUT + 5)
         return {node.id for node in description.nodes}
 
-    @_kafka_call
+    @_wire_call
     def topic_state(self) -> tuple[tuple[PartitionState, ...], frozenset[str] | None]:
         """Every partition with its leader, replicas, ISR and its topic's min.insync.replicas; and the topics
         with replication throttles set (None when topic configs could not be read)."""
@@ -131,25 +137,12 @@ class KafkaAdmin:
                                     self._min_isr.get(name, len(p.replicas)))
                      for name, topic in sorted(metadata.items()) for p in topic.partitions), throttled
 
-    @_kafka_call
-    def dynamic_cluster_defaults(self, broker: int) -> dict[str, str]:
-        """Cluster-wide dynamic broker settings currently set.
+    @_wire_call
+    def dynamic_cluster_defaults(self) -> dict[str, str]:
+        """Cluster-wide dynamic broker settings currently set."""
+        return kraft.cluster_defaults(self.connection, TIMEOUT)
 
-        librdkafka cannot describe the default broker resource (""), so one broker is
-        described with synonyms and the values whose source is the dynamic default kept.
-        """
-        resource = ConfigResource(ResourceType.BROKER, str(broker))
-        entries = self.client.describe_configs([resource], request_timeout=TIMEOUT)[resource].result(TIMEOUT + 5)
-        default_source = ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
-        out = {}
-        for name, entry in entries.items():
-            candidates = [entry, *entry.synonyms.values()]
-            value = next((c.value for c in candidates if _source(c) == default_source.value and c.name == name), None)
-            if value is not None:
-                out[name] = str(value)
-        return out
-
-    @_kafka_call
+    @_wire_call
     def alter_dynamic_cluster_defaults(self, set_values: dict[str, str], delete: Iterable[str]) -> None:
         # librdkafka refuses the default broker resource (name ""): the wire client sends it.
         changes: dict[str, str | None] = {**dict(set_values), **dict.fromkeys(delete)}
@@ -168,7 +161,7 @@ class KafkaAdmin:
 
 
     # -- topics ----------------------------------------------------------------
-    @_kafka_call
+    @_wire_call
     def describe_topics(self, names: Iterable[str]
                         ) -> dict[str, tuple[str, tuple[PartitionState, ...], dict[str, str]]]:
         """Topic id, partitions and the configuration set on the topic itself, of each existing topic among `names`
@@ -185,7 +178,7 @@ class KafkaAdmin:
                        config.overrides)
                 for name, config in configs.items()}
 
-    @_kafka_call
+    @_wire_call
     def topic_overrides(self, names: Iterable[str]) -> dict[str, dict[str, str]]:
         """The configuration set on each topic itself (not inherited from the brokers)."""
         return {name: config.overrides for name, config in kraft.topic_configs(self.connection, sorted(names)).items()}
@@ -294,12 +287,6 @@ class AdminPool(Generic[A]):
         with self._lock:
             for servers in [s for s in self._admins if s.startswith(prefix)]:
                 del self._admins[servers]
-
-
-def _source(entry: ConfigEntry) -> int:
-    """The entry's config source as a number (the client hands out ints or enum members)."""
-    source: Any = entry.source
-    return int(getattr(source, "value", source))
 
 
 def _error_of(future: Any) -> str | None:

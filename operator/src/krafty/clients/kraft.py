@@ -164,6 +164,12 @@ def topic_configs(brokers: Target, topics: Sequence[str], timeout: float = 30.0)
     return out
 
 
+def cluster_defaults(brokers: Target, timeout: float = 15.0) -> dict[str, str]:
+    """The dynamic broker configs set for every broker at once."""
+    return call(brokers, wire.DESCRIBE_CONFIGS, 4, wire.encode_describe_cluster_defaults(),
+                wire.decode_describe_cluster_defaults, timeout)
+
+
 def describe_quorum(servers: Target, timeout: float = 10.0) -> wire.Quorum:
     return call(servers, wire.DESCRIBE_QUORUM, 2, wire.encode_describe_quorum(), wire.decode_describe_quorum, timeout)
 

@@ -1,5 +1,6 @@
 """Every topic's partitions (Metadata v12) and the configuration set on each topic (DescribeConfigs v4), read
-by the topic and cluster passes each time they look.
+by the topic and cluster passes each time they look; and the cluster-wide dynamic broker configs (DescribeConfigs
+of the default broker resource, which librdkafka refuses to name).
 
 librdkafka answers both, but as a Python object per config entry (about forty per topic, each with its
 synonyms) and per replica: at thousands of topics that was most of a calm pass. Here the answers are read
@@ -15,12 +16,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from krafty.kraft_wire.codec import ERROR_NAMES, Reader, Writer, check
+from krafty.kraft_wire.codec import ERROR_NAMES, KafkaProtocolError, Reader, Writer, check
 
 METADATA = 3
 DESCRIBE_CONFIGS = 32
 TOPIC_RESOURCE = 2
+BROKER_RESOURCE = 4
 DYNAMIC_TOPIC_CONFIG = 1  # a config's source: set on the topic itself
+DYNAMIC_DEFAULT_BROKER_CONFIG = 3  # a config's source: set for every broker of the cluster
 UNKNOWN_TOPIC = 3
 _MIN_ISR = b"min.insync.replicas"
 
@@ -130,18 +133,28 @@ def decode_metadata(r: Reader) -> dict[str, TopicMetadata]:
 
 # -- DescribeConfigs v4 --------------------------------------------------------------------------------------------
 
-def encode_describe_topic_configs(topics: Sequence[str]) -> Writer:
-    """Every config of each topic, without synonyms or documentation."""
+def _encode_describe_configs(resource_type: int, names: Sequence[str]) -> Writer:
+    """Every config of each resource, without synonyms or documentation."""
     def resource(w: Writer, name: str) -> None:
-        w.int8(TOPIC_RESOURCE).compact_string(name).uvarint(0).tags()  # (null keys: all of them)
+        w.int8(resource_type).compact_string(name).uvarint(0).tags()  # (null keys: all of them)
 
-    return Writer().compact_array(list(topics), resource).int8(0).int8(0).tags()
+    return Writer().compact_array(list(names), resource).int8(0).int8(0).tags()
 
 
-def _configs(data: bytes, pos: int) -> tuple[TopicConfig, int]:
-    """One topic's config entries: those set on the topic and min.insync.replicas are kept, the rest skipped
-    (most of the answer: this loop is the pass's cost at thousands of topics, so a length under 128, one
-    varint byte, is read in line, and a name is only compared where it matters)."""
+def encode_describe_topic_configs(topics: Sequence[str]) -> Writer:
+    return _encode_describe_configs(TOPIC_RESOURCE, topics)
+
+
+def encode_describe_cluster_defaults() -> Writer:
+    """The default broker resource (the name ""): what is set for every broker at once."""
+    return _encode_describe_configs(BROKER_RESOURCE, [""])
+
+
+def _configs(data: bytes, pos: int, kept: int = DYNAMIC_TOPIC_CONFIG) -> tuple[TopicConfig, int]:
+    """One resource's config entries: those whose source is `kept` (set on the topic itself) and
+    min.insync.replicas are kept, the rest skipped (most of the answer: this loop is the pass's cost at
+    thousands of topics, so a length under 128, one varint byte, is read in line, and a name is only compared
+    where it matters)."""
     count, pos = _varint(data, pos)
     overrides: dict[str, str] = {}
     min_isr = 1
@@ -166,7 +179,7 @@ def _configs(data: bytes, pos: int) -> tuple[TopicConfig, int]:
             pos = _skip_rest(data, pos)
         if not size:
             continue
-        if source == DYNAMIC_TOPIC_CONFIG:
+        if source == kept:
             overrides[data[name_at:name_end].decode()] = data[value_at:value_end].decode()
         if name_end - name_at == len(_MIN_ISR) and data.startswith(_MIN_ISR, name_at):
             min_isr = int(data[value_at:value_end])
@@ -184,9 +197,8 @@ def _skip_rest(data: bytes, pos: int) -> int:
     return _skip_tags(data, _skip_string(data, pos + 1))
 
 
-def decode_describe_topic_configs(r: Reader) -> dict[str, TopicConfig]:
-    """Each topic's configuration; a topic the broker does not know (just created, or deleted) is left out,
-    any other error is raised."""
+def _decode_describe_configs(r: Reader, kept: int, ignored: int | None) -> dict[str, TopicConfig]:
+    """Each resource's configuration; an error other than `ignored` is raised, a resource with it left out."""
     data = r.data
     pos = r.pos + 4  # throttle time
     count, pos = _varint(data, pos)
@@ -197,11 +209,25 @@ def decode_describe_topic_configs(r: Reader) -> dict[str, TopicConfig]:
         message = r.compact_string()
         r.int8()  # resource type
         name = r.compact_string() or ""
-        config, pos = _configs(data, r.pos)
+        config, pos = _configs(data, r.pos, kept)
         pos = _skip_tags(data, pos)
         if code == 0:
             out[name] = config
-        elif code != UNKNOWN_TOPIC:
-            check(f"DescribeConfigs of {name}", code, message or ERROR_NAMES.get(code))
+        elif code != ignored:
+            check(f"DescribeConfigs of {name or 'the cluster defaults'}", code, message or ERROR_NAMES.get(code))
     r.pos = _skip_tags(data, pos)
     return out
+
+
+def decode_describe_topic_configs(r: Reader) -> dict[str, TopicConfig]:
+    """Each topic's configuration; a topic the broker does not know (just created, or deleted) is left out,
+    any other error is raised."""
+    return _decode_describe_configs(r, DYNAMIC_TOPIC_CONFIG, UNKNOWN_TOPIC)
+
+
+def decode_describe_cluster_defaults(r: Reader) -> dict[str, str]:
+    """The configs set for every broker at once (their names and values); any error is raised."""
+    found = _decode_describe_configs(r, DYNAMIC_DEFAULT_BROKER_CONFIG, None).get("")
+    if found is None:
+        raise KafkaProtocolError("DescribeConfigs", -1, "the answer leaves out the cluster defaults")
+    return found.overrides

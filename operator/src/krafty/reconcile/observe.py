@@ -69,10 +69,9 @@ class _KafkaFacts:
         # show a move that has just finished (target and old replicas together).
         self.reassignments = dict(kraft.list_reassignments(admin.connection))
         self.partitions, self.throttled = admin.topic_state()
-        unfenced = sorted(r.node_id for r in self.registrations if not r.fenced)
-        if unfenced:
+        if any(not r.fenced for r in self.registrations):
             try:
-                self.defaults = admin.dynamic_cluster_defaults(unfenced[0])
+                self.defaults = admin.dynamic_cluster_defaults()
             except KafkaUnavailable as error:
                 log.info("dynamic cluster config unreadable: %s", error)
 
