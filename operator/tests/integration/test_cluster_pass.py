@@ -24,6 +24,7 @@ from krafty.clients.connection import Connection
 from krafty.clients.kube import Kube
 from krafty.naming import Pool
 from krafty.plan import PassResult
+from krafty.reconcile.applied import Applied
 from krafty.reconcile.cluster import ClusterReconciler, Endpoints, Outcome, Settings
 from krafty.reconcile.connection import Reached
 from krafty.render.secrets import decoded
@@ -153,10 +154,27 @@ def test_a_calm_pass_reads_each_object_and_each_kafka_fact_once(calm: Outcome, k
     assert reads == {("get", "ConfigMap"): 1, ("get", "StatefulSet"): 2, ("list", "Pod"): 1,
                      ("list", "PersistentVolumeClaim"): 1, ("get", "Secret"): 4, ("list", "Service"): 1}
     assert ("patch-status", naming.CLUSTER_KIND) not in kube_calls  # nothing changed: nothing written
+    # Nor a child sent again: each is as this process last applied it (a resync sends them all every 2 minutes)
+    assert not [key for key in kube_calls if key[0] in ("apply", "delete")], kube_calls
     # (no topic yet: topic_state asks for no topic's configs)
     assert kafka_calls == {("DescribeCluster",): 1, ("ApiVersions",): 1, ("ListPartitionReassignments",): 1,
                            ("topic_state",): 1, ("Metadata",): 1,
                            ("dynamic_cluster_defaults",): 1, ("DescribeConfigs",): 1, ("DescribeQuorum",): 1}
+
+
+def test_a_child_deleted_behind_the_operators_back_is_put_back_by_the_next_resync(
+        calm: Outcome, apiserver: LocalApiServer, kube: Kube, reconciler: ClusterReconciler):
+    name = naming.connection_config_map(CLUSTER)
+    apiserver.kubectl("delete", "configmap", name, "-n", NS)
+    # A calm pass within the resync interval leaves the children alone
+    reconciler.reconcile(_body(kube))
+    assert kube.get("ConfigMap", name, NS) is None
+    # Once the resync interval has passed, the next pass sends every child again
+    reconciler.applied = Applied(resync=0.0)
+    reconciler.reconcile(_body(kube))
+    found = kube.get("ConfigMap", name, NS)
+    assert found is not None
+    assert found["data"]["bootstrap.servers"].startswith(f"{CLUSTER}-kafka-bootstrap.{NS}.svc")
 
 
 def test_a_dynamic_config_change_reaches_kafka_in_one_pass_without_a_restart(

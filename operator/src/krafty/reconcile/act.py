@@ -22,6 +22,7 @@ from krafty.clients.kube import Kube, api_message
 from krafty.decide.canary import TopicChange
 from krafty.kraft_wire import METADATA_VERSION, KafkaProtocolError
 from krafty.model.context import ClusterContext
+from krafty.reconcile.applied import Applied
 
 # The canary's records are a few bytes each: an hour of them is kept, in segments of ten minutes.
 CANARY_TOPIC_CONFIG = {"retention.ms": "3600000", "segment.ms": "600000"}
@@ -29,9 +30,10 @@ CANARY_TOPIC_CONFIG = {"retention.ms": "3600000", "segment.ms": "600000"}
 
 class Actor:
     def __init__(self, kube: Kube, admin: KafkaAdmin, controllers: str, ctx: ClusterContext,
-                 body: dict[str, Any]) -> None:
+                 body: dict[str, Any], applied: Applied) -> None:
         self.kube = kube
         self.admin = admin
+        self.applied = applied
         self.controllers = admin.connection.to(controllers)  # the brokers' credentials, the controllers' addresses
         self.ctx = ctx
         self.body = body
@@ -67,19 +69,27 @@ class Actor:
 
     # -- the steps ------------------------------------------------------------------------
     def _apply_children(self, action: planned.ApplyChildren) -> None:
+        """Sends each child that changed since it was last sent (or was sent too long ago: see Applied)."""
+        cluster = (self.ctx.namespace, self.ctx.name, str(self.body["metadata"].get("uid")))
         for child in action.children:
+            if not self.applied.due(*cluster, child):
+                continue
             if child.desired is None:
                 self.kube.delete(child.kind, child.name, self.ctx.namespace)
+                self.applied.done(*cluster, child)
                 continue
             try:
                 self.kube.apply(child.desired)
             except ApiException as error:
+                self.applied.failed(*cluster, child)
                 if error.status not in (400, 422):  # anything but "this object is invalid" is not the spec's fault
                     raise
                 # A spec value the validation let through and Kubernetes refuses (an affinity, a toleration):
                 # the object keeps what it had, and the status says why.
                 self.refused.append(f"{child.kind} {child.name}: {api_message(error)}")
                 self.say("ApplyRefused", self.refused[-1], warning=True)
+                continue
+            self.applied.done(*cluster, child)
 
     def _announce(self, action: planned.Announce) -> None:
         self.say(action.reason, action.message, action.warning)

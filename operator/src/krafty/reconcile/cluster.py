@@ -37,6 +37,7 @@ from krafty.reconcile import observe as observing
 from krafty.reconcile import rack
 from krafty.reconcile import status as writer
 from krafty.reconcile.act import Actor
+from krafty.reconcile.applied import Applied
 from krafty.reconcile.connection import Reached
 from krafty.reconcile.pki import CaUnusable, ClusterPki, PkiPass
 from krafty.reconcile.pki import held as pki_held
@@ -86,6 +87,7 @@ class ClusterReconciler:
         self.admins = AdminPool(KafkaAdmin)
         self.preview_admins = AdminPool(KafkaAdmin)  # a plan preview never waits on a pass's client, nor it on one
         self.canaries = Canaries()
+        self.applied = Applied()  # what each cluster's passes last applied of its children
 
     def reconcile(self, body: dict[str, Any]) -> Outcome:
         moment = writer.now()
@@ -112,7 +114,7 @@ class ClusterReconciler:
         listed = observing.cluster_pods(self.kube, ctx)
         services = observing.external_services(self.kube, ctx)
         try:
-            issued = PkiPass(self.kube, ctx, body, moment).run(listed, self._outside_names(ctx, services))
+            issued = PkiPass(self.kube, ctx, body, moment, self.applied).run(listed, self._outside_names(ctx, services))
         except CaUnusable as unusable:
             return self._hold(body, "CaUnusable", str(unusable), moment)
         ctx = replace(ctx, certificates=issued.marker, config_secrets=secrets_digest, clients_ca=issued.clients_digest)
@@ -122,7 +124,7 @@ class ClusterReconciler:
         obs = observing.observe(self.kube, admin, controllers, ctx, claims, listed, services, moment)
         obs = replace(obs, canary=self._canary(ctx, admin.connection))
         decided = plan(ctx, obs, Facts.from_status(body.get("status")))
-        actor = Actor(self.kube, admin, obs.controller_servers, replace(ctx, sizes=decided.sizes), body)
+        actor = Actor(self.kube, admin, obs.controller_servers, replace(ctx, sizes=decided.sizes), body, self.applied)
         done = actor.run(decided.actions)
         conditions = list(decided.conditions)
         if actor.refused:
@@ -327,5 +329,6 @@ class ClusterReconciler:
             rack.admit(self.kube, self.settings.rack_binding, namespace, name, wanted=False)
         self.admins.release(namespace, name)
         self.canaries.want(namespace, name, None)
+        self.applied.forget(namespace, name)
         if self.reached is not None:
             self.reached.reached(namespace, name, None)

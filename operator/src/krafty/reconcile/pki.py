@@ -22,6 +22,8 @@ from krafty.model.cluster import CertificateAuthority
 from krafty.model.context import ClusterContext
 from krafty.naming import Pool
 from krafty.pki import KeyPair
+from krafty.reconcile.applied import Applied
+from krafty.render.cluster import Child
 from krafty.render.secrets import annotations_of, decoded, owned_by, secret, tls_secret
 
 
@@ -110,8 +112,9 @@ def _clients_ca_role(cluster: str) -> _CaRole:
 
 
 class PkiPass:
-    def __init__(self, kube: Kube, ctx: ClusterContext, body: dict[str, Any], now: datetime.datetime) -> None:
-        self.kube, self.ctx, self.body, self.now = kube, ctx, body, now
+    def __init__(self, kube: Kube, ctx: ClusterContext, body: dict[str, Any], now: datetime.datetime,
+                 applied: Applied) -> None:
+        self.kube, self.ctx, self.body, self.now, self.applied = kube, ctx, body, now, applied
 
     def _tell(self, reason: str, message: str) -> None:
         self.kube.event(self.body, naming.CLUSTER_KIND, reason, message)
@@ -245,9 +248,14 @@ class PkiPass:
         signer = certificates.signer(ca, certificates.all_trust(markers, ca.current))
         sent_with = certificates.chain(ca, signer, self.now)
         trusted, clients_trusted = _trusted(ca), _trusted(clients)
+        cluster = (ns, ctx.name, str(self.body["metadata"].get("uid")))
         for name, certs in ((naming.cluster_ca_cert(ctx.name), trusted),
                             (naming.clients_ca_cert(ctx.name), clients_trusted)):
-            self.kube.apply(secret(ctx, name, {naming.CA_CERT_KEY: pki.bundle(certs)}))
+            body = secret(ctx, name, {naming.CA_CERT_KEY: pki.bundle(certs)})
+            published = Child("Secret", name, body)
+            if self.applied.due(*cluster, published):  # (sent when it changes, and at each resync)
+                self.kube.apply(body)
+                self.applied.done(*cluster, published)
 
         subjects = {key: Subject(key, naming.node_common_name(ctx.name),
                                  naming.node_dns_names(ctx.name, ns, *node, ctx.cluster_domain),
