@@ -176,23 +176,27 @@ def canary_leaders(handle: KafkaClusterHandle) -> dict[int, int]:
     return {int(p): int(leader) for p, leader in re.findall(r"Partition: (\d+)\s+Leader: (\d+)", described)}
 
 
-def test_a_roll_waits_for_a_partition_that_would_lose_its_isr_then_for_the_canary_and_goes_on_when_each_is_fixed(
-        prod: KafkaClusterHandle):
+ROLLING_CHANGE = {"socket.send.buffer.bytes": 131072, "log.retention.ms": 7200000}
+
+
+def hold_a_roll(prod: KafkaClusterHandle, topic: str) -> tuple[dict[str, str], float]:
+    """A roll held by a partition that would lose its ISR, then (the topic fixed) by the canary's gate; the pods
+    before it and when it was asked for."""
     # Given a topic (made with Kafka's own tool) whose min ISR equals its replication factor, and the canary on
     # with a gate no write can pass (a p99 of 1 ms): the figures of a real canary decide, not a timing of this test
     # (test_kafka_clients.py shows a frozen broker in its figures at once; e2e/bench/test_canary_gate.py, a
     # starved one holding a roll)
-    prod.kafka_tool("kafka-topics.sh", "--create", "--topic", "fragile", "--partitions", "1",
+    prod.kafka_tool("kafka-topics.sh", "--create", "--topic", topic, "--partitions", "1",
                     "--replication-factor", "3", "--config", "min.insync.replicas=3")
     prod.patch_spec({"canary": {"enabled": True, "windowSeconds": 10},
                      "restarts": {"canaryGate": {"produceP99Milliseconds": 1}}})
     before = pod_uids(prod)
     started = time.time()
     # When a roll is needed, Then it waits with a condition naming the partition
-    prod.patch_spec({"brokers": {"config": {"socket.send.buffer.bytes": 131072, "log.retention.ms": 7200000}}})
+    prod.patch_spec({"brokers": {"config": ROLLING_CHANGE}})
     degraded = wait_for(lambda: prod.condition("Degraded"), lambda c: c.get("reason") == "RollBlocked", 300,
                         "the roll blocked")
-    assert "fragile-0 would drop below min.insync.replicas=3" in degraded["message"]
+    assert f"{topic}-0 would drop below min.insync.replicas=3" in degraded["message"]
     # One stuck partition does not mark the cluster unusable: clients are served, the roll waits
     assert prod.condition("Available").get("status") == "True"
     assert (prod.condition("Ready").get("status"), prod.condition("Ready").get("reason")) == ("False", "RollingRestart")
@@ -206,7 +210,7 @@ def test_a_roll_waits_for_a_partition_that_would_lose_its_isr_then_for_the_canar
     assert 1 < holding["endToEndP99Milliseconds"] < 1000
     assert canary_leaders(prod) == {0: 0, 1: 1, 2: 2}
     # When the topic is fixed, Then the roll still waits, now for the canary, saying so with its figures
-    prod.kafka_tool("kafka-configs.sh", "--entity-type", "topics", "--entity-name", "fragile", "--alter",
+    prod.kafka_tool("kafka-configs.sh", "--entity-type", "topics", "--entity-name", topic, "--alter",
                     "--add-config", "min.insync.replicas=2")
     progressing = wait_for(lambda: prod.condition("Progressing"), lambda c: c.get("reason") == "RollHeldByCanary",
                            120, "the roll held by the canary")
@@ -216,17 +220,42 @@ def test_a_roll_waits_for_a_partition_that_would_lose_its_isr_then_for_the_canar
     assert prod.condition("Progressing").get("reason") == "RollHeldByCanary"
     assert pod_uids(prod) == before
     uid = prod.get()["metadata"]["uid"]  # (events of an earlier cluster of the same name stay for an hour)
-    [told] = [e for e in prod.events("RollHeldByCanary") if e["involvedObject"]["uid"] == uid]
-    assert told["message"] == "prod-broker-0 waits until the canary's p99 is within spec.restarts.canaryGate"
-    # When the gate is one the canary's writes pass, Then the roll goes on and completes
-    prod.patch_spec({"restarts": {"canaryGate": {"produceP99Milliseconds": 5000}}})
-    wait_rolled(prod, before, {p for p in before if "broker" in p})
-    assert [reason for _, reason in restart_events(prod, started)] == ["RestartConfigChanged"] * 3
-    # When the canary is turned off, Then its topic and figures are gone
+    told = [e for e in prod.events("RollHeldByCanary") if e["involvedObject"]["uid"] == uid and
+            e["message"] == "prod-broker-0 waits until the canary's p99 is within spec.restarts.canaryGate"]
+    assert told
+    return before, started
+
+
+def turn_the_canary_off(prod: KafkaClusterHandle) -> None:
+    """When the canary is turned off, Then its topic and figures are gone."""
     prod.patch_spec({"canary": {"enabled": False}, "restarts": {"canaryGate": None}})
     wait_for(lambda: prod.kafka_tool("kafka-topics.sh", "--list"), lambda names: "__krafty_canary" not in names, 120,
              "the canary topic deleted")
     wait_for(prod.status, lambda status: "canary" not in status, 60, "status.canary gone")
+
+
+def test_a_roll_waits_for_a_partition_that_would_lose_its_isr_then_for_the_canary_and_none_is_left_when_undone(
+        prod: KafkaClusterHandle):
+    running = (prod.get()["spec"]["brokers"].get("config") or {}).get("socket.send.buffer.bytes")
+    before, _ = hold_a_roll(prod, "fragile")
+    # When the change is taken back, Then no node restarts and the roll is over: every node runs the spec
+    prod.patch_spec({"brokers": {"config": {"socket.send.buffer.bytes": running}}})
+    wait_for(lambda: prod.condition("Progressing"), lambda c: c.get("reason") == "Reconciled", 120,
+             "nothing left to roll")
+    prod.wait_ready(300)
+    assert pod_uids(prod) == before
+    turn_the_canary_off(prod)
+
+
+@pytest.mark.full  # a roll of three brokers, about four minutes: CI rolls under load in test_25 and test_15
+def test_a_roll_waits_for_a_partition_that_would_lose_its_isr_then_for_the_canary_and_goes_on_when_each_is_fixed(
+        prod: KafkaClusterHandle):
+    before, started = hold_a_roll(prod, "brittle")
+    # When the gate is one the canary's writes pass, Then the roll goes on and completes
+    prod.patch_spec({"restarts": {"canaryGate": {"produceP99Milliseconds": 5000}}})
+    wait_rolled(prod, before, {p for p in before if "broker" in p})
+    assert [reason for _, reason in restart_events(prod, started)] == ["RestartConfigChanged"] * 3
+    turn_the_canary_off(prod)
 
 
 @pytest.mark.full  # about 75 s: CI keeps the roll that waits for an ISR (above) and the template that cannot start

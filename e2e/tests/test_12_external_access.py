@@ -102,8 +102,8 @@ def certificates_name_what_was_dialed(addresses: set[str], trusting: dict[str, s
         handshake(next(iter(addresses)), trusting["ssl.ca.location"], "elsewhere.example.com")
 
 
-def test_tls_nodeport_and_loadbalancer_listeners_serve_clients_outside_through_a_roll_and_a_scale_up(
-        reachable: KafkaClusterHandle, trusting: dict[str, str]):
+def serve_clients_outside(reachable: KafkaClusterHandle, trusting: dict[str, str]) -> None:
+    """Clients here reach every broker through both listeners, write and read back."""
     # Given this machine is outside the pod network (the in-cluster bootstrap name does not resolve here)
     with pytest.raises(socket.gaierror):
         socket.getaddrinfo(f"reachable-kafka-bootstrap.{NAMESPACE}.svc.cluster.local", 9092)
@@ -123,6 +123,17 @@ def test_tls_nodeport_and_loadbalancer_listeners_serve_clients_outside_through_a
     assert advertised(balanced, trusting) == expected_addresses(reachable, BALANCED)
     certificates_name_what_was_dialed({balanced, *expected_addresses(reachable, BALANCED)}, trusting)
     assert round_trip(balanced, "from-outside", trusting) == (2000, 0, 0)
+
+
+def test_tls_nodeport_and_loadbalancer_listeners_serve_clients_outside(reachable: KafkaClusterHandle,
+                                                                       trusting: dict[str, str]):
+    serve_clients_outside(reachable, trusting)
+
+
+@pytest.mark.full  # a roll of three brokers and a fourth one, about four minutes: CI rolls in test_25 and test_15
+def test_tls_nodeport_and_loadbalancer_listeners_serve_clients_outside_through_a_roll_and_a_scale_up(
+        reachable: KafkaClusterHandle, trusting: dict[str, str]):
+    serve_clients_outside(reachable, trusting)
     # When every broker restarts (a static config change rolls them)
     before = pod_uids(reachable)
     reachable.patch_spec({"brokers": {"config": {"queued.max.requests": 600}}})

@@ -119,6 +119,7 @@ def wait_whole(*handles: KafkaClusterHandle) -> float:
     return took[0]
 
 
+@pytest.mark.full  # about three and a half minutes: CI SIGKILLs a broker under load in test_60_failures.py
 def test_losing_the_node_of_the_active_controller_and_a_broker_under_load_loses_nothing(
         prod: KafkaClusterHandle, small: KafkaClusterHandle, operator: KubeCluster, clients: dict[str, ClientPod],
         durable_topic: str):
@@ -206,7 +207,7 @@ def _drain_brokers_of(kube: KubeCluster, node: str) -> str:
     return proc.stdout + proc.stderr
 
 
-@pytest.mark.full  # about two minutes: CI loses a whole node under load in the test above
+@pytest.mark.full  # about two minutes, like the loss of a whole node above
 def test_a_drain_completes_and_never_takes_a_second_replica_offline(
         prod: KafkaClusterHandle, small: KafkaClusterHandle, operator: KubeCluster, clients: dict[str, ClientPod],
         durable_topic: str, client: ClientPod):

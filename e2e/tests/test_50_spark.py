@@ -32,8 +32,8 @@ def page_view_topics(spark_ready: KubeCluster, prod: KafkaClusterHandle) -> None
     wait_topic_ready(operator, "page-view-counts")
 
 
-# CI runs Spark with a KafkaUser's Secret through the Spark operator (test_52) and spark-submit resuming over TLS
-# (test_55): this plaintext run is in the full set
+# CI runs Spark with a KafkaUser's Secret through the Spark operator (test_52): this plaintext run, like
+# spark-submit resuming over TLS (test_55), is in the full set
 @pytest.mark.full
 @pytest.mark.usefixtures("page_view_topics")
 def test_spark_submit_runs_driver_and_executor_pods_that_count_right(spark_ready: KubeCluster, client: ClientPod,

@@ -53,6 +53,7 @@ def run_spark(kube: KubeCluster, job: str, checkpoint: str) -> str:
     return log
 
 
+@pytest.mark.full  # about two and a half minutes with the Spark run: CI adds the TLS listener in test_15_tls.py
 @pytest.mark.usefixtures("small_tls")
 def test_clients_move_to_tls_without_a_restart_and_the_spark_job_resumes_over_tls(
         small: KafkaClusterHandle, client: ClientPod, spark_ready: KubeCluster):

@@ -33,7 +33,6 @@ def in_sync(handle: KafkaClusterHandle) -> None:
              600, f"{handle.name} fully in sync", interval=5)
 
 
-@pytest.mark.full  # about 45 s: CI loses the node of a broker under load in test_35_nodes.py
 def test_sigkilled_broker_under_load_loses_nothing(prod: KafkaClusterHandle, client: ClientPod,
                                                    operator: KubeCluster):
     operator.apply([topic_resource("crash", "prod", partitions=6, replicas=3, config={"min.insync.replicas": 2})])
@@ -52,7 +51,7 @@ def test_sigkilled_broker_under_load_loses_nothing(prod: KafkaClusterHandle, cli
     prod.wait_ready(600)
 
 
-@pytest.mark.full  # about 45 s: CI loses the node of the active controller in test_35_nodes.py
+@pytest.mark.full  # about 45 s: CI SIGKILLs a broker under load in the test above
 def test_sigkilled_active_controller_is_replaced_within_seconds(prod: KafkaClusterHandle, client: ClientPod,
                                                                 operator: KubeCluster):
     leader = prod.status()["quorum"]["leaderId"]

@@ -378,7 +378,7 @@ def test_a_partitioned_node_is_cut_off_until_healed(kube_cluster: KubeCluster, e
     _all_answer(kube_cluster, echo_set, timeout=120)
 
 
-@pytest.mark.full  # about two minutes: CI stops a node under Kafka in test_35_nodes.py and waits for it Ready again
+@pytest.mark.full  # about two minutes: CI cuts a node off and heals it in the test above
 def test_a_stopped_node_goes_not_ready_and_comes_back_ready_with_its_pods(
         kube_cluster: KubeCluster, echo_set: str, cluster_timings: list[tuple[str, float]]) -> None:
     # Given echo-set-2's node Ready
