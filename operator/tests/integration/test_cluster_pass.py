@@ -73,16 +73,7 @@ def reconciler(apiserver: LocalApiServer, kube: Kube, kafka: LocalKafkaCluster, 
 
 
 def _ready_pod(apiserver: LocalApiServer, pool: Pool, ordinal: int) -> None:
-    """What the StatefulSet controller and the kubelet would make of one node."""
-    name = naming.pod(CLUSTER, pool, ordinal)
-    apiserver.apply({"apiVersion": "v1", "kind": "Pod",
-                     "metadata": {"name": name, "namespace": NS, "labels": naming.labels(CLUSTER, pool)},
-                     "spec": {"containers": [{"name": "kafka", "image": "krafty/kafka:test"}]}})
-    status = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}],
-              "containerStatuses": [{"name": "kafka", "ready": True, "restartCount": 0, "image": "krafty/kafka:test",
-                                     "imageID": "", "state": {"running": {"startedAt": "2026-11-23T00:00:00Z"}}}]}
-    apiserver.kubectl("patch", "pod", name, "-n", NS, "--subresource=status", "--type=merge",
-                      "-p", json.dumps({"status": status}))
+    apiserver.ready_pod(NS, naming.pod(CLUSTER, pool, ordinal), naming.labels(CLUSTER, pool), "krafty/kafka:test")
 
 
 @pytest.fixture(scope="module")

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import yaml
 
+from krafty_testkit import procfs
 from krafty_testkit.kafka_dist import REPO_ROOT
 from krafty_testkit.waiting import wait_for
 
@@ -111,6 +112,22 @@ class LocalApiServer:
         text = manifest if isinstance(manifest, str) else json.dumps(manifest)
         return self.kubectl("apply", "--server-side", "--field-manager", "krafty-tests", "-f", "-", *extra,
                             check=check, input=text)
+
+    def ready_pod(self, namespace: str, name: str, labels: dict[str, str], image: str) -> None:
+        """What a StatefulSet controller and a kubelet would make of one pod: created, running and Ready (this
+        server has no node)."""
+        self.apply({"apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": name, "namespace": namespace, "labels": labels},
+                    "spec": {"containers": [{"name": "kafka", "image": image}]}})
+        status = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}],
+                  "containerStatuses": [{"name": "kafka", "ready": True, "restartCount": 0, "image": image,
+                                         "imageID": "", "state": {"running": {"startedAt": "2026-11-23T00:00:00Z"}}}]}
+        self.kubectl("patch", "pod", name, "-n", namespace, "--subresource=status", "--type=merge",
+                     "-p", json.dumps({"status": status}))
+
+    def cpu_seconds(self) -> float:
+        """CPU time used so far by etcd and kube-apiserver together."""
+        return sum(procfs.cpu_seconds(Path(f"/proc/{proc.pid}/stat").read_text()) for proc in self._procs)
 
     def stop(self) -> None:
         for proc in reversed(self._procs):
