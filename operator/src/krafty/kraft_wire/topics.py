@@ -151,8 +151,8 @@ def encode_describe_cluster_defaults() -> Writer:
 
 
 def _configs(data: bytes, pos: int, kept: int = DYNAMIC_TOPIC_CONFIG) -> tuple[TopicConfig, int]:
-    """One resource's config entries: those whose source is `kept` (set on the topic itself) and
-    min.insync.replicas are kept, the rest skipped (most of the answer: this loop is the pass's cost at
+    """One resource's config entries: those whose source is `kept` (for a topic, those set on the topic itself)
+    and min.insync.replicas are kept, the rest skipped (most of the answer: this loop is the pass's cost at
     thousands of topics, so a length under 128, one varint byte, is read in line, and a name is only compared
     where it matters)."""
     count, pos = _varint(data, pos)
