@@ -22,7 +22,7 @@ from krafty.clients.kube import Kube, api_message
 from krafty.decide.canary import TopicChange
 from krafty.kraft_wire import METADATA_VERSION, KafkaProtocolError
 from krafty.model.context import ClusterContext
-from krafty.reconcile.applied import Applied
+from krafty.reconcile.applied import Applied, cluster_key
 
 # The canary's records are a few bytes each: an hour of them is kept, in segments of ten minutes.
 CANARY_TOPIC_CONFIG = {"retention.ms": "3600000", "segment.ms": "600000"}
@@ -70,7 +70,7 @@ class Actor:
     # -- the steps ------------------------------------------------------------------------
     def _apply_children(self, action: planned.ApplyChildren) -> None:
         """Sends each child that changed since it was last sent (or was sent too long ago: see Applied)."""
-        cluster = (self.ctx.namespace, self.ctx.name, str(self.body["metadata"].get("uid")))
+        cluster = cluster_key(self.body)
         for child in action.children:
             if not self.applied.due(*cluster, child):
                 continue

@@ -24,6 +24,12 @@ def _digest(desired: dict[str, Any] | None) -> str:
     return hashlib.sha256(json.dumps(desired, sort_keys=True, default=str).encode()).hexdigest()
 
 
+def cluster_key(body: dict[str, Any]) -> tuple[str, str, str]:
+    """A KafkaCluster as Applied knows it: namespace, name and uid (another uid: a cluster made again)."""
+    meta = body["metadata"]
+    return meta["namespace"], meta["name"], str(meta.get("uid"))
+
+
 class Applied:
     def __init__(self, resync: float = RESYNC_SECONDS, clock: Callable[[], float] = time.monotonic) -> None:
         self._resync = resync

@@ -22,7 +22,7 @@ from krafty.model.cluster import CertificateAuthority
 from krafty.model.context import ClusterContext
 from krafty.naming import Pool
 from krafty.pki import KeyPair
-from krafty.reconcile.applied import Applied
+from krafty.reconcile.applied import Applied, cluster_key
 from krafty.render.cluster import Child
 from krafty.render.secrets import annotations_of, decoded, owned_by, secret, tls_secret
 
@@ -248,7 +248,7 @@ class PkiPass:
         signer = certificates.signer(ca, certificates.all_trust(markers, ca.current))
         sent_with = certificates.chain(ca, signer, self.now)
         trusted, clients_trusted = _trusted(ca), _trusted(clients)
-        cluster = (ns, ctx.name, str(self.body["metadata"].get("uid")))
+        cluster = cluster_key(self.body)
         for name, certs in ((naming.cluster_ca_cert(ctx.name), trusted),
                             (naming.clients_ca_cert(ctx.name), clients_trusted)):
             body = secret(ctx, name, {naming.CA_CERT_KEY: pki.bundle(certs)})
