@@ -65,6 +65,8 @@ def test_connector_jars_are_the_connector_and_what_pyspark_lacks():
     assert f"spark-sql-kafka-0-10_{scala}-{SPARK['SPARK_VERSION']}.jar" in names
     assert f"spark-token-provider-kafka-0-10_{scala}-{SPARK['SPARK_TOKEN_PROVIDER_VERSION']}.jar" in names
     assert any(n.startswith("kafka-clients-") for n in names)
+    # And the job's own parser, built against the same Spark
+    assert "krafty-spark-parser.jar" in names
     # And none of them is a second version of a jar PySpark already has
     duplicated = {artifact(n) for n in names} & {artifact(p.name) for p in PYSPARK_JARS.glob("*.jar")}
     assert not duplicated
@@ -94,8 +96,8 @@ def _spark_references(jar: Path) -> dict[str, set[str]]:
 
 @pytest.mark.timeout(300)
 def test_connector_classes_link_against_pyspark_jars():
-    # Given every org.apache.spark class the connector jars refer to
-    jars = [Path(j) for j in connector_jars() if Path(j).name.startswith("spark-")]
+    # Given every org.apache.spark class the connector jars and the job's parser refer to
+    jars = [Path(j) for j in connector_jars() if Path(j).name.startswith(("spark-", "krafty-"))]
     defined = set().union(*(_classes(j) for j in [*PYSPARK_JARS.glob("*.jar"), *map(Path, connector_jars())]))
     missing: dict[str, set[str]] = {}
     referenced = 0

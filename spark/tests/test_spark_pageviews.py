@@ -22,7 +22,7 @@ from krafty_spark.config import JobOptions, parse_args
 from krafty_spark.events import iso_millis
 from krafty_spark.job import RunningJob, start
 from krafty_spark.lag import LagCommitter
-from krafty_spark.pageviews import parse_events
+from krafty_spark.pageviews import PARSER_FUNCTION, parse_events
 from krafty_testkit import kafka_admin
 from krafty_testkit.local_kafka import Layout, LocalKafkaCluster
 from krafty_testkit.waiting import wait_for
@@ -76,11 +76,25 @@ def stop_after_batches(job: RunningJob, batches: int, timeout: float = 90) -> No
 def test_each_record_is_parsed_once_and_only_complete_page_views_are_kept(spark):
     values = [b'{"event_id":"e1","user":"u1","page":"/cart","ts":"2026-01-01T00:01:05.250Z"}', b"not json", None,
               b'{"page":"/cart"}', b'{"page":null,"ts":"2026-01-01T00:00:00Z"}', b"[1,2]",
-              b'{"page":"/cart","ts":"yesterday"}']
+              b'{"page":"/cart","ts":"yesterday"}', b'{"page":{"a":1},"ts":"2026-01-01T00:00:00Z"}',
+              b'{"page":"/a","ts":"2026-01-01T00:00:00Z"} trailing', b'{"page":"/a","ts":"2026-01-01T00:00:00Z"',
+              b'{"page":"/a","ts":99999999999999999}',
+              # what Spark's own from_json accepted, read the same way: another zone, no zone (UTC), seconds since
+              # the epoch, a number as page, nested fields skipped, the last of a duplicated key
+              b'{"page":"/zone","ts":"2026-01-01T01:00:00.5+01:00"}', b'{"page":"/utc","ts":"2026-01-01 00:00:07"}',
+              b'{"page":"/epoch","ts":1767225600}', b'{"page":42,"ts":"2026-01-01T00:00:00Z"}',
+              b'{"x":{"page":"/inner","y":[{"ts":1}]},"page":"/outer","ts":"2026-01-01T00:00:00Z"}',
+              b'{"page":"/first","page":"/last","ts":"2026-01-01T00:00:00Z"}',
+              '{"page":"/caf\u00e9","ts":"2026-01-01T00:00:00Z"}'.encode()]
     parsed = parse_events(spark.createDataFrame([(v,) for v in values], "value binary"))
-    # The optimizer must not copy the JSON parse into the filter (it did: three parses per record)
-    assert str(parsed._jdf.queryExecution().optimizedPlan()).count("from_json(") == 1
-    assert [tuple(row) for row in parsed.collect()] == [("e1", "u1", "/cart", datetime(2026, 1, 1, 0, 1, 5, 250000))]
+    # The optimizer must not copy the parse into the filter (it did with from_json: three parses per record)
+    assert str(parsed._jdf.queryExecution().optimizedPlan()).count(f"{PARSER_FUNCTION}(") == 1
+    assert parsed.columns == ["page", "ts"]
+    midnight = datetime(2026, 1, 1)
+    assert [tuple(row) for row in parsed.collect()] == [
+        ("/cart", datetime(2026, 1, 1, 0, 1, 5, 250000)), ("/zone", datetime(2026, 1, 1, 0, 0, 0, 500000)),
+        ("/utc", datetime(2026, 1, 1, 0, 0, 7)), ("/epoch", midnight), ("42", midnight), ("/outer", midnight),
+        ("/last", midnight), ("/café", midnight)]
 
 
 def test_file_sink_holds_each_final_window_once_and_drops_late_events(spark, kafka, tmp_path):

@@ -1,7 +1,8 @@
-"""The Spark session of the job, with Spark's Kafka connector on its classpath.
+"""The Spark session of the job, with Spark's Kafka connector and the job's parser on its classpath.
 
-The connector jars are resolved by Maven (spark/fetch-connector.sh, from
-spark/connector/pom.xml) and passed as `spark.jars`. Where they come from:
+The connector jars are resolved, and the parser's jar built, by Maven
+(spark/fetch-connector.sh, from spark/connector/) and passed as `spark.jars`.
+Where they come from:
 1. `KRAFTY_SPARK_JARS_DIR` when set (a directory of jars);
 2. in a checkout of the repository, the fetch script (cached after the
    first run);
