@@ -30,6 +30,8 @@ from krafty.clients.kafka_users import UserAdmin
 from krafty.decide.lag import GroupSelection
 from krafty.decide.leadership import Role
 from krafty.leadership import Elector, LeaseSettings, NamespaceClaims
+from krafty.model import KafkaClusterSpec
+from krafty.model.common import spec_of
 from krafty.model.context import OperatorPeer
 from krafty.model.versions import SUPPORTED_KAFKA_VERSIONS
 from krafty.plan import PassResult
@@ -151,7 +153,9 @@ class Operator:
         self.clusters = ClusterReconciler(self.kube, settings, reached)
         self.topic_admins = AdminPool(KafkaAdmin)
         self.watched_topics = Watched()
-        self.topics = TopicReconciler(self.kube, locate, self.topic_admins.get, self.watched_topics.in_namespace)
+        self.watched_clusters = Watched()
+        self.topics = TopicReconciler(self.kube, locate, self.topic_admins.get, self.watched_topics.in_namespace,
+                                      self.watched_clusters.get)
         self.user_admins = AdminPool(UserAdmin)
         self.users = UserReconciler(self.kube, locate, self.user_admins.get, cluster_domain=settings.cluster_domain)
         self.lag = LagPass(self.kafka_connection, self.tell_cluster, _group_selection())
@@ -232,7 +236,7 @@ class Operator:
 
     def kafka_connection(self, namespace: str, cluster: str) -> Connection | None:
         """How the lag and disk passes reach a cluster's brokers; None once the cluster is gone."""
-        spec = self.topics.cluster_spec(namespace, cluster)
+        spec = spec_of(KafkaClusterSpec, self.watched_clusters.get(namespace, cluster))
         return None if spec is None else self.topics.locate(namespace, cluster)
 
     def tell_cluster(self, namespace: str, cluster: str, reason: str, message: str, warning: bool) -> None:
@@ -305,6 +309,10 @@ def cluster_event(type: str | None, body: kopf.Body, namespace: str | None, name
     the user pass lets its users' deletions go)."""
     operator = _operator(memo)
     deleted = type == "DELETED"
+    if deleted:
+        operator.watched_clusters.gone(str(namespace), name)
+    else:
+        operator.watched_clusters.saw(body)
     if not operator.changed(naming.CLUSTER_KIND, body, deleted):
         return
     if deleted or body.get("metadata", {}).get("deletionTimestamp"):  # the cluster pass tears it down in order

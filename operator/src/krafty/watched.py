@@ -3,6 +3,8 @@
 A topic pass looks at every Topic of its cluster every 30 seconds: listing thousands of them from the API
 server each time was most of a calm pass (the answer read and decoded again, though nothing had changed).
 The watch already brings every change, the operator's own status writes too, so the pass reads them here.
+The topic, lag and disk passes read their KafkaCluster here too (the lag pass looked it up every 10 s);
+the cluster pass reads its own from the API server.
 
 A body may be a moment older than the API server's (a write whose event has not arrived yet): a pass
 writes status by merge patch, which a stale body cannot undo, and adds a finalizer only to the version it
@@ -32,6 +34,10 @@ class Watched:
     def gone(self, namespace: str, name: str) -> None:
         with self._lock:
             self._bodies.pop((namespace, name), None)
+
+    def get(self, namespace: str, name: str) -> dict[str, Any] | None:
+        with self._lock:
+            return self._bodies.get((namespace, name))
 
     def in_namespace(self, namespace: str) -> list[dict[str, Any]]:
         with self._lock:

@@ -8,6 +8,7 @@ runs it, and every check reads Kafka itself (Admin API or Kafka's tools).
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,6 +16,7 @@ import kubernetes
 import pytest
 from confluent_kafka import Consumer
 from confluent_kafka.admin import NewTopic
+from prometheus_client import REGISTRY
 
 from krafty import metrics, naming
 from krafty.clients.connection import Connection
@@ -112,6 +114,25 @@ def delete(apiserver: LocalApiServer, *names: str) -> None:
 
 def run_until(reconciler: TopicReconciler, done: Any, what: str, timeout: float = 60) -> None:
     wait_for(lambda: (reconciler.reconcile(NS, CLUSTER), done())[1], bool, timeout, what, interval=1)
+
+
+def test_a_calm_pass_on_the_watched_cluster_reads_nothing_from_the_api_server(apiserver, kube, reconciler):
+    # Given a Topic in Kafka and Ready, and the pass given the KafkaCluster and Topics as the watch has them
+    apply(apiserver, "calm", partitions=1, replicas=3)
+    run_until(reconciler, lambda: condition(kube, "calm")["status"] == "True", "calm Ready")
+    cluster, topic = kube.get(naming.CLUSTER_KIND, CLUSTER, NS), kube.get("Topic", "calm", NS)
+    watching = TopicReconciler(reconciler.kube, reconciler.locate, reconciler.admin, lambda _namespace: [topic],
+                               lambda namespace, name: cluster if (namespace, name) == (NS, CLUSTER) else None)
+    # When it passes with nothing changed
+    before = _kube_requests()
+    watching.reconcile(NS, CLUSTER)
+    # Then it neither read nor wrote anything through the API server (it read the KafkaCluster each pass)
+    assert _kube_requests() - before == Counter()
+
+
+def _kube_requests() -> Counter[tuple[str, ...]]:
+    return Counter({tuple(s.labels.values()): int(s.value) for metric in REGISTRY.collect()
+                    if metric.name == "krafty_kube_requests" for s in metric.samples if s.name.endswith("_total")})
 
 
 def test_a_pass_on_a_view_one_write_behind_never_replaces_anothers_finalizer(apiserver, kube, kafka, reconciler):

@@ -29,7 +29,10 @@ def test_a_deleted_object_leaves_the_view_and_its_namesake_elsewhere_stays():
     watched = Watched()
     watched.saw(body("a", "orders", "1"))
     watched.saw(body("b", "orders", "2"))
+    assert watched.get("a", "orders")["metadata"]["resourceVersion"] == "1"  # type: ignore[index]
     watched.gone("a", "orders")
     watched.gone("a", "never-seen")
     assert watched.in_namespace("a") == []
+    assert watched.get("a", "orders") is None
+    assert watched.get("b", "orders")["metadata"]["resourceVersion"] == "2"  # type: ignore[index]
     assert [b["metadata"]["namespace"] for b in watched.in_namespace("b")] == ["b"]

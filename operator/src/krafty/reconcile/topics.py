@@ -69,18 +69,17 @@ class Report:
 
 class TopicReconciler:
     def __init__(self, kube: Kube, locate: Locate, admin: Callable[[Connection], KafkaAdmin],
-                 watched: Callable[[str], list[dict[str, Any]]] | None = None) -> None:
-        """`watched`: a namespace's Topics as the operator's watch has them (krafty.watched); without it each
-        pass lists them from the API server."""
+                 watched: Callable[[str], list[dict[str, Any]]] | None = None,
+                 watched_cluster: Callable[[str, str], dict[str, Any] | None] | None = None) -> None:
+        """`watched`: a namespace's Topics, `watched_cluster`: a KafkaCluster (namespace, name), as the operator's
+        watch has them (krafty.watched); without them each pass reads them from the API server."""
         self.kube = kube
         self.locate = locate
         self.admin = admin
         self.watched = watched or (lambda namespace: kube.list(naming.TOPIC_KIND, namespace))
+        self.cluster_body = watched_cluster or (lambda namespace, name: kube.get(naming.CLUSTER_KIND, name, namespace))
         # Each cluster's Topics as parsed in its last pass, by resourceVersion: a calm pass parses none again
         self._parsed: dict[tuple[str, str], dict[tuple[str, str], tuple[str | None, topics.TopicResource | None]]] = {}
-
-    def cluster_spec(self, namespace: str, cluster: str) -> KafkaClusterSpec | None:
-        return spec_of(KafkaClusterSpec, self.kube.get(naming.CLUSTER_KIND, cluster, namespace))
 
     def bodies(self, namespace: str, cluster: str) -> list[dict[str, Any]]:
         """The cluster's Topic resources, those being deleted too."""
@@ -96,7 +95,7 @@ class TopicReconciler:
         live = [b for b in bodies if not deleting(b)]
         writer.for_each([b for b in live if naming.TOPIC_FINALIZER not in (b["metadata"].get("finalizers") or [])],
                         lambda body: self.kube.hold(naming.TOPIC_KIND, body, naming.TOPIC_FINALIZER))
-        cluster_body = self.kube.get(naming.CLUSTER_KIND, cluster, namespace)
+        cluster_body = self.cluster_body(namespace, cluster)
         waiting = self._let_go([b for b in bodies if deleting(b)], namespace, cluster, cluster_body)
         retry = DELETION_RETRY if waiting else None
         if not live:
