@@ -42,7 +42,7 @@ from krafty.reconcile.lag import LagPass
 from krafty.reconcile.topics import TopicReconciler
 from krafty.reconcile.users import UserReconciler
 from krafty.scheduler import Scheduler
-from krafty.watched import Watched
+from krafty.watched import ServingBrokers, Watched
 
 WORKERS = 8  # passes running at once, of every cluster
 BUSY_INTERVAL = 5.0
@@ -154,6 +154,7 @@ class Operator:
         self.topic_admins = AdminPool(KafkaAdmin)
         self.watched_topics = Watched()
         self.watched_clusters = Watched()
+        self.serving = ServingBrokers()
         self.topics = TopicReconciler(self.kube, locate, self.topic_admins.get, self.watched_topics.in_namespace,
                                       self.watched_clusters.get)
         self.user_admins = AdminPool(UserAdmin)
@@ -313,6 +314,9 @@ def cluster_event(type: str | None, body: kopf.Body, namespace: str | None, name
         operator.watched_clusters.gone(str(namespace), name)
     else:
         operator.watched_clusters.saw(body)
+    if operator.serving.changed(body, deleted):  # new topics and users wait for brokers to place them on
+        for job in ("topics", "users"):
+            operator.scheduler.poke((job, namespace, name))
     if not operator.changed(naming.CLUSTER_KIND, body, deleted):
         return
     if deleted or body.get("metadata", {}).get("deletionTimestamp"):  # the cluster pass tears it down in order

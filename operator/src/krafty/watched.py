@@ -42,3 +42,23 @@ class Watched:
     def in_namespace(self, namespace: str) -> list[dict[str, Any]]:
         with self._lock:
             return [body for (ns, _), body in self._bodies.items() if ns == namespace]
+
+
+class ServingBrokers:
+    """How many brokers each KafkaCluster's status counted serving at its last event: when that changes, Topics
+    and KafkaUsers that waited for brokers to place their replicas on can go on."""
+
+    def __init__(self) -> None:
+        self._serving: dict[tuple[str, str], int] = {}
+        self._lock = threading.Lock()
+
+    def changed(self, body: Mapping[str, Any], deleted: bool) -> bool:
+        """Whether this event counts other brokers serving than the cluster's last one did."""
+        meta = body.get("metadata") or {}
+        key = (str(meta.get("namespace")), str(meta.get("name")))
+        serving = None if deleted else (body.get("status") or {}).get("readyBrokers")
+        with self._lock:
+            before = self._serving.pop(key, None)
+            if serving is not None:
+                self._serving[key] = serving
+        return serving is not None and before is not None and serving != before

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from krafty.watched import Watched
+from krafty.watched import ServingBrokers, Watched
 
 
 def body(namespace: str, name: str, version: str) -> dict[str, Any]:
@@ -36,3 +36,24 @@ def test_a_deleted_object_leaves_the_view_and_its_namesake_elsewhere_stays():
     assert watched.get("a", "orders") is None
     assert watched.get("b", "orders")["metadata"]["resourceVersion"] == "2"  # type: ignore[index]
     assert [b["metadata"]["namespace"] for b in watched.in_namespace("b")] == ["b"]
+
+
+def cluster(namespace: str, name: str, ready: int | None) -> dict[str, Any]:
+    return {"metadata": {"namespace": namespace, "name": name},
+            "status": {} if ready is None else {"readyBrokers": ready}}
+
+
+def test_a_change_in_the_brokers_serving_is_told_once_per_cluster():
+    serving = ServingBrokers()
+    # A new cluster: no status yet, then none serving (the first count is nothing to compare with)
+    assert not serving.changed(cluster("a", "prod", None), False)
+    assert not serving.changed(cluster("a", "prod", 0), False)
+    # Brokers start serving one by one: each is told once; another cluster's count is its own
+    assert serving.changed(cluster("a", "prod", 1), False)
+    assert not serving.changed(cluster("a", "prod", 1), False)
+    assert not serving.changed(cluster("b", "prod", 3), False)
+    assert serving.changed(cluster("a", "prod", 3), False)
+    assert serving.changed(cluster("a", "prod", 2), False)
+    # Deleted, then made again under the same name: counted afresh
+    assert not serving.changed(cluster("a", "prod", 2), True)
+    assert not serving.changed(cluster("a", "prod", 0), False)

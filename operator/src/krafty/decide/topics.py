@@ -251,6 +251,7 @@ def plan(resources: Iterable[TopicResource], actual: Mapping[str, KafkaTopic], c
             False, "Conflict", f"Kafka topic {loser.kafka_name} is already managed by Topic {winner}; this resource "
                                "changes nothing (delete it, or give it another topicName)", manage=False)
     load = replica_counts(actual.values(), brokers)
+    registered = len(load)
     for topic, resource in sorted(winners.items()):
         problems = validate_topic(resource.name, resource.spec, cluster)
         if problems or cluster is None:
@@ -261,6 +262,11 @@ def plan(resources: Iterable[TopicResource], actual: Mapping[str, KafkaTopic], c
         else:
             spec = resource.spec
             partitions, replicas = wanted(resource, cluster, None)
+            if replicas > registered:  # (validation keeps it within spec.brokers: the others are still starting)
+                result.verdicts[resource.key] = Verdict(
+                    False, "WaitingForBrokers", f"waiting for {replicas} brokers to place {replicas} replicas of "
+                    f"{topic} on: {registered} registered with the controllers so far", progressing=True)
+                continue
             result.created_with[resource.key] = (partitions, replicas)
             result.creates.append(NewTopic(topic, partitions, replicas,
                                            dict(spec.config)))
