@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import signal
 import socket
 import time
+import weakref
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,7 +19,7 @@ from krafty.clients import kraft
 from krafty.clients.canary import Canary, CanarySettings
 from krafty.clients.connection import Connection
 from krafty.clients.errors import KafkaUnavailable
-from krafty.clients.kafka_admin import KafkaAdmin, Recycler
+from krafty.clients.kafka_admin import AdminPool, KafkaAdmin, Recycler
 from krafty.kraft_wire import KafkaProtocolError
 from krafty.naming import CANARY_TOPIC
 from krafty_testkit import kafka_admin
@@ -96,6 +99,37 @@ def test_a_stuck_handle_is_replaced_though_reads_through_the_wire_client_succeed
         admin.registered_brokers()
     # Then the handle, failing for longer than its bound, has been replaced and answers
     assert admin.registered_brokers() == KafkaAdmin(Connection(cluster.bootstrap_servers)).registered_brokers()
+
+
+def _librdkafka_threads() -> int:
+    names = []
+    for task in Path("/proc/self/task").iterdir():
+        with contextlib.suppress(FileNotFoundError):  # (a thread that ended meanwhile)
+            names.append((task / "comm").read_text())
+    return sum(name.startswith("rdk:") for name in names)
+
+
+def test_a_deleted_clusters_client_is_closed_though_something_still_holds_it():
+    # Given the client of a cluster that is deleted since (its brokers' address no longer resolves), still held
+    # by something the garbage collector has not reached (the operator's handles of deleted clusters went on
+    # connecting for as long as it ran)
+    before = _librdkafka_threads()
+    pool = AdminPool(KafkaAdmin)
+    held = pool.get(Connection("gone-brokers.ns.svc.cluster.local:9091"))
+    other = pool.get(Connection("kept-brokers.ns.svc.cluster.local:9091"))
+    handle = weakref.ref(held.client)
+    assert _librdkafka_threads() > before
+    # When its cluster is released
+    pool.release("ns", "gone")
+    # Then its librdkafka handle is gone with its threads, a call says it is closed, and another cluster's stays
+    assert handle() is None
+    closed = re.escape("the client for gone-brokers.ns.svc.cluster.local:9091 is closed")
+    with pytest.raises(KafkaUnavailable, match=closed):
+        held.registered_brokers()
+    assert pool.get(Connection("kept-brokers.ns.svc.cluster.local:9091")) is other
+    assert not other.closed
+    pool.release("ns", "kept")
+    assert _librdkafka_threads() <= before
 
 
 def _cluster_defaults_by_the_cli(cluster: LocalKafkaCluster) -> dict[str, str]:

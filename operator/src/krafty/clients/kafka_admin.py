@@ -80,6 +80,8 @@ def _kafka_call(method: F, *, through_handle: bool = True) -> F:
     def wrapper(self: KafkaAdmin, *args: Any, **kwargs: Any) -> Any:
         metrics.KAFKA_REQUESTS.labels(method.__name__).inc()
         with self._lock:
+            if self.closed:
+                raise KafkaUnavailable(f"{method.__name__}: the client for {self.bootstrap_servers} is closed")
             try:
                 result = method(self, *args, **kwargs)
             except (KafkaException, FutureTimeout, ConnectionError, KafkaProtocolError) as error:
@@ -110,6 +112,16 @@ class KafkaAdmin:
         self._lock = threading.RLock()
         self._recycler = Recycler()
         self._min_isr: dict[str, int] = {}  # last read per topic, for when configs cannot be read
+        self.closed = False
+
+    def close(self) -> None:
+        """Destroys the librdkafka handle now, whoever still holds this object (a pass that raced the cluster's
+        deletion, a traceback): left to the garbage collector, a deleted cluster's handle went on connecting to
+        its address for as long as the operator ran. A call after it raises KafkaUnavailable."""
+        with self._lock:
+            if not self.closed:
+                self.closed = True
+                del self.client  # its only reference: librdkafka's threads stop with it
 
     @_kafka_call
     def registered_brokers(self) -> set[int]:
@@ -274,19 +286,24 @@ class AdminPool(Generic[A]):
         self._lock = threading.Lock()
 
     def get(self, connection: Connection) -> A:
-        """The client for these servers; a new one when the credentials changed (a renewed certificate)."""
+        """The client for these servers; a new one when the credentials changed (a renewed certificate), the
+        previous one closed."""
         with self._lock:
             admin = self._admins.get(connection.servers)
-            if admin is None or admin.connection != connection:
+            replaced = admin if admin is not None and admin.connection != connection else None
+            if admin is None or replaced is not None:
                 admin = self._admins[connection.servers] = self._make(connection)
-            return admin
+        if replaced is not None:
+            replaced.close()
+        return admin
 
     def release(self, namespace: str, cluster: str) -> None:
-        """Drops the clients of a deleted cluster (librdkafka closes a handle when it is dropped)."""
+        """Closes the clients of a deleted cluster."""
         prefix = f"{naming.headless_service(cluster, naming.Pool.BROKER)}.{namespace}.svc."
         with self._lock:
-            for servers in [s for s in self._admins if s.startswith(prefix)]:
-                del self._admins[servers]
+            released = [self._admins.pop(s) for s in [s for s in self._admins if s.startswith(prefix)]]
+        for admin in released:
+            admin.close()
 
 
 def _error_of(future: Any) -> str | None:

@@ -324,10 +324,11 @@ class ClusterReconciler:
 
     def release(self, namespace: str, name: str) -> None:
         """Cleans up after a deleted cluster: what no owner reference can (its ServiceAccount in the
-        cluster-scoped rack binding), the operator's Kafka client for it and its canary."""
+        cluster-scoped rack binding), the operator's Kafka clients for it and its canary."""
         if self.settings.rack_binding is not None:
             rack.admit(self.kube, self.settings.rack_binding, namespace, name, wanted=False)
         self.admins.release(namespace, name)
+        self.preview_admins.release(namespace, name)
         self.canaries.want(namespace, name, None)
         self.applied.forget(namespace, name)
         if self.reached is not None:
