@@ -250,8 +250,8 @@ def plan(resources: Iterable[TopicResource], actual: Mapping[str, KafkaTopic], c
         result.verdicts[loser.key] = Verdict(
             False, "Conflict", f"Kafka topic {loser.kafka_name} is already managed by Topic {winner}; this resource "
                                "changes nothing (delete it, or give it another topicName)", manage=False)
+    registered = len(set(brokers))
     load = replica_counts(actual.values(), brokers)
-    registered = len(load)
     for topic, resource in sorted(winners.items()):
         problems = validate_topic(resource.name, resource.spec, cluster)
         if problems or cluster is None:
