@@ -237,7 +237,7 @@ class Operator:
 
     def kafka_connection(self, namespace: str, cluster: str) -> Connection | None:
         """How the lag and disk passes reach a cluster's brokers; None once the cluster is gone."""
-        spec = spec_of(KafkaClusterSpec, self.watched_clusters.get(namespace, cluster))
+        spec = spec_of(KafkaClusterSpec, self.topics.cluster_body(namespace, cluster))
         return None if spec is None else self.topics.locate(namespace, cluster)
 
     def tell_cluster(self, namespace: str, cluster: str, reason: str, message: str, warning: bool) -> None:

@@ -130,6 +130,21 @@ def test_a_calm_pass_on_the_watched_cluster_reads_nothing_from_the_api_server(ap
     assert _kube_requests() - before == Counter()
 
 
+def test_a_pass_before_the_watch_brought_the_cluster_still_deletes_a_deleted_topics_kafka_topic(apiserver, kube, kafka,
+                                                                                                 reconciler):
+    # Given a Topic in Kafka, then deleted
+    apply(apiserver, "early", partitions=1, replicas=3)
+    run_until(reconciler, lambda: condition(kube, "early")["status"] == "True", "early Ready")
+    delete(apiserver, "early")
+    # When passes run on a watch that has brought the Topic but not its KafkaCluster yet (an operator just started)
+    starting = TopicReconciler(reconciler.kube, reconciler.locate, reconciler.admin,
+                               lambda _namespace: [b for b in [kube.get("Topic", "early", NS)] if b is not None],
+                               lambda _namespace, _name: None)
+    run_until(starting, lambda: kube.get("Topic", "early", NS) is None, "early let go")
+    # Then its Kafka topic was deleted first (a cluster taken for gone lets Topics go and keeps their topics)
+    assert "early" not in kafka.admin().list_topics(timeout=10).topics
+
+
 def _kube_requests() -> Counter[tuple[str, ...]]:
     return Counter({tuple(s.labels.values()): int(s.value) for metric in REGISTRY.collect()
                     if metric.name == "krafty_kube_requests" for s in metric.samples if s.name.endswith("_total")})

@@ -77,9 +77,16 @@ class TopicReconciler:
         self.locate = locate
         self.admin = admin
         self.watched = watched or (lambda namespace: kube.list(naming.TOPIC_KIND, namespace))
-        self.cluster_body = watched_cluster or (lambda namespace, name: kube.get(naming.CLUSTER_KIND, name, namespace))
+        self._watched_cluster = watched_cluster
         # Each cluster's Topics as parsed in its last pass, by resourceVersion: a calm pass parses none again
         self._parsed: dict[tuple[str, str], dict[tuple[str, str], tuple[str | None, topics.TopicResource | None]]] = {}
+
+    def cluster_body(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """A KafkaCluster as the watch delivered it, or from the API server while the watch has not: right after
+        the operator starts a Topic's event can come before its cluster's, and a cluster taken for gone would let
+        deleted Topics go without deleting their Kafka topics."""
+        seen = self._watched_cluster(namespace, name) if self._watched_cluster else None
+        return seen if seen is not None else self.kube.get(naming.CLUSTER_KIND, name, namespace)
 
     def bodies(self, namespace: str, cluster: str) -> list[dict[str, Any]]:
         """The cluster's Topic resources, those being deleted too."""

@@ -16,7 +16,7 @@ import scala.Option;
  * A Kafka record's value → (page, ts) of a JSON page view, or null when it is not one the job can count.
  *
  * <p>The job's parse, registered by krafty_spark.pageviews.parse_events. Spark's from_json read the job's
- * page views at a third of this speed (bench/test_spark_consume.py): it reads each value through a
+ * page views at half this speed (bench/test_spark_consume.py): it reads each value through a
  * character reader and builds every field. This reads the bytes with Jackson's byte parser, once, and
  * builds only the two fields the job counts. What it accepts is what from_json accepted for them:
  * a value that is one JSON object (a duplicated key: the last wins); {@code page} a string, a number or
