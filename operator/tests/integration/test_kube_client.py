@@ -52,3 +52,31 @@ def test_as_many_calls_at_once_as_the_operator_makes_each_keep_their_connection(
     # drops the connections beyond it, and their next calls open new TLS connections)
     assert first == CONNECTIONS
     assert opened(kube) == first
+
+
+def test_each_kind_of_write_gives_its_connection_back(apiserver):
+    # Given one client and a ConfigMap to write to
+    kube = Kube(kubernetes.config.new_client_from_config(config_file=str(apiserver.kubeconfig)))
+    apiserver.kubectl("create", "namespace", "writes", check=False)
+    body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "written", "namespace": "writes"},
+            "data": {"a": "1"}}
+    created = kube.create(body)
+    # When every kind of write the operator makes goes one after the other (their answers are not decoded)
+    assert created["data"] == {"a": "1"}
+    replaced = kube.replace({**created, "data": {"a": "2"}})
+    assert replaced["data"] == {"a": "2"}
+    assert kube.hold("ConfigMap", replaced, "example.com/kept")
+    kube.merge_patch("ConfigMap", "written", "writes", {"data": {"b": "3"}})
+    kube.event(created, "ConfigMap", "Written", "written again")
+    kube.event(created, "ConfigMap", "Written", "written again")  # (counted: a read and a patch)
+    assert kube.delete("ConfigMap", "written", "writes")
+    # Then they all took effect, and went through one connection: each answer was read whole, so its connection
+    # went back to the pool (an unread one keeps it, and the next call opens another)
+    found = kube.get("ConfigMap", "written", "writes")
+    assert found is not None
+    assert (found["data"], found["metadata"]["finalizers"]) == ({"a": "2", "b": "3"}, ["example.com/kept"])
+    events = kube.list("Event", "writes")
+    assert [(e["reason"], e["count"]) for e in events] == [("Written", 2)]
+    assert kube.let_go("ConfigMap", found, "example.com/kept")
+    assert kube.get("ConfigMap", "written", "writes") is None
+    assert opened(kube) == 1
