@@ -260,7 +260,7 @@ class Operator:
         outcome = self.clusters.reconcile(body)
         metrics.RECONCILES.labels("cluster", outcome.result.value).inc()
         metrics.COLLECTOR.set_pass(namespace, name, outcome.result.value, time.time())
-        return BUSY_INTERVAL if outcome.busy else IDLE_INTERVAL
+        return outcome.next_pass(BUSY_INTERVAL, IDLE_INTERVAL)
 
     def changed(self, kind: str, body: Mapping[str, Any], deleted: bool) -> bool:
         """Whether what a user sets on the object changed since the last event (the operator's own

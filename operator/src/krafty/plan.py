@@ -183,6 +183,7 @@ class ClusterPlan:
     conditions: tuple[Condition, ...]
     result: PassResult
     busy: bool  # check again soon: a roll, a formation, a move or an election is under way
+    wake_at: datetime.datetime | None = None  # check again by then: metadata.version's raise is due
 
 
 @dataclass(frozen=True)
@@ -399,10 +400,11 @@ def _plan(ctx: ClusterContext, obs: ClusterObservation, facts: Facts,
               "versions": cluster_status.version_fields(ctx.spec.version, obs, version),
               "volumes": cluster_status.volume_entries(obs),
               "canary": canary.status(obs.canary, gate)}
+    # (a raised metadata.version is observed, and the cluster Ready again, by the next pass)
     busy = (bool(ctx.initial_voters) or scale.busy or not isinstance(step, roll.Done) or growth.growing is not None
-            or addressing is not None)
+            or addressing is not None or version.finalize_to is not None)
     return ClusterPlan(Sizes(scale.brokers, scale.controllers), tuple(actions), step, scale, next_facts, status,
-                       tuple(conditions), _result(step), busy)
+                       tuple(conditions), _result(step), busy, version.due)
 
 
 def _conditions(conditions: list[Condition], addressing: str | None) -> list[Condition]:

@@ -214,6 +214,28 @@ def test_a_template_kubernetes_refuses_is_reported_and_changes_nothing(calm: Out
     assert {c["type"]: c["reason"] for c in _body(kube)["status"]["conditions"]}["Degraded"] != "ApplyRefused"
 
 
+def test_a_pass_that_changes_a_template_looks_again_soon_for_the_roll(calm: Outcome, apiserver: LocalApiServer,
+                                                                      kube: Kube, reconciler: ClusterReconciler):
+    # Given a calm cluster, When its brokers' pod template changes and a pass sends the StatefulSet
+    annotated = {"spec": {"brokers": {"template": {"annotations": {"example.com/team": "payments"}}}}}
+    apiserver.kubectl("patch", "kafkacluster", CLUSTER, "-n", NS, "--type=merge", "-p", json.dumps(annotated))
+    try:
+        sent = reconciler.reconcile(_body(kube))
+        # Then that pass is busy: what it observed of the pods predates the new revision the StatefulSet
+        # controller makes, so the next pass comes soon (not at the idle interval) and starts the roll
+        assert sent.busy, sent
+        sts = kube.get("StatefulSet", naming.statefulset(CLUSTER, Pool.BROKER), NS)
+        assert sts is not None
+        assert sts["spec"]["template"]["metadata"]["annotations"]["example.com/team"] == "payments"
+        # And a pass with nothing more to send (no StatefulSet controller here to make a revision) is calm
+        assert not reconciler.reconcile(_body(kube)).busy
+    finally:
+        undo = {"spec": {"brokers": {"template": {"annotations": None}}}}
+        apiserver.kubectl("patch", "kafkacluster", CLUSTER, "-n", NS, "--type=merge", "-p", json.dumps(undo))
+    assert reconciler.reconcile(_body(kube)).busy
+    assert not reconciler.reconcile(_body(kube)).busy
+
+
 def test_a_template_admission_refuses_restarts_no_node_and_says_why(calm: Outcome, apiserver: LocalApiServer,
                                                                      kube: Kube, reconciler: ClusterReconciler):
     # Given a template with a priority class that does not exist (the StatefulSet takes it, no pod could)

@@ -11,6 +11,7 @@ from krafty.decide.upgrade import VersionFacts, VersionPhase, plan, refusal
 from krafty.model import KafkaClusterSpec, versions
 from krafty.plan import FinalizeMetadata, PassResult
 from krafty.plan import plan as cluster_plan
+from krafty.reconcile.cluster import Outcome
 from krafty.validation import validate_cluster
 
 from .test_plan import BROKERS, CONTROLLERS, Facts, ctx, kinds, node, observe
@@ -58,6 +59,7 @@ def test_metadata_version_waits_for_every_node_then_for_the_healthy_time():
     later = plan(facts(), True, T0 + datetime.timedelta(seconds=599), T0)
     assert later.finalize_to is None
     assert later.message == started.message  # the status is not rewritten by every pass of the wait
+    assert started.due == later.due == T0 + datetime.timedelta(seconds=600)  # (a pass is due then)
     due = plan(facts(), True, T0 + datetime.timedelta(seconds=600), T0)
     assert due.finalize_to == NEW_LEVEL
     # A pass that saw the cluster unhealthy starts the wait again
@@ -87,11 +89,14 @@ def test_the_pass_finalizes_once_the_roll_is_done_and_the_wait_is_over():
     assert isinstance(finalize, FinalizeMetadata)
     assert finalize.level == NEW_LEVEL
     assert waited.status["versions"]["metadataVersion"] == "4.2-IV1"
+    assert waited.busy  # the next pass, soon, sees the raised metadata.version and says Ready
     early = cluster_plan(c, replace(seen, observed_at=T0 + datetime.timedelta(seconds=30)), Facts(BROKERS,
                                                                                                 healthy_since=T0))
     assert kinds(early.actions) == ["ApplyChildren"]
     progressing = {x.type: (x.status, x.reason) for x in early.conditions}["Progressing"]
     assert progressing == (True, "FinalizingUpgrade")
+    # Not busy while it waits, but due back when the raise is due (not at the idle interval after it)
+    assert (early.busy, early.wake_at) == (False, T0 + datetime.timedelta(seconds=60))
 
 
 def test_a_downgrade_after_finalization_changes_nothing_and_says_why():
@@ -117,3 +122,14 @@ def test_a_pinned_metadata_version_must_be_one_the_version_runs(version: str, pi
     spec = KafkaClusterSpec.model_validate({"version": version, "brokers": {"replicas": 3},
                                             "upgrade": {"metadataVersion": pinned}})
     assert [str(p) for p in validate_cluster(spec)] == ([problem] if problem else [])
+
+
+@pytest.mark.parametrize(("outcome", "after"), [
+    (Outcome(PassResult.WAITING, busy=True, wake_in=20.0), 5.0),  # a roll under way: soon
+    (Outcome(PassResult.RECONCILED), 30.0),  # calm: the idle interval
+    (Outcome(PassResult.RECONCILED, wake_in=12.5), 12.5),  # metadata.version's raise due before that
+    (Outcome(PassResult.RECONCILED, wake_in=-3.0), 1.0),  # overdue: at once, but not in a loop
+    (Outcome(PassResult.RECONCILED, wake_in=600.0), 30.0),
+])
+def test_the_next_pass_comes_when_the_raise_is_due_if_that_is_before_the_idle_interval(outcome, after):
+    assert outcome.next_pass(5.0, 30.0) == after

@@ -41,6 +41,7 @@ class VersionPlan:
     message: str
     finalize_to: int | None = None  # raise metadata.version to this level now
     healthy_since: datetime.datetime | None = None  # to remember: every node on the target and healthy since
+    due: datetime.datetime | None = None  # when metadata.version is raised if the cluster stays healthy
 
 
 def refusal(facts: VersionFacts) -> str | None:
@@ -101,7 +102,7 @@ def _finalize(facts: VersionFacts, wanted: int, healthy: bool, since: datetime.d
         return VersionPlan(VersionPhase.FINALIZING, f"every node runs Kafka {facts.target}; metadata.version is "
                                                     f"raised to {name} at {due.isoformat(timespec='seconds')} if the "
                                                     "cluster stays healthy (spec.upgrade.finalizeAfterSeconds): until "
-                                                    "then spec.version can go back", healthy_since=since)
+                                                    "then spec.version can go back", healthy_since=since, due=due)
     return VersionPlan(VersionPhase.FINALIZING, f"raising metadata.version to {name}: every node runs Kafka "
                                                 f"{facts.target} and the cluster stayed healthy",
                        finalize_to=wanted, healthy_since=since)

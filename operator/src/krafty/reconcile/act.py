@@ -38,6 +38,8 @@ class Actor:
         self.ctx = ctx
         self.body = body
         self.refused: list[str] = []  # what the API server refused to apply, with its reason
+        # A StatefulSet sent changed: its pods' revisions as observed before are stale (a roll may be due)
+        self.workloads_changed = False
         self._steps: dict[type, Callable[[Any], None]] = {
             planned.ApplyChildren: self._apply_children, planned.Announce: self._announce,
             planned.SetClusterDefaults: self._set_defaults, planned.MoveReplicas: self._move,
@@ -78,6 +80,7 @@ class Actor:
                 self.kube.delete(child.kind, child.name, self.ctx.namespace)
                 self.applied.done(*cluster, child)
                 continue
+            changed = child.kind == "StatefulSet" and self.applied.changed(*cluster, child)
             try:
                 self.kube.apply(child.desired)
             except ApiException as error:
@@ -90,6 +93,7 @@ class Actor:
                 self.say("ApplyRefused", self.refused[-1], warning=True)
                 continue
             self.applied.done(*cluster, child)
+            self.workloads_changed |= changed
 
     def _announce(self, action: planned.Announce) -> None:
         self.say(action.reason, action.message, action.warning)

@@ -50,6 +50,12 @@ class Applied:
             last = self._children(namespace, cluster, uid).get((child.kind, child.name))
         return last is None or last[0] != _digest(child.desired) or self._clock() - last[1] >= self._resync
 
+    def changed(self, namespace: str, cluster: str, uid: str, child: Child) -> bool:
+        """Whether the child differs from what this process last sent (or was never sent by it)."""
+        with self._lock:
+            last = self._children(namespace, cluster, uid).get((child.kind, child.name))
+        return last is None or last[0] != _digest(child.desired)
+
     def done(self, namespace: str, cluster: str, uid: str, child: Child) -> None:
         """The API server took the child as desired."""
         with self._lock:

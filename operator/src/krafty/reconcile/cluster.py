@@ -70,6 +70,13 @@ class Outcome:
 
     result: PassResult
     busy: bool = False  # a roll, formation, move or election is under way: check again soon
+    wake_in: float | None = None  # seconds until something is due (metadata.version's raise): check again by then
+
+    def next_pass(self, busy: float, idle: float) -> float:
+        """Seconds until the next pass: `busy` while busy, else `idle` or sooner when something is due by then."""
+        if self.busy:
+            return busy
+        return idle if self.wake_in is None else min(idle, max(self.wake_in, 1.0))
 
 
 def authorization_problem(ctx: ClusterContext) -> str | None:
@@ -138,7 +145,11 @@ class ClusterReconciler:
             ready=conditions[0].status is True, available=conditions[1].status,
             roll_in_progress=decided.status["roll"] is not None,
             partitions_to_move=decided.scale.partitions_to_move, observation=obs))
-        return Outcome(decided.result if done else PassResult.ERROR, busy=decided.busy or not done)
+        # A StatefulSet sent changed makes a new revision, which this pass's observation predates: look again soon
+        # (not at the idle interval) for the roll it may start
+        wake_in = None if decided.wake_at is None else (decided.wake_at - writer.now()).total_seconds()
+        return Outcome(decided.result if done else PassResult.ERROR,
+                       busy=decided.busy or not done or actor.workloads_changed, wake_in=wake_in)
 
     def _outside_names(self, ctx: ClusterContext, services: Mapping[str, ExternalServiceState]
                        ) -> Callable[[int], tuple[str, ...]]:
