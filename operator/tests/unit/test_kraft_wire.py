@@ -152,6 +152,12 @@ def test_metadata_asks_for_every_topic_without_creating_any():
     assert wire.encode_metadata().bytes() == bytes([0, 0, 0, 0])
 
 
+def test_metadata_asks_for_named_topics_by_name_alone():
+    # two topics: each a zero topic id, its name and no tags; then the same three fields as above
+    assert wire.encode_metadata(["ab", "c"]).bytes() == bytes(
+        [3, *[0] * 16, 3, *b"ab", 0, *[0] * 16, 2, *b"c", 0, 0, 0, 0])
+
+
 def _metadata_topic(w: wire.Writer, row: tuple[int, str, list[tuple[int, int, list[int], list[int]]]]) -> None:
     code, name, partitions = row
 

@@ -182,7 +182,7 @@ class KafkaAdmin:
         wanted = set(names)
         if not wanted:
             return {}
-        metadata = kraft.topic_metadata(self.connection)
+        metadata = kraft.topic_metadata(self.connection, names=sorted(wanted))
         configs = kraft.topic_configs(self.connection, sorted(wanted & set(metadata)))
         return {name: (metadata[name].topic_id,
                        tuple(PartitionState(name, p.partition, p.leader, p.replicas, p.isr, config.min_isr)

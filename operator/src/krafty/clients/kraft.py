@@ -150,9 +150,11 @@ def log_dirs(broker: Target, timeout: float = 10.0) -> tuple[wire.LogDir, ...]:
                 timeout)
 
 
-def topic_metadata(brokers: Target, timeout: float = 30.0) -> dict[str, wire.TopicMetadata]:
-    """Every topic's id and partitions (leader, replicas, ISR), as the broker asked knows them."""
-    return call(brokers, wire.METADATA, 12, wire.encode_metadata(), wire.decode_metadata, timeout)
+def topic_metadata(brokers: Target, timeout: float = 30.0, names: Sequence[str] | None = None
+                   ) -> dict[str, wire.TopicMetadata]:
+    """Each topic's id and partitions (leader, replicas, ISR), as the broker asked knows them: every topic, or only
+    those of `names` that exist."""
+    return call(brokers, wire.METADATA, 12, wire.encode_metadata(names), wire.decode_metadata, timeout)
 
 
 def topic_configs(brokers: Target, topics: Sequence[str], timeout: float = 30.0) -> dict[str, wire.TopicConfig]:

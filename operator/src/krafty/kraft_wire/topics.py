@@ -77,9 +77,15 @@ def _skip_string(data: bytes, pos: int) -> int:
 
 # -- Metadata v12 --------------------------------------------------------------------------------------------------
 
-def encode_metadata() -> Writer:
-    """Every topic (a null list), none created by asking, no authorized operations."""
-    return Writer().uvarint(0).int8(0).int8(0).tags()
+NO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"  # (a topic asked for by name)
+
+
+def encode_metadata(names: Sequence[str] | None = None) -> Writer:
+    """These topics (None: every topic, a null list), none created by asking, no authorized operations."""
+    def topic(w: Writer, name: str) -> None:
+        w.uuid(NO_TOPIC_ID).compact_string(name).tags()
+
+    return Writer().compact_array(None if names is None else list(names), topic).int8(0).int8(0).tags()
 
 
 def _int32_array(data: bytes, pos: int) -> tuple[tuple[int, ...], int]:
