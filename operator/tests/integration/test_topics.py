@@ -54,13 +54,28 @@ def kube(apiserver: LocalApiServer) -> Kube:
 
 @pytest.fixture
 def reconciler(apiserver: LocalApiServer, kube: Kube, kafka: LocalKafkaCluster) -> TopicReconciler:
-    """The topic pass with the rights the chart gives the operator, and no more."""
+    """The topic pass with the rights the chart gives the operator, and no more; each pass looks at every Topic
+    (the operator's passes in between look only at what changed: the test of that makes its own)."""
     admins: dict[Connection, KafkaAdmin] = {}
 
     def admin(connection: Connection) -> KafkaAdmin:
         return admins.setdefault(connection, KafkaAdmin(connection))
 
-    return TopicReconciler(operator_kube(apiserver, (NS,)), fixed(kafka.bootstrap_servers), admin)
+    return TopicReconciler(operator_kube(apiserver, (NS,)), fixed(kafka.bootstrap_servers), admin,
+                           look_at_all_every=0)
+
+
+class DescribingAdmin(KafkaAdmin):
+    """A real client that notes which topics each pass describes."""
+
+    def __init__(self, connection: Connection) -> None:
+        super().__init__(connection)
+        self.described: list[set[str]] = []
+
+    def describe_topics(self, names):  # type: ignore[no-untyped-def]
+        wanted = set(names)
+        self.described.append(wanted)
+        return super().describe_topics(wanted)
 
 
 @pytest.fixture(autouse=True)
@@ -188,6 +203,56 @@ def test_status_writes_reuse_their_connections_to_the_api_server(apiserver, kube
     pools = client.api_client.rest_client.pool_manager.pools
     opened = sum(pools[key].num_connections for key in pools.keys())  # noqa: SIM118 (urllib3 refuses iter())
     assert 1 <= opened <= 2, opened
+
+
+def test_passes_between_whole_ones_look_only_at_new_topics_and_drift_waits_for_the_whole_pass(
+        apiserver, kube, kafka, reconciler):
+    now = [0.0]
+    spy = DescribingAdmin(Connection(kafka.bootstrap_servers))
+    passes = TopicReconciler(reconciler.kube, reconciler.locate, lambda _connection: spy, clock=lambda: now[0])
+    # Given three Topics made by a pass that looked at every Topic
+    for name in ("burst-a", "burst-b", "burst-c"):
+        apply(apiserver, name, partitions=1, replicas=3, config={"retention.ms": 86400000})
+    assert passes.reconcile(NS, CLUSTER) == 30.0  # (the next pass that looks at every Topic: in 30 s)
+    assert {"burst-a", "burst-b", "burst-c"} <= spy.described[0]
+    assert [condition(kube, n)["reason"] for n in ("burst-a", "burst-b", "burst-c")] == ["TopicReady"] * 3
+    # When one more Topic comes 10 s later
+    now[0] = 10.0
+    spy.described.clear()
+    apply(apiserver, "burst-d", partitions=1, replicas=3)
+    # Then the pass describes only its topic, creates it and says so, and comes back when a whole pass is due
+    assert passes.reconcile(NS, CLUSTER) == 20.0
+    # (the topics it looks at, then the one it created, again if the brokers did not describe it yet)
+    assert spy.described[:2] == [{"burst-d"}, {"burst-d"}]
+    assert all(d == {"burst-d"} for d in spy.described)
+    assert condition(kube, "burst-d")["reason"] == "TopicReady"
+    assert states(kafka, "burst-d", 1)
+    # And a pass with nothing changed asks Kafka nothing
+    spy.described.clear()
+    passes.reconcile(NS, CLUSTER)
+    assert spy.described == []
+    # When someone changes a topic with Kafka's own tools, a pass in between leaves it (it looks at no Topic)...
+    kafka.tool("kafka-configs.sh", "--bootstrap-server", kafka.bootstrap_servers, "--entity-type", "topics",
+               "--entity-name", "burst-a", "--alter", "--add-config", "retention.ms=1000")
+    passes.reconcile(NS, CLUSTER)
+    assert overrides(kafka, "burst-a")["retention.ms"] == "1000"
+    # ...and the next whole pass, 30 s after the last one, puts it back
+    now[0] = 30.0
+    passes.reconcile(NS, CLUSTER)
+    assert overrides(kafka, "burst-a") == {"retention.ms": "86400000"}
+    passes.reconcile(NS, CLUSTER)  # (a Topic being changed is looked at again, with every other: then Ready)
+    assert condition(kube, "burst-a")["reason"] == "TopicReady"
+    # When a new Topic names a topic Kafka has (made outside), the pass looks at every Topic: it adopts it
+    kafka.admin().create_topics([NewTopic("made-outside", 1, 3)])[  # type: ignore[index]
+        "made-outside"].result(30)
+    now[0] = 35.0
+    spy.described.clear()
+    apply(apiserver, "burst-e", topicName="made-outside", partitions=1, replicas=3)
+    passes.reconcile(NS, CLUSTER)
+    assert spy.described[0] == {"made-outside"}
+    assert {"made-outside", "burst-a"} <= spy.described[1]
+    assert status(kube, "burst-e")["topicName"] == "made-outside"
+    assert any(e.startswith("TopicAdopted") for e in events(apiserver, "burst-e"))
 
 
 def test_create_grow_and_configure(apiserver, kube, kafka, reconciler):

@@ -6,6 +6,14 @@ together (split only where Kafka bounds a request), each first sent with
 validate_only so Kafka's own verdict reaches the resource before anything
 changes. A slow or invalid topic only marks its own resource.
 
+A pass looks at every Topic at least every CHECK_INTERVAL (drift, Kafka's
+partitions, a topic deleted behind the operator's back). The passes a burst of
+new Topics pokes in between look only at what changed since: Topics not Ready
+in the last pass, or new or changed since (their uid, generation or adoption
+annotation), as long as none of them names a topic Kafka had then, two Topics
+claim it, or the cluster changed; otherwise the pass looks at all of them. So
+applying N Topics costs Kafka work for N topics, not N for each pass.
+
 The pass also holds each Topic's finalizer and lets deleted ones go, the Kafka
 topics of those with deletionPolicy Delete deleted first in one request; kopf
 only watches, so a new Topic costs the API server no writes of kopf's own. The
@@ -16,6 +24,7 @@ from __future__ import annotations
 
 import datetime
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -59,6 +68,26 @@ def paused(cluster: dict[str, Any] | None) -> bool:
     return ((cluster or {}).get("metadata", {}).get("annotations") or {}).get(naming.PAUSED_ANNOTATION) == "true"
 
 
+@dataclass
+class Looked:
+    """What the passes of one cluster's Topics saw: when they last looked at all of them, with which cluster spec,
+    each Topic Ready then (by its marker), the Kafka topics known to exist, and each one's partitions and
+    under-replicated partitions (the metrics)."""
+    at: float
+    cluster: tuple[KafkaClusterSpec, bool]  # the spec and whether paused
+    ready: dict[tuple[str, str], tuple[str, int, bool]]
+    existing: set[str]
+    counts: dict[str, tuple[int, int]]
+
+
+def _marker(body: dict[str, Any]) -> tuple[str, int, bool]:
+    """What changes when a user changes a Topic (not the operator's status writes): made again (another uid), its
+    spec (generation), or the adoption annotation."""
+    meta = body["metadata"]
+    return (str(meta.get("uid")), int(meta.get("generation") or 0),
+            (meta.get("annotations") or {}).get(naming.ADOPT_ANNOTATION) == "force")
+
+
 @dataclass(frozen=True)
 class Report:
     """What a pass writes about one Topic: its Events (reason, message, warning), then its status (None: as is)."""
@@ -70,14 +99,19 @@ class Report:
 class TopicReconciler:
     def __init__(self, kube: Kube, locate: Locate, admin: Callable[[Connection], KafkaAdmin],
                  watched: Callable[[str], list[dict[str, Any]]] | None = None,
-                 watched_cluster: Callable[[str, str], dict[str, Any] | None] | None = None) -> None:
+                 watched_cluster: Callable[[str, str], dict[str, Any] | None] | None = None,
+                 look_at_all_every: float = CHECK_INTERVAL, clock: Callable[[], float] = time.monotonic) -> None:
         """`watched`: a namespace's Topics, `watched_cluster`: a KafkaCluster (namespace, name), as the operator's
-        watch has them (krafty.watched); without them each pass reads them from the API server."""
+        watch has them (krafty.watched); without them each pass reads them from the API server.
+        `look_at_all_every`: seconds between passes that look at every Topic (0: every pass does)."""
         self.kube = kube
         self.locate = locate
         self.admin = admin
         self.watched = watched or (lambda namespace: kube.list(naming.TOPIC_KIND, namespace))
         self._watched_cluster = watched_cluster
+        self._look_at_all_every = look_at_all_every
+        self._clock = clock
+        self._looked: dict[tuple[str, str], Looked] = {}
         # Each cluster's Topics as parsed in its last pass, by resourceVersion: a calm pass parses none again
         self._parsed: dict[tuple[str, str], dict[tuple[str, str], tuple[str | None, topics.TopicResource | None]]] = {}
 
@@ -98,6 +132,7 @@ class TopicReconciler:
         bodies = self.bodies(namespace, cluster)
         if not bodies:
             self._parsed.pop((namespace, cluster), None)
+            self._looked.pop((namespace, cluster), None)
             return None
         live = [b for b in bodies if not deleting(b)]
         writer.for_each([b for b in live if naming.TOPIC_FINALIZER not in (b["metadata"].get("finalizers") or [])],
@@ -113,28 +148,75 @@ class TopicReconciler:
         if spec is None:  # gone or going (its Topics are looked at again when it comes back), or not parseable
             self._report(parsed, topics.plan(resources, {}, None, []), {})
             return retry if cluster_body is None or deleting(cluster_body) else CHECK_INTERVAL
+        key, began, state = (namespace, cluster), self._clock(), (spec, paused(cluster_body))
+        focus = self._focus(self._looked.get(key), state, parsed, began)
+        if focus is not None and not focus:  # nothing changed since the last pass
+            return self._next(key, began, retry or CHECK_INTERVAL)
         try:
             admin = self.admin(self.locate(namespace, cluster))
-            actual = self._actual(admin, {r.kafka_name for r in resources})
+            looking = resources if focus is None else focus
+            actual = self._actual(admin, {r.kafka_name for r in looking})
+            if focus is not None and actual:  # a new Topic names a topic Kafka has: look at every Topic
+                focus, looking = None, resources
+                actual = self._actual(admin, {r.kafka_name for r in looking})
             brokers = admin.registered_brokers()
             ongoing = kraft.list_reassignments(admin.connection)
         except KafkaUnavailable as error:  # Kafka down: report it on every topic, retry soon
             self._unreachable(live, str(error))
             return BUSY_INTERVAL
-        plan = topics.plan(resources, actual, spec, sorted(brokers), moving=len(ongoing))
-        if paused(cluster_body):
+        plan = topics.plan(looking, actual, spec, sorted(brokers), moving=len(ongoing))
+        if state[1]:
             plan = topics.held(plan, f"KafkaCluster {cluster} is paused")
-        self._execute(admin, plan, resources, spec.leader_balance.replication_throttle_bytes_per_second)
+        self._execute(admin, plan, looking, spec.leader_balance.replication_throttle_bytes_per_second)
         touched = plan.touched()
-        after = {**actual, **self._described(admin, touched, plan, resources)} if touched else actual
-        plan = topics.settle(plan, resources, after, spec, sorted(brokers))
+        after = {**actual, **self._described(admin, touched, plan, looking)} if touched else actual
+        plan = topics.settle(plan, looking, after, spec, sorted(brokers))
         if plan.reassignments:
             ongoing = kraft.list_reassignments(admin.connection)
-        self._report(parsed, plan, after, ongoing)
-        metrics.COLLECTOR.set_topics(namespace, cluster, {
-            name: (len(t.partitions), summarize(t.partitions).under_replicated) for name, t in after.items()})
+        keys = {r.key for r in looking}
+        self._report([(b, r) for b, r in parsed if r is None or r.key in keys], plan, after, ongoing)
+        looked = self._remember(key, focus is None, began, state, parsed, plan, after)
+        metrics.COLLECTOR.set_topics(namespace, cluster, looked.counts)
         busy = any(v.progressing for v in plan.verdicts.values())
-        return BUSY_INTERVAL if busy else (retry or CHECK_INTERVAL)
+        return BUSY_INTERVAL if busy else self._next(key, began, retry or CHECK_INTERVAL)
+
+    def _focus(self, looked: Looked | None, state: tuple[KafkaClusterSpec, bool],
+               parsed: list[tuple[dict[str, Any], topics.TopicResource | None]], now: float
+               ) -> list[topics.TopicResource] | None:
+        """The Topics this pass looks at, or None for all of them (see the module's docstring)."""
+        if looked is None or now - looked.at >= self._look_at_all_every or looked.cluster != state:
+            return None
+        claims = Counter(r.kafka_name for _, r in parsed if r is not None)
+        changed = [r for body, r in parsed if r is not None and looked.ready.get(r.key) != _marker(body)]
+        if any(r.kafka_name in looked.existing or claims[r.kafka_name] > 1 for r in changed):
+            return None
+        return changed
+
+    def _remember(self, key: tuple[str, str], whole: bool, began: float, state: tuple[KafkaClusterSpec, bool],
+                  parsed: list[tuple[dict[str, Any], topics.TopicResource | None]], plan: topics.TopicPlan,
+                  after: dict[str, topics.KafkaTopic]) -> Looked:
+        counts = {name: (len(t.partitions), summarize(t.partitions).under_replicated) for name, t in after.items()}
+        looked = self._looked.get(key)
+        if whole or looked is None:
+            looked = self._looked[key] = Looked(began, state, {}, set(), {})
+        looked.existing.update(after)
+        looked.existing.update(t.name for t in plan.creates)  # (one the brokers do not describe yet too)
+        looked.counts.update(counts)
+        for body, resource in parsed:
+            topic = (body["metadata"]["namespace"], body["metadata"]["name"])
+            verdict = plan.verdicts.get(topic) if resource is not None else None
+            if verdict is not None and verdict.ready:
+                looked.ready[topic] = _marker(body)
+            elif verdict is not None or whole:
+                looked.ready.pop(topic, None)
+        return looked
+
+    def _next(self, key: tuple[str, str], began: float, delay: float) -> float:
+        """`delay`, or less when a pass that looks at every Topic is due before."""
+        looked = self._looked.get(key)
+        if looked is None or self._look_at_all_every <= 0:
+            return delay
+        return max(min(delay, looked.at + self._look_at_all_every - began), 0.5)
 
     def _parse(self, namespace: str, cluster: str, bodies: list[dict[str, Any]]
                ) -> list[tuple[dict[str, Any], topics.TopicResource | None]]:
