@@ -121,8 +121,9 @@ def configured(admin: KafkaAdmin, names: dict[str, str]) -> int:
     return sum(1 for n in present if overrides.get(n, {}).get("retention.ms") == names[n])
 
 
-def direct_batch(admin: KafkaAdmin, names: dict[str, str]) -> float:
-    """Seconds for one create_topics batch of these topics until all are configured; they are deleted after."""
+def direct_batch(admin: KafkaAdmin, names: dict[str, str], interval: float = 1) -> float:
+    """Seconds for one create_topics batch of these topics until all are configured, looking every `interval`
+    seconds; they are deleted after."""
     began = time.monotonic()
     futures = [future for request in by_request(dict.fromkeys(names, RECORDS_EACH))
                for future in admin.client.create_topics(
@@ -131,7 +132,7 @@ def direct_batch(admin: KafkaAdmin, names: dict[str, str]) -> float:
     for future in futures:
         future.result(timeout=600)
     wait_for(lambda: configured(admin, names), lambda n: n == len(names), 900, "all direct topics configured",
-             interval=1)
+             interval=interval)
     seconds = time.monotonic() - began
     for request in by_request(dict.fromkeys(names, RECORDS_EACH)):  # (deletions have a limit too)
         for future in admin.client.delete_topics(request, operation_timeout=300, request_timeout=300).values():
