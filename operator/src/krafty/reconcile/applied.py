@@ -44,16 +44,20 @@ class Applied:
             held = self._clusters[(namespace, cluster)] = (uid, {})
         return held[1]
 
+    def _last(self, namespace: str, cluster: str, uid: str, child: Child) -> tuple[str, float] | None:
+        with self._lock:
+            return self._children(namespace, cluster, uid).get((child.kind, child.name))
+
     def due(self, namespace: str, cluster: str, uid: str, child: Child) -> bool:
         """Whether the child must be sent: changed since this process last sent it, or sent too long ago."""
-        with self._lock:
-            last = self._children(namespace, cluster, uid).get((child.kind, child.name))
-        return last is None or last[0] != _digest(child.desired) or self._clock() - last[1] >= self._resync
+        if self.changed(namespace, cluster, uid, child):
+            return True
+        last = self._last(namespace, cluster, uid, child)
+        return last is not None and self._clock() - last[1] >= self._resync
 
     def changed(self, namespace: str, cluster: str, uid: str, child: Child) -> bool:
         """Whether the child differs from what this process last sent (or was never sent by it)."""
-        with self._lock:
-            last = self._children(namespace, cluster, uid).get((child.kind, child.name))
+        last = self._last(namespace, cluster, uid, child)
         return last is None or last[0] != _digest(child.desired)
 
     def done(self, namespace: str, cluster: str, uid: str, child: Child) -> None:
