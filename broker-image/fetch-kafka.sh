@@ -6,6 +6,7 @@
 #   agent/  the Prometheus JMX exporter java agent
 #   bin/    kafka-*.sh launchers (the names users know)
 #   config/ log4j2 configuration
+#   kafka.jsa  the class-data sharing archive of this JVM (kafka-class-archive.sh)
 # Prints the distribution directory. Idempotent: Maven runs only when the pin
 # or the pom changes.
 set -euo pipefail
@@ -18,6 +19,9 @@ if [[ $# -gt 0 ]]; then
 fi
 
 dist="$KRAFTY_CACHE/kafka/$KAFKA_VERSION"
+mkdir -p "$dist"
+exec 9> "$dist/.lock"
+flock 9  # one caller resolves and trains at a time
 key="$(files_hash "$here/kafka-dist/pom.xml")-$KAFKA_VERSION-$SCALA_BINARY_VERSION-$LOG4J_VERSION-$JMX_EXPORTER_VERSION"
 if [[ "$(cat "$dist/.resolved" 2>/dev/null)" != "$key" ]]; then
   log "resolving Apache Kafka $KAFKA_VERSION and JMX exporter $JMX_EXPORTER_VERSION from Maven Central"
@@ -33,4 +37,11 @@ mkdir -p "$dist/bin" "$dist/config"
 cp "$here"/bin/* "$dist/bin/"
 cp "$here"/config/* "$dist/config/"
 "$dist/bin/kafka-cli.sh" --link "$dist/bin"
+java="${JAVA_HOME:+$JAVA_HOME/bin/}java"
+archived="$key-$(files_hash "$here/bin/kafka-class-archive.sh")-$("$java" -version 2>&1 | sha256sum | cut -c1-16)"
+if [[ ! -f "$dist/kafka.jsa" || "$(cat "$dist/.archived" 2>/dev/null)" != "$archived" ]]; then
+  log "training the class-data sharing archive of Kafka $KAFKA_VERSION for $("$java" -version 2>&1 | head -1) (about 30 s)"
+  "$dist/bin/kafka-class-archive.sh" >&2
+  echo "$archived" > "$dist/.archived"
+fi
 echo "$dist"

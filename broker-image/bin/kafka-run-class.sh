@@ -13,6 +13,10 @@ java="${JAVA_HOME:+$JAVA_HOME/bin/}java"
 heap="${KAFKA_HEAP_OPTS:--Xmx256M}"
 perf="${KAFKA_JVM_PERFORMANCE_OPTS:--XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent -Djava.awt.headless=true}"
 log4j="${KAFKA_LOG4J_OPTS:--Dlog4j2.configurationFile=$home/config/tools-log4j2.yaml}"
+# The classes of a node and the tools, loaded ready-made (kafka-class-archive.sh); a JVM that cannot use the
+# archive starts without it.
+share=""
+[[ -f "$home/kafka.jsa" ]] && share="-XX:SharedArchiveFile=$home/kafka.jsa"
 
 # shellcheck disable=SC2086  # the *_OPTS variables are word lists by design
-exec "$java" $heap $perf $log4j ${KAFKA_OPTS:-} -cp "$home/libs/*" "$main" "$@"
+exec "$java" $heap $perf $share $log4j ${KAFKA_OPTS:-} -cp "$home/libs/*" "$main" "$@"
