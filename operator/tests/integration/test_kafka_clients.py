@@ -6,6 +6,7 @@ import contextlib
 import re
 import signal
 import socket
+import threading
 import time
 import weakref
 from pathlib import Path
@@ -25,6 +26,93 @@ from krafty.naming import CANARY_TOPIC
 from krafty_testkit import kafka_admin
 from krafty_testkit.local_kafka import Layout, LocalKafkaCluster
 from krafty_testkit.waiting import wait_for
+
+
+class _CountingProxy:
+    """A TCP proxy in front of one broker: counts the connections it accepts, and can close them from the
+    broker's side (as a restarted broker, or its idle timeout, does) or hang up on the next request."""
+
+    def __init__(self, port: int) -> None:
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.address = f"127.0.0.1:{self.server.getsockname()[1]}"
+        self.accepted = 0
+        self._port = port
+        self._open: list[socket.socket] = []
+        self._hang_up = threading.Event()
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return
+            broker = socket.create_connection(("127.0.0.1", self._port))
+            self.accepted += 1
+            self._open += [client, broker]
+            threading.Thread(target=self._pipe, args=(client, broker, True), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(broker, client, False), daemon=True).start()
+
+    def _pipe(self, source: socket.socket, sink: socket.socket, requests: bool) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                if requests and self._hang_up.is_set():
+                    self._hang_up.clear()
+                    break
+                sink.sendall(data)
+        for sock in (source, sink):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def close_connections(self) -> None:
+        for sock in self._open:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        self._open.clear()
+
+    def hang_up_on_next_request(self) -> None:
+        self._hang_up.set()
+
+    def close(self) -> None:
+        self.server.close()
+        self.close_connections()
+
+
+def test_calls_to_a_broker_share_a_kept_connection_and_one_the_broker_closed_is_replaced(
+        cluster: LocalKafkaCluster, monkeypatch: pytest.MonkeyPatch):
+    # Given a broker behind a name (as a pod's DNS name), through a proxy that counts connections
+    proxy = _CountingProxy(cluster.brokers[0].broker_port)
+    resolve, lookups = socket.getaddrinfo, []
+
+    def named(host: object, port: object, *args: object, **kwargs: object) -> list[Any]:
+        if host != "broker-0.brokers":
+            return resolve(host, port, *args, **kwargs)  # type: ignore[arg-type]
+        lookups.append(host)
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", int(proxy.address.rsplit(":")[1])))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", named)
+    server = f"broker-0.brokers:{proxy.address.rsplit(':')[1]}"
+    try:
+        registered = {b.node_id for b in kraft.describe_brokers(cluster.bootstrap_servers)}
+        # When the wire client asks it five times: one connection, one name lookup (each call used to cost
+        # both, and a TLS handshake on both sides)
+        for _ in range(5):
+            assert {b.node_id for b in kraft.describe_brokers(server)} == registered
+        assert (proxy.accepted, len(lookups)) == (1, 1)
+        # The broker closed it meanwhile: the next call looks the name up and connects again, and fails nothing
+        proxy.close_connections()
+        assert {b.node_id for b in kraft.describe_brokers(server)} == registered
+        assert (proxy.accepted, len(lookups)) == (2, 2)
+        # It hangs up on the request a kept connection carries: the request goes again on a new one
+        proxy.hang_up_on_next_request()
+        assert {b.node_id for b in kraft.describe_brokers(server)} == registered
+        assert proxy.accepted == 3
+        # A connection kept longer than KEEP_SECONDS is closed, not used
+        monkeypatch.setattr(kraft._Kept, "KEEP_SECONDS", 0.0)
+        assert {b.node_id for b in kraft.describe_brokers(server)} == registered
+        assert proxy.accepted == 4
+    finally:
+        proxy.close()
 
 
 @pytest.fixture(scope="module")

@@ -6,19 +6,28 @@ server's name resolves to (a headless Service answers with one per pod), and
 returns the first answer that is not "ask someone else". Addresses that failed
 in the last minute are tried last: a node that accepts connections but never
 answers (frozen, or stuck on its disk) costs one timeout, not one per call.
-Every call opens a new connection, so a restarted node's new address is always
-the one used; when no server answers, KafkaUnavailable says why for each.
+A server's name is resolved again whenever a new connection is made, so a
+restarted node's new address is the one used; when no server answers,
+KafkaUnavailable says why for each.
+
+A connection is kept after its answer and used by the next call to the same
+server (name, port and TLS identity) within KEEP_SECONDS, without resolving its
+name again: while the passes keep asking, a server costs the operator and itself
+one TLS handshake and one name lookup, not one per request. A kept connection
+the server closed meanwhile is replaced by a new one; one that times out counts
+as that address failing.
 """
 
 from __future__ import annotations
 
 import itertools
+import select
 import socket
 import ssl
 import struct
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TypeVar
 
 from krafty import kraft_wire as wire
@@ -68,6 +77,59 @@ def _failed(address: tuple[str, int]) -> None:
         _failed_at[address] = now
 
 
+class _Kept:
+    """Connections between calls, per (server name, port, TLS context), each used by one call at a time."""
+
+    KEEP_SECONDS = 60.0  # brokers close a client's idle connection after 10 minutes (connections.max.idle.ms)
+    PER_SERVER = 4  # kept at most, per key: the passes that called it at once
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._idle: dict[tuple[object, ...], list[tuple[socket.socket, float]]] = {}
+
+    def take(self, key: tuple[object, ...]) -> socket.socket | None:
+        """A kept connection the server has not closed, or None."""
+        with self._lock:
+            stale = self._expired(time.monotonic())
+            kept = self._idle.get(key, [])
+            sock = kept.pop()[0] if kept else None
+        for old in stale:
+            old.close()
+        if sock is not None and select.select([sock], [], [], 0)[0]:  # readable while idle: closed (or junk)
+            sock.close()
+            return None
+        return sock
+
+    def give(self, key: tuple[object, ...], sock: socket.socket) -> None:
+        with self._lock:
+            kept = self._idle.setdefault(key, [])
+            if len(kept) < self.PER_SERVER:
+                kept.append((sock, time.monotonic()))
+                return
+        sock.close()
+
+    def _expired(self, now: float) -> list[socket.socket]:
+        stale = []
+        for key in list(self._idle):
+            fresh = [(sock, at) for sock, at in self._idle[key] if now - at < self.KEEP_SECONDS]
+            stale += [sock for sock, at in self._idle[key] if now - at >= self.KEEP_SECONDS]
+            if fresh:
+                self._idle[key] = fresh
+            else:
+                del self._idle[key]
+        return stale
+
+    def close_all(self) -> None:
+        with self._lock:
+            kept = [sock for idle in self._idle.values() for sock, _ in idle]
+            self._idle.clear()
+        for sock in kept:
+            sock.close()
+
+
+_kept = _Kept()
+
+
 def _recv_exact(sock: socket.socket, n: int) -> bytes:
     chunks, remaining = [], n
     while remaining:
@@ -79,19 +141,54 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
     return b"".join(chunks)
 
 
-def _exchange(address: tuple[str, int], host: str, api_key: int, version: int, body: bytes, timeout: float,
-              tls: ssl.SSLContext | None) -> wire.Reader:
-    """One request to one address; `host` is the name the server's certificate must carry."""
+def _connect(address: tuple[str, int], host: str, timeout: float, tls: ssl.SSLContext | None) -> socket.socket:
+    raw = socket.create_connection(address, timeout=timeout)
+    try:
+        return tls.wrap_socket(raw, server_hostname=host) if tls is not None else raw
+    except BaseException:
+        raw.close()
+        raise
+
+
+def _answer(sock: socket.socket, key: tuple[object, ...], address: tuple[str, int], api_key: int, version: int,
+            body: bytes, timeout: float) -> wire.Reader:
+    """Sends the request on `sock` and reads its answer; the connection is kept only after a whole answer."""
     correlation_id = next(_correlation)
     header = wire.request_header(api_key, version, correlation_id, CLIENT_ID).bytes()
-    with socket.create_connection(address, timeout=timeout) as raw:
-        sock = tls.wrap_socket(raw, server_hostname=host) if tls is not None else raw
+    try:
+        sock.settimeout(timeout)
         sock.sendall(wire.frame(header + body))
         (size,) = struct.unpack(">i", _recv_exact(sock, 4))
         reader = wire.Reader(_recv_exact(sock, size))
+    except BaseException:
+        sock.close()
+        raise
     if wire.read_response_header(reader, flexible=api_key != wire.API_VERSIONS) != correlation_id:
+        sock.close()
         raise ConnectionError(f"{address}: response does not match the request")
+    _kept.give(key, sock)
     return reader
+
+
+def _connections(host: str, port: int, tls: ssl.SSLContext | None, asked: set[tuple[str, int]],
+                 errors: list[str]) -> Iterator[tuple[tuple[str, int], socket.socket | None]]:
+    """Where to ask a server: the connection kept to it, if any (its name is not resolved again while one is),
+    then each address its name resolves to (those that failed in the last minute last, those `asked` in this call
+    left out), to be connected to."""
+    kept = _kept.take((host, port, tls))
+    if kept is not None:
+        yield _peer(kept), kept
+    try:
+        addresses = _resolved(host, port)
+    except OSError as error:
+        errors.append(f"{host}:{port}: {error}")
+        return
+    yield from ((address, None) for address in addresses if address not in asked)
+
+
+def _peer(sock: socket.socket) -> tuple[str, int]:
+    peer = sock.getpeername()
+    return (str(peer[0]), int(peer[1]))
 
 
 def call(target: Target, api_key: int, version: int, body: wire.Writer,
@@ -100,23 +197,24 @@ def call(target: Target, api_key: int, version: int, body: wire.Writer,
     metrics.KAFKA_REQUESTS.labels(wire_name(api_key)).inc()
     connection = Connection(target) if isinstance(target, str) else target
     tls = connection.ssl_context()
+    request = body.bytes()
     for host, port in _addresses(connection.servers):
-        try:
-            addresses = _resolved(host, port)
-        except OSError as error:
-            errors.append(f"{host}:{port}: {error}")
-            continue
-        for address in addresses:
+        asked: set[tuple[str, int]] = set()
+        for address, kept in _connections(host, port, tls, asked, errors):
             where = f"{host}:{port}" + (f" ({address[0]})" if address[0] != host else "")
             try:
-                return decode(_exchange(address, host, api_key, version, body.bytes(), timeout, tls))
+                sock = kept if kept is not None else _connect(address, host, timeout, tls)
+                return decode(_answer(sock, (host, port, tls), address, api_key, version, request, timeout))
             except wire.KafkaProtocolError as error:
                 if error.code not in _RETRIABLE:
                     raise
                 errors.append(f"{where}: {error.error_name}")
             except OSError as error:
+                if kept is not None and not isinstance(error, TimeoutError):
+                    continue  # closed by the server meanwhile (a restart, its idle timeout): ask it anew
                 _failed(address)
                 errors.append(f"{where}: {error}")
+            asked.add(address)
     raise KafkaUnavailable(f"{wire_name(api_key)}: no server answered: " + "; ".join(errors))
 
 
