@@ -177,18 +177,18 @@ def _connections(host: str, port: int, tls: ssl.SSLContext | None, asked: set[tu
     left out), to be connected to."""
     kept = _kept.take((host, port, tls))
     if kept is not None:
-        yield _peer(kept), kept
+        try:
+            peer = kept.getpeername()
+        except OSError:  # no longer connected
+            kept.close()
+        else:
+            yield (str(peer[0]), int(peer[1])), kept
     try:
         addresses = _resolved(host, port)
     except OSError as error:
         errors.append(f"{host}:{port}: {error}")
         return
     yield from ((address, None) for address in addresses if address not in asked)
-
-
-def _peer(sock: socket.socket) -> tuple[str, int]:
-    peer = sock.getpeername()
-    return (str(peer[0]), int(peer[1]))
 
 
 def call(target: Target, api_key: int, version: int, body: wire.Writer,
