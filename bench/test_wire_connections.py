@@ -9,7 +9,6 @@ process), the brokers' (their processes, from /proc) and the wall time. Medians 
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 from pathlib import Path
@@ -17,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from krafty.clients import kraft
+from krafty_testkit import procfs
 from krafty_testkit.local_kafka import Layout, running_cluster
 from krafty_testkit.plugin import report_table
 
@@ -26,12 +26,7 @@ WAYS = ("kept connection (now)", "a new connection each (before)")
 
 
 def _cpu_seconds(pids: list[int]) -> float:
-    ticks = 0
-    for pid in pids:
-        with open(f"/proc/{pid}/stat") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
-        ticks += int(fields[11]) + int(fields[12])  # utime, stime
-    return ticks / os.sysconf("SC_CLK_TCK")
+    return sum(procfs.cpu_seconds(Path(f"/proc/{pid}/stat").read_text()) for pid in pids)
 
 
 def test_wire_requests_over_tls_on_a_kept_connection_against_a_new_one_each(tmp_path: Path,
