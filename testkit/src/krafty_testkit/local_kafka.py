@@ -170,9 +170,12 @@ class LocalKafkaCluster:
     """A KRaft cluster of real Kafka processes under one work directory."""
 
     def __init__(self, layout: Layout, workdir: Path, *, base_port: int | None = None,
-                 config: Mapping[str, str] | None = None, heap: str = "384m", jmx_exporter: bool = False,
+                 config: Mapping[str, str] | None = None, heap: str = "384m", jmx_exporter: bool | Path = False,
                  tls: bool = False, version: str | None = None) -> None:
+        """jmx_exporter: each node serves the Prometheus JMX exporter, as in a pod: True with the broker image's
+        rules, a path with the rules in that file."""
         self.layout = layout
+        self.exporter_rules = jmx_exporter if isinstance(jmx_exporter, Path) else None
         self.workdir = workdir
         # TLS checks names: the certificates name "localhost", and so do the addresses
         self.host = "localhost" if tls else "127.0.0.1"
@@ -332,10 +335,11 @@ class LocalKafkaCluster:
         env.setdefault("KAFKA_JVM_PERFORMANCE_OPTS",
                        "-XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:TieredStopAtLevel=1 -Djava.awt.headless=true")
         if node.metrics_port is not None:
-            # The broker image's exporter agent and rules, as in the pods.
+            # The broker image's exporter agent and (unless told others) its rules, as in the pods.
             home = kafka_dist.kafka_home(node.version)
             agent = next((home / "agent").glob("jmx_prometheus_javaagent-*.jar"))
-            env["KAFKA_OPTS"] = (f"-javaagent:{agent}=127.0.0.1:{node.metrics_port}:{home}/config/jmx-exporter.yaml "
+            rules = self.exporter_rules or home / "config" / "jmx-exporter.yaml"
+            env["KAFKA_OPTS"] = (f"-javaagent:{agent}=127.0.0.1:{node.metrics_port}:{rules} "
                                  + env.get("KAFKA_OPTS", ""))
         with node.log_path.open("ab") as log:
             node.process = subprocess.Popen(
