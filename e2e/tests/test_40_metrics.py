@@ -148,18 +148,25 @@ def test_under_replicated_partitions_rise_with_a_stopped_broker_and_return_to_ze
     wait_topic_ready(operator, "metrics-urp")
     expr = 'krafty_cluster_under_replicated_partitions{cluster="prod"}'
     wait_for(lambda: prometheus.value(expr), lambda v: v == 0, 180, "no under-replicated partitions first")
-    old_ip = operator.kubectl_json("get", "pod", "prod-broker-1", "-n", NAMESPACE)["status"]["podIP"]
-    deleted = time.monotonic()
-    operator.kubectl("delete", "pod", "prod-broker-1", "-n", NAMESPACE, "--wait=false")
+    pod = operator.kubectl_json("get", "pod", "prod-broker-1", "-n", NAMESPACE)
+    old_ip, node = pod["status"]["podIP"], pod["spec"]["nodeName"]
 
     def urp_or_why() -> float | str:
         value = prometheus.value(expr)
         reachable = prometheus.value('krafty_cluster_kafka_reachable{cluster="prod"}')
         return value if value is not None else f"no series (kafka reachable: {reachable}); {prod.summary()}"
 
-    # The pod deletion pokes a pass at once: the next pass (and the next scrape, 5 s) shows the partitions
-    wait_for(urp_or_why, lambda v: isinstance(v, float) and v > 0, 30, "under-replicated partitions")
-    rose = time.monotonic() - deleted
+    # The broker kept away until seen: its volume is on its node, so with the node cordoned its new pod waits
+    # (Pending). Deleted alone, it can be back in sync (a restart takes about 11 s) before a pass and a scrape
+    # (5 s each) have seen it behind.
+    operator.kubectl("cordon", node)
+    try:
+        deleted = time.monotonic()
+        operator.kubectl("delete", "pod", "prod-broker-1", "-n", NAMESPACE, "--wait=false")
+        wait_for(urp_or_why, lambda v: isinstance(v, float) and v > 0, 60, "under-replicated partitions")
+        rose = time.monotonic() - deleted
+    finally:
+        operator.kubectl("uncordon", node)
     wait_for(lambda: prometheus.value(expr), lambda v: v == 0, 300, "back to zero once the broker is back")
     back = time.monotonic() - deleted
     new_ip = operator.kubectl_json("get", "pod", "prod-broker-1", "-n", NAMESPACE)["status"]["podIP"]
