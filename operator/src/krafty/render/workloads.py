@@ -71,7 +71,7 @@ def _probes(ctx: ClusterContext, pool: Pool) -> dict[str, Any]:
                            "periodSeconds": 5, "timeoutSeconds": 5, "failureThreshold": 3},
         # Log recovery after an unclean stop can take long: give start-up an hour. Looked at each second (a TCP
         # connection from the kubelet): a node restarting in a roll is Ready as soon as its port opens, not up to
-        # a period later (the readiness probe runs at once once start-up succeeds).
+        # a period later (the kubelet runs the readiness probe as soon as start-up succeeds).
         "startupProbe": {"tcpSocket": {"port": port}, "periodSeconds": 1, "failureThreshold": 3600},
         "livenessProbe": {"tcpSocket": {"port": port}, "periodSeconds": 15, "timeoutSeconds": 5,
                           "failureThreshold": 8},
