@@ -36,7 +36,7 @@ test-full: unit integration e2e-full  ## every tier with the full end-to-end set
 bench:  ## benchmarks on local processes (printed tables)
 	@$(ENV) $(PYTEST) -q -m bench bench
 
-bench-e2e:  ## benchmarks on the local Kubernetes cluster (rolls under load, gated by the canary, the data path, readiness, footprint, leader election)
+bench-e2e:  ## benchmarks on the local Kubernetes cluster (rolls under load, gated by the canary, the data path, readiness, a restarted pod's pace, footprint, leader election)
 	@$(ENV) $(PYTEST) -q -m bench e2e/bench
 
 demo:  ## the main job: cluster, operator, Kafka, topics, events, Spark on the cluster, results, metrics
