@@ -14,7 +14,6 @@ from __future__ import annotations
 import re
 import statistics
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -26,6 +25,7 @@ from krafty_testkit.plugin import report_table
 
 pytestmark = pytest.mark.bench
 WARM, ROUNDS, SCRAPES = 200, 5, 50
+NODE = 0  # the one node of each cluster (combined nodes are numbered from 0)
 WAYS = ("the image's rules (now)", "every request histogram, no rule cached (before)")
 
 
@@ -35,10 +35,6 @@ def rules_before(shipped: str) -> str:
     wide = '  - "kafka.network:type=RequestMetrics,name=TotalTimeMs,*"\n'
     before = requests.sub("", shipped.replace(requests.search(shipped).group(0), wide, 1))  # type: ignore[union-attr]
     return before.replace("    cache: true\n", "")
-
-
-def scrape(port: int) -> str:
-    return urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
 
 
 def series(text: str) -> set[str]:
@@ -65,15 +61,11 @@ def test_a_scrape_with_the_image_rules_against_every_histogram_read_and_no_match
     with (running_cluster(Layout.combined(1), tmp_path / "now", jmx_exporter=shipped) as now,
           running_cluster(Layout.combined(1), tmp_path / "before", jmx_exporter=before) as then):
         nodes = {WAYS[0]: now, WAYS[1]: then}
-        ports: dict[str, int] = {}
-        for way, cluster in nodes.items():
+        for cluster in nodes.values():
             load(cluster)
-            (node,) = cluster.nodes.values()
-            assert node.metrics_port is not None
-            ports[way] = node.metrics_port
             for _ in range(WARM):
-                scrape(ports[way])
-        served = {way: series(scrape(port)) for way, port in ports.items()}
+                cluster.exporter_text(NODE)
+        served = {way: series(cluster.exporter_text(NODE)) for way, cluster in nodes.items()}
         assert served[WAYS[0]] == served[WAYS[1]], served[WAYS[0]] ^ served[WAYS[1]]
         for _ in range(ROUNDS):
             for way, cluster in nodes.items():
@@ -81,7 +73,7 @@ def test_a_scrape_with_the_image_rules_against_every_histogram_read_and_no_match
                 stat = Path(f"/proc/{pid}/stat")
                 cpu, wall = procfs.cpu_seconds(stat.read_text()), time.monotonic()
                 for _ in range(SCRAPES):
-                    scrape(ports[way])
+                    cluster.exporter_text(NODE)
                 figures[way]["wall"].append((time.monotonic() - wall) / SCRAPES)
                 figures[way]["cpu"].append((procfs.cpu_seconds(stat.read_text()) - cpu) / SCRAPES)
     median = {way: {key: statistics.median(values) * 1000 for key, values in figures[way].items()} for way in WAYS}

@@ -5,15 +5,14 @@ each rule's match instead of matching every attribute again on each scrape (the 
 from __future__ import annotations
 
 import re
-import urllib.request
 
 from krafty_testkit.local_kafka import Layout, LocalKafkaCluster
 
 REQUESTS = ("Produce", "FetchConsumer", "FetchFollower", "Metadata", "OffsetCommit")
 
 
-def scrape(port: int) -> dict[str, float]:
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+def scrape(cluster: LocalKafkaCluster, node_id: int) -> dict[str, float]:
+    text = cluster.exporter_text(node_id)
     return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
             for line in text.splitlines() if line and not line.startswith("#")}
 
@@ -24,10 +23,9 @@ def test_the_exporter_serves_the_series_krafty_reads_and_caches_its_rule_matches
                  "--partitions", "3", "--replication-factor", "1")
     cluster.tool("kafka-producer-perf-test.sh", "--topic", "scraped", "--num-records", "1000", "--record-size", "100",
                  "--throughput", "-1", "--producer-props", f"bootstrap.servers={cluster.bootstrap_servers}", "acks=all")
-    (node,) = cluster.nodes.values()
-    assert node.metrics_port is not None
-    scrape(node.metrics_port)
-    series = scrape(node.metrics_port)
+    (node_id,) = cluster.nodes
+    scrape(cluster, node_id)
+    series = scrape(cluster, node_id)
 
     assert series["kafka_server_broker_state"] == 3  # RUNNING: what the readiness probe waits for
     assert "kafka_server_replica_fetcher_max_lag" in series

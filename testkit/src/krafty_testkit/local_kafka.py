@@ -30,6 +30,7 @@ import signal
 import socket
 import subprocess
 import time
+import urllib.request
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -383,6 +384,14 @@ class LocalKafkaCluster:
         finally:
             _live_processes.discard(proc)
         return code
+
+    def exporter_text(self, node_id: int) -> str:
+        """What the node's JMX exporter serves (the cluster started with jmx_exporter)."""
+        port = self.nodes[node_id].metrics_port
+        if port is None:
+            raise ValueError(f"node {node_id} serves no JMX exporter: start the cluster with jmx_exporter")
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
+            return str(answer.read().decode())
 
     def pids(self) -> list[int]:
         return [n.process.pid for n in self.nodes.values() if n.process is not None and n.running]
