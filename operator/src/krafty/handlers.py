@@ -36,7 +36,7 @@ from krafty.model.context import OperatorPeer
 from krafty.model.versions import SUPPORTED_KAFKA_VERSIONS
 from krafty.plan import PassResult
 from krafty.reconcile import connection
-from krafty.reconcile.cluster import ClusterReconciler, Endpoints, Settings
+from krafty.reconcile.cluster import ClusterReconciler, Endpoints, Intervals, Settings
 from krafty.reconcile.disks import DiskPass
 from krafty.reconcile.lag import LagPass
 from krafty.reconcile.topics import TopicReconciler
@@ -45,6 +45,7 @@ from krafty.scheduler import Scheduler
 from krafty.watched import ServingBrokers, Watched
 
 WORKERS = 8  # passes running at once, of every cluster
+FOLLOWING_INTERVAL = 1.0  # at least, and at least as long as the pass took: never more than half the time in passes
 BUSY_INTERVAL = 5.0
 IDLE_INTERVAL = 30.0
 REFUSED_INTERVAL = 30.0  # a namespace another install operates: look again this often
@@ -257,10 +258,12 @@ class Operator:
             self.user_admins.release(namespace, name)
             self.lag.release(namespace, name)
             return None
+        began = time.monotonic()
         outcome = self.clusters.reconcile(body)
         metrics.RECONCILES.labels("cluster", outcome.result.value).inc()
         metrics.COLLECTOR.set_pass(namespace, name, outcome.result.value, time.time())
-        return outcome.next_pass(BUSY_INTERVAL, IDLE_INTERVAL)
+        following = max(FOLLOWING_INTERVAL, time.monotonic() - began)
+        return outcome.next_pass(Intervals(following, BUSY_INTERVAL, IDLE_INTERVAL))
 
     def changed(self, kind: str, body: Mapping[str, Any], deleted: bool) -> bool:
         """Whether what a user sets on the object changed since the last event (the operator's own

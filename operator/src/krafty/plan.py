@@ -172,6 +172,23 @@ class PassResult(StrEnum):
     ERROR = "error"
 
 
+class Pace(StrEnum):
+    """How soon the next pass looks again."""
+
+    CALM = "calm"  # nothing under way: the idle interval, or when something is due
+    BUSY = "busy"  # a roll, formation, move or election under way, whose next step a pod's events announce
+    FOLLOWING = "following"  # the next step waits on what no watch reports (Kafka's ISR, a voter, leaders just
+    # elected): look again within a second or so
+
+
+def pace(step: roll.Step, busy: bool) -> Pace:
+    """FOLLOWING after an election (the next restart waits for its leaders) and while the roll waits on state
+    only a look shows; otherwise BUSY while anything is under way."""
+    if isinstance(step, roll.ElectLeaders) or (isinstance(step, roll.Wait) and step.awaits is roll.Awaits.STATE):
+        return Pace.FOLLOWING
+    return Pace.BUSY if busy else Pace.CALM
+
+
 @dataclass(frozen=True)
 class ClusterPlan:
     sizes: Sizes  # the StatefulSets' replicas this pass
@@ -182,8 +199,12 @@ class ClusterPlan:
     status: Mapping[str, Any]
     conditions: tuple[Condition, ...]
     result: PassResult
-    busy: bool  # check again soon: a roll, a formation, a move or an election is under way
+    pace: Pace
     wake_at: datetime.datetime | None = None  # check again by then: metadata.version's raise is due
+
+    @property
+    def busy(self) -> bool:
+        return self.pace is not Pace.CALM
 
 
 @dataclass(frozen=True)
@@ -308,7 +329,7 @@ def plan(ctx: ClusterContext, obs: ClusterObservation, facts: Facts) -> ClusterP
                    actions=(Announce("VersionRefused", refused, warning=True),), step=roll.Wait(refused), facts=facts,
                    conditions=(Condition(READY, False, "VersionRefused", refused),
                                Condition(DEGRADED, True, "VersionRefused", refused)),
-                   result=PassResult.INVALID, busy=False)
+                   result=PassResult.INVALID, pace=Pace.CALM)
 
 
 def growth_of(ctx: ClusterContext, obs: ClusterObservation) -> volumes.Growth:
@@ -404,7 +425,7 @@ def _plan(ctx: ClusterContext, obs: ClusterObservation, facts: Facts,
     busy = (bool(ctx.initial_voters) or scale.busy or not isinstance(step, roll.Done) or growth.growing is not None
             or addressing is not None or version.finalize_to is not None)
     return ClusterPlan(Sizes(scale.brokers, scale.controllers), tuple(actions), step, scale, next_facts, status,
-                       tuple(conditions), _result(step), busy, version.due)
+                       tuple(conditions), _result(step), pace(step, busy), version.due)
 
 
 def _conditions(conditions: list[Condition], addressing: str | None) -> list[Condition]:

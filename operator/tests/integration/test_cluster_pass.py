@@ -23,7 +23,7 @@ from krafty import naming, pki
 from krafty.clients.connection import Connection
 from krafty.clients.kube import Kube
 from krafty.naming import Pool
-from krafty.plan import PassResult
+from krafty.plan import Pace, PassResult
 from krafty.reconcile.applied import Applied
 from krafty.reconcile.cluster import ClusterReconciler, Endpoints, Outcome, Settings
 from krafty.reconcile.connection import Reached
@@ -221,9 +221,10 @@ def test_a_pass_that_changes_a_template_looks_again_soon_for_the_roll(calm: Outc
     apiserver.kubectl("patch", "kafkacluster", CLUSTER, "-n", NS, "--type=merge", "-p", json.dumps(annotated))
     try:
         sent = reconciler.reconcile(_body(kube))
-        # Then that pass is busy: what it observed of the pods predates the new revision the StatefulSet
-        # controller makes, so the next pass comes soon (not at the idle interval) and starts the roll
-        assert sent.busy, sent
+        # Then that pass follows: what it observed of the pods predates the new revision the StatefulSet
+        # controller makes, which no watch reports, so the next pass comes at once (not at the idle interval, nor
+        # the busy one) and starts the roll
+        assert sent.pace is Pace.FOLLOWING, sent
         sts = kube.get("StatefulSet", naming.statefulset(CLUSTER, Pool.BROKER), NS)
         assert sts is not None
         assert sts["spec"]["template"]["metadata"]["annotations"]["example.com/team"] == "payments"

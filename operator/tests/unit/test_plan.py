@@ -38,6 +38,7 @@ from krafty.plan import (
     Facts,
     Held,
     MoveReplicas,
+    Pace,
     PassResult,
     RemoveThrottles,
     RemoveVoter,
@@ -279,6 +280,25 @@ def test_leaders_go_back_after_a_restart_before_the_next_one():
     [elect] = [a for a in result.actions if isinstance(a, ElectLeaders)]
     assert {p.preferred_leader for p in off if (p.topic, p.partition) in elect.partitions} == {0}
     assert result.result is PassResult.ELECTED
+    # and the next pass follows closely: the next restart waits only for the elected leaders, which no event tells
+    assert result.pace is Pace.FOLLOWING
+
+
+@pytest.mark.parametrize(("nodes", "parts", "expected", "kind"), [
+    # a restarted broker's pod starting: its events wake the pass
+    ([node(0, PodPhase.WARMING_UP), node(1, outdated=True), node(2)], partitions(), Pace.BUSY, "Wait"),
+    # Ready, back in the ISR of every partition but not yet registered, or not yet in every ISR: only a look tells
+    ([replace(node(0), registered=False), node(1, outdated=True), node(2)], partitions(), Pace.FOLLOWING,
+     "Wait"),
+    ([node(0), node(1, outdated=True), node(2)], partitions(isr_without=0), Pace.FOLLOWING, "Wait"),
+    # a broker blocked (each partition would drop below its min ISR of 3) waits for a person, not for a second
+    ([node(0), node(1, outdated=True), node(2)], partitions(min_isr=3), Pace.BUSY, "Blocked"),
+    ([node(0), node(1), node(2)], partitions(), Pace.CALM, "Done"),
+])
+def test_a_roll_waiting_on_what_no_watch_reports_looks_again_soon(nodes, parts, expected, kind):
+    c = ctx()
+    result = plan(c, observe(c, [node(i) for i in CONTROLLERS] + nodes, partitions=parts), Facts(BROKERS))
+    assert (result.pace, type(result.step).__name__) == (expected, kind), result.step
 
 
 @pytest.mark.parametrize(("body", "result", "reason"), [

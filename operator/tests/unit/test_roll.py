@@ -7,6 +7,7 @@ from dataclasses import replace
 import pytest
 
 from krafty.decide.roll import (
+    Awaits,
     Blocked,
     Done,
     ElectLeaders,
@@ -104,13 +105,25 @@ def test_waits_for_a_lagging_voter():
     step = next_step(observe(nodes, q=quorum(1001, {1000: 50_000, 1001: 0, 1002: 0})), restore_leaders=True)
     assert isinstance(step, Wait)
     assert "voter 1000" in step.message
+    assert step.awaits is Awaits.STATE
+
+
+def test_a_wait_says_whether_a_pods_events_or_only_another_look_will_end_it():
+    """A pod created, started or ready is an event the pass is woken by; a broker registering with the controller
+    (like rejoining the ISR, or a voter catching up) is seen only by looking again."""
+    starting = dedicated(n0=replace(node(0, outdated=False), phase=PodPhase.WARMING_UP))
+    assert next_step(observe(starting), restore_leaders=True).awaits is Awaits.PODS
+    unregistered = [node(i, outdated=False) for i in (1000, 1001, 1002)] + [
+        node(0, outdated=False, registered=False), node(1), node(2)]
+    assert next_step(observe(unregistered), restore_leaders=True) == Wait(
+        "waiting for broker 0 to register with the controller", Awaits.STATE)
 
 
 def test_waits_for_a_broker_to_rejoin_the_isr():
     nodes = [node(i, outdated=False) for i in (1000, 1001, 1002)] + [node(0, outdated=False), node(1), node(2)]
     partitions = (part(0, (0, 1, 2), isr=(1, 2)), part(1, (1, 2, 0)))
     step = next_step(observe(nodes, partitions), restore_leaders=True)
-    assert step == Wait("waiting for broker 0 to rejoin the ISR of t-0")
+    assert step == Wait("waiting for broker 0 to rejoin the ISR of t-0", Awaits.STATE)
 
 
 def test_restores_preferred_leaders_before_the_next_restart():
@@ -260,7 +273,8 @@ def test_after_the_last_restart_a_broker_still_out_of_sync_is_watched_until_it_c
     nodes = [node(i, outdated=False) for i in (1000, 1001, 1002, 0, 1, 2)]
     lagging = (part(0, (0, 1, 2), isr=(1, 2), leader=1), part(1, (1, 2, 0)), part(2, (2, 0, 1)))
     step = next_step(observe(nodes, lagging), restore_leaders=True, threshold_percent=10)
-    assert step == Wait("waiting for broker 0 to rejoin the ISR of t-0; preferred leaders are restored after that")
+    assert step == Wait("waiting for broker 0 to rejoin the ISR of t-0; preferred leaders are restored after that",
+                        Awaits.STATE)
     # a lagging replica that leaves every broker balanced is not a reason to keep watching
     balanced = (part(0, (0, 1, 2), isr=(0, 1)), part(1, (1, 2, 0)), part(2, (2, 0, 1)))
     assert isinstance(next_step(observe(nodes, balanced), restore_leaders=True, threshold_percent=10), Done)

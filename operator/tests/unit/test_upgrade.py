@@ -9,9 +9,9 @@ import pytest
 
 from krafty.decide.upgrade import VersionFacts, VersionPhase, plan, refusal
 from krafty.model import KafkaClusterSpec, versions
-from krafty.plan import FinalizeMetadata, PassResult
+from krafty.plan import FinalizeMetadata, Pace, PassResult
 from krafty.plan import plan as cluster_plan
-from krafty.reconcile.cluster import Outcome
+from krafty.reconcile.cluster import Intervals, Outcome
 from krafty.validation import validate_cluster
 
 from .test_plan import BROKERS, CONTROLLERS, Facts, ctx, kinds, node, observe
@@ -125,11 +125,12 @@ def test_a_pinned_metadata_version_must_be_one_the_version_runs(version: str, pi
 
 
 @pytest.mark.parametrize(("outcome", "after"), [
-    (Outcome(PassResult.WAITING, busy=True, wake_in=20.0), 5.0),  # a roll under way: soon
+    (Outcome(PassResult.WAITING, Pace.BUSY, wake_in=20.0), 5.0),  # a roll under way: soon
+    (Outcome(PassResult.ELECTED, Pace.FOLLOWING, wake_in=20.0), 1.5),  # the next restart waits on its leaders
     (Outcome(PassResult.RECONCILED), 30.0),  # calm: the idle interval
     (Outcome(PassResult.RECONCILED, wake_in=12.5), 12.5),  # metadata.version's raise due before that
     (Outcome(PassResult.RECONCILED, wake_in=-3.0), 1.0),  # overdue: at once, but not in a loop
     (Outcome(PassResult.RECONCILED, wake_in=600.0), 30.0),
 ])
 def test_the_next_pass_comes_when_the_raise_is_due_if_that_is_before_the_idle_interval(outcome, after):
-    assert outcome.next_pass(5.0, 30.0) == after
+    assert outcome.next_pass(Intervals(1.5, 5.0, 30.0)) == after

@@ -119,7 +119,7 @@ def _progressing(obs: ClusterObservation, step: roll.Step, scale: ScalePlan) -> 
         return Condition(PROGRESSING, True, "RestoringLeaders", step.message)
     waiting = roll.catching_up(obs)
     if waiting:
-        return Condition(PROGRESSING, True, "CatchingUp", waiting)
+        return Condition(PROGRESSING, True, "CatchingUp", waiting.message)
     starting = [n.pod for n in obs.nodes if not n.ready]
     if starting:
         return Condition(PROGRESSING, True, "NodesStarting", f"waiting for {', '.join(starting)}")

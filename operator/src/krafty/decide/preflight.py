@@ -38,7 +38,7 @@ def gate(step: roll.Step, nodes: tuple[NodeState, ...], revisions: Mapping[Pool,
     found = next((p for p in preflights if p.pool is pool and p.revision == revision), None)
     what = f"the new pod template of the {pool.value}s"
     if revision is None:
-        return Gate(roll.Wait(f"waiting for the StatefulSet to record {what}"), stale=stale)
+        return Gate(roll.Wait(f"waiting for the StatefulSet to record {what}", roll.Awaits.STATE), stale=stale)
     if found is None:
         return Gate(roll.Wait(f"starting a preflight pod with {what} before any node restarts into it"),
                     start=pool, stale=stale)

@@ -12,7 +12,7 @@ partition led by its preferred replica again.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from krafty.decide.leaders import electable, imbalance_by_broker, partitions_to_rebalance
@@ -50,9 +50,18 @@ class ElectLeaders:
     message: str
 
 
+class Awaits(StrEnum):
+    """What a waiting roll waits on: how its pass learns that the wait is over."""
+
+    PODS = "Pods"  # a pod's change (a pod created, started, ready or gone): its events wake the pass
+    STATE = "State"  # what no watch reports (a broker registered or back in the ISR, a voter caught up, a
+    # StatefulSet's new revision): only looking again tells
+
+
 @dataclass(frozen=True)
 class Wait:
     message: str
+    awaits: Awaits = Awaits.PODS
 
 
 @dataclass(frozen=True)
@@ -148,36 +157,37 @@ def controller_blocker(node_id: int, quorum: QuorumState | None) -> str | None:
     return None
 
 
-def _node_not_back(node: NodeState) -> str | None:
+def _node_not_back(node: NodeState) -> Wait | None:
     match node.phase:
         case PodPhase.MISSING:
-            return f"waiting for {node.pod} to be created"
+            return Wait(f"waiting for {node.pod} to be created")
         case PodPhase.STARTING | PodPhase.WARMING_UP:
-            return f"waiting for {node.pod} to start"
+            return Wait(f"waiting for {node.pod} to start")
         case PodPhase.NOT_READY:
-            return f"waiting for {node.pod} to be ready"
+            return Wait(f"waiting for {node.pod} to be ready")
         case PodPhase.READY if node.is_broker and not node.registered:
-            return f"waiting for broker {node.node_id} to register with the controller"
+            return Wait(f"waiting for broker {node.node_id} to register with the controller", Awaits.STATE)
     # Ready, or down for longer than a restart takes (the partition checks decide what may stop), or
     # terminating (the roll waits for that on its own).
     return None
 
 
-def catching_up(obs: ClusterObservation) -> str | None:
+def catching_up(obs: ClusterObservation) -> Wait | None:
     """A node that is not fully back yet (the roll waits for it)."""
     for node in obs.nodes:
-        reason = _node_not_back(node)
-        if reason:
-            return reason
+        wait = _node_not_back(node)
+        if wait:
+            return wait
     running = {n.node_id for n in obs.nodes if n.running}
     for voter in obs.quorum.voters if obs.quorum is not None else ():
         if voter.node_id in running and not 0 <= voter.lag <= MAX_VOTER_LAG:
-            return f"waiting for voter {voter.node_id} to catch up with the metadata log (lag {voter.lag})"
+            return Wait(f"waiting for voter {voter.node_id} to catch up with the metadata log (lag {voter.lag})",
+                        Awaits.STATE)
     running_brokers = {n.node_id for n in obs.nodes if n.is_broker and n.running}
     for p in obs.partitions or ():
         missing = (set(p.replicas) - set(p.isr)) & running_brokers
         if missing:
-            return f"waiting for broker {min(missing)} to rejoin the ISR of {p.name}"
+            return Wait(f"waiting for broker {min(missing)} to rejoin the ISR of {p.name}", Awaits.STATE)
     return None
 
 
@@ -226,7 +236,7 @@ def _not_yet(obs: ClusterObservation, order: list[NodeState], restore_leaders: b
                                              "changes")
     waiting = catching_up(obs)
     if waiting:
-        return Wait(waiting)
+        return waiting
     if restore_leaders:
         alive = {n.node_id for n in obs.nodes if n.is_broker and n.registered}
         leaders = electable(obs.partitions or (), alive)
@@ -254,7 +264,9 @@ def _balance(obs: ClusterObservation, threshold_percent: int) -> Step:
         # A broker back from a restart leads nothing until it is in sync: keep watching closely
         # while that leaves it above the threshold, so its leadership returns as soon as it can.
         over = any(share * 100 > threshold_percent for share in imbalance_by_broker(obs.partitions, alive).values())
-        return Wait(f"{waiting}; preferred leaders are restored after that") if over else Done()
+        if not over:
+            return Done()
+        return replace(waiting, message=f"{waiting.message}; preferred leaders are restored after that")
     targets = partitions_to_rebalance(obs.partitions, alive, threshold_percent)
     if not targets:
         return Done()

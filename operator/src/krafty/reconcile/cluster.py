@@ -31,7 +31,7 @@ from krafty.model import KafkaClusterSpec
 from krafty.model.context import ClusterContext, OperatorPeer
 from krafty.naming import Pool
 from krafty.observed import CanaryReading, ExternalServiceState
-from krafty.plan import Announce, ApplyChildren, ClusterPlan, Facts, Held, PassResult, admit, plan
+from krafty.plan import Announce, ApplyChildren, ClusterPlan, Facts, Held, Pace, PassResult, admit, plan
 from krafty.pods import node_pods
 from krafty.reconcile import observe as observing
 from krafty.reconcile import rack
@@ -65,18 +65,43 @@ class Settings:
 
 
 @dataclass(frozen=True)
+class Intervals:
+    """Seconds from one pass to the next at each pace."""
+
+    following: float
+    busy: float
+    idle: float
+
+
+@dataclass(frozen=True)
 class Outcome:
     """What a pass did, for metrics and the scheduler's next wake-up."""
 
     result: PassResult
-    busy: bool = False  # a roll, formation, move or election is under way: check again soon
+    pace: Pace = Pace.CALM
     wake_in: float | None = None  # seconds until something is due (metadata.version's raise): check again by then
 
-    def next_pass(self, busy: float, idle: float) -> float:
-        """Seconds until the next pass: `busy` while busy, else `idle` or sooner when something is due by then."""
-        if self.busy:
-            return busy
-        return idle if self.wake_in is None else min(idle, max(self.wake_in, 1.0))
+    @property
+    def busy(self) -> bool:
+        return self.pace is not Pace.CALM
+
+    def next_pass(self, intervals: Intervals) -> float:
+        """Seconds until the next pass: the pace's interval, or when calm the idle one or sooner when something is
+        due by then."""
+        match self.pace:
+            case Pace.FOLLOWING:
+                return intervals.following
+            case Pace.BUSY:
+                return intervals.busy
+        return intervals.idle if self.wake_in is None else min(intervals.idle, max(self.wake_in, 1.0))
+
+
+def _pace(planned: Pace, done: bool, actor: Actor) -> Pace:
+    """A pass whose action failed tries again at the busy pace. A StatefulSet sent changed makes a new revision,
+    which this pass's observation predates and no watch reports: look again at once for the roll it may start."""
+    if not done:
+        return Pace.BUSY
+    return Pace.FOLLOWING if actor.workloads_changed else planned
 
 
 def authorization_problem(ctx: ClusterContext) -> str | None:
@@ -145,11 +170,8 @@ class ClusterReconciler:
             ready=conditions[0].status is True, available=conditions[1].status,
             roll_in_progress=decided.status["roll"] is not None,
             partitions_to_move=decided.scale.partitions_to_move, observation=obs))
-        # A StatefulSet sent changed makes a new revision, which this pass's observation predates: look again soon
-        # (not at the idle interval) for the roll it may start
         wake_in = None if decided.wake_at is None else (decided.wake_at - writer.now()).total_seconds()
-        return Outcome(decided.result if done else PassResult.ERROR,
-                       busy=decided.busy or not done or actor.workloads_changed, wake_in=wake_in)
+        return Outcome(decided.result if done else PassResult.ERROR, _pace(decided.pace, done, actor), wake_in)
 
     def _outside_names(self, ctx: ClusterContext, services: Mapping[str, ExternalServiceState]
                        ) -> Callable[[int], tuple[str, ...]]:
