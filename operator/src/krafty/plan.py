@@ -202,10 +202,6 @@ class ClusterPlan:
     pace: Pace
     wake_at: datetime.datetime | None = None  # check again by then: metadata.version's raise is due
 
-    @property
-    def busy(self) -> bool:
-        return self.pace is not Pace.CALM
-
 
 @dataclass(frozen=True)
 class Held:

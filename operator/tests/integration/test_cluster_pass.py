@@ -80,14 +80,14 @@ def _ready_pod(apiserver: LocalApiServer, pool: Pool, ordinal: int) -> None:
 def calm(apiserver: LocalApiServer, kube: Kube, reconciler: ClusterReconciler) -> Outcome:
     """The cluster after its first passes: children made, pods ready, dynamic config applied, quorum formed."""
     first = reconciler.reconcile(_body(kube))
-    assert first.busy, first
+    assert first.pace is not Pace.CALM, first
     for pool in Pool:
         for ordinal in range(3):
             _ready_pod(apiserver, pool, ordinal)
     outcome = first
     for _ in range(10):
         outcome = reconciler.reconcile(_body(kube))
-        if not outcome.busy:
+        if outcome.pace is Pace.CALM:
             break
     return outcome
 
@@ -110,7 +110,7 @@ def _counts(name: str) -> Counter[tuple[str, ...]]:
 
 def test_the_first_passes_bring_the_cluster_to_ready(calm: Outcome, kube: Kube, kafka: LocalKafkaCluster,
                                                      reached: Reached):
-    assert (calm.result, calm.busy) == (PassResult.RECONCILED, False)
+    assert (calm.result, calm.pace) == (PassResult.RECONCILED, Pace.CALM)
     status = _body(kube)["status"]
     conditions = {c["type"]: (c["status"], c["reason"]) for c in status["conditions"]}
     assert conditions == {"Ready": ("True", "ClusterReady"), "Available": ("True", "Serving"),
@@ -229,12 +229,12 @@ def test_a_pass_that_changes_a_template_looks_again_soon_for_the_roll(calm: Outc
         assert sts is not None
         assert sts["spec"]["template"]["metadata"]["annotations"]["example.com/team"] == "payments"
         # And a pass with nothing more to send (no StatefulSet controller here to make a revision) is calm
-        assert not reconciler.reconcile(_body(kube)).busy
+        assert reconciler.reconcile(_body(kube)).pace is Pace.CALM
     finally:
         undo = {"spec": {"brokers": {"template": {"annotations": None}}}}
         apiserver.kubectl("patch", "kafkacluster", CLUSTER, "-n", NS, "--type=merge", "-p", json.dumps(undo))
-    assert reconciler.reconcile(_body(kube)).busy
-    assert not reconciler.reconcile(_body(kube)).busy
+    assert reconciler.reconcile(_body(kube)).pace is not Pace.CALM
+    assert reconciler.reconcile(_body(kube)).pace is Pace.CALM
 
 
 def test_a_template_admission_refuses_restarts_no_node_and_says_why(calm: Outcome, apiserver: LocalApiServer,

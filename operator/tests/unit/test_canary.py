@@ -17,7 +17,7 @@ from krafty.model import KafkaClusterSpec
 from krafty.model.cluster import CanaryGate
 from krafty.naming import CANARY_TOPIC
 from krafty.observed import CanaryReading, PartitionState, PodPhase
-from krafty.plan import Announce, ChangeCanaryTopic, Facts, PassResult, RestartNode, plan
+from krafty.plan import Announce, ChangeCanaryTopic, Facts, Pace, PassResult, RestartNode, plan
 
 from .test_plan import BROKERS, CONTROLLERS, ctx, node, observe, partitions
 
@@ -149,7 +149,7 @@ def test_a_held_roll_restarts_nothing_says_why_with_the_figures_and_tells_it_onc
                                        "message": "the canary's acks=all write p99 1,234 ms is above 500 ms over the "
                                                   "last 30 s", "calmSince": None}
     assert result.facts.calm_since is None
-    assert (result.result, result.busy) == (PassResult.WAITING, True)
+    assert (result.result, result.pace) == (PassResult.WAITING, Pace.BUSY)
 
 
 def test_an_open_gate_or_none_lets_the_roll_restart_the_next_node():

@@ -113,7 +113,7 @@ def test_a_calm_cluster_applies_its_children_and_does_nothing_else():
     c = ctx()
     result = plan(c, observe(c), Facts(BROKERS))
     assert kinds(result.actions) == ["ApplyChildren"]
-    assert (result.result, result.busy) == (PassResult.RECONCILED, False)
+    assert (result.result, result.pace) == (PassResult.RECONCILED, Pace.CALM)
     assert [(x.type, x.status, x.reason) for x in result.conditions] == [
         ("Ready", True, "ClusterReady"), ("Available", True, "Serving"), ("Progressing", False, "Reconciled"),
         ("Degraded", False, "AsExpected")]
@@ -137,7 +137,7 @@ def test_scale_up_midway_grows_the_statefulset_without_rewriting_the_spec():
     assert move.throttle_rate == c.spec.leader_balance.replication_throttle_bytes_per_second
     assert moving.facts.leaders_pending
     assert moving.status["scaling"]["phase"] == "Rebalancing"
-    assert moving.busy
+    assert moving.pace is not Pace.CALM
 
 
 def test_scale_down_midway_keeps_the_running_size_until_the_brokers_are_emptied():
@@ -187,7 +187,7 @@ def test_a_roll_goes_first_when_scaling_waits_for_it(balanced_for: tuple[int, ..
     [restart] = [a for a in result.actions if isinstance(a, RestartNode)]
     assert restart.node.node_id == 0
     assert result.status["scaling"]["message"] == "waiting for the rolling restart to finish"
-    assert result.busy
+    assert result.pace is not Pace.CALM
 
 
 def test_a_quorum_change_in_flight_removes_the_stopped_voter_and_waits_for_the_rest():
@@ -199,7 +199,7 @@ def test_a_quorum_change_in_flight_removes_the_stopped_voter_and_waits_for_the_r
                   Facts(BROKERS))
     [remove] = [a for a in result.actions if isinstance(a, RemoveVoter)]
     assert remove.voter.node_id == 1004
-    assert result.busy
+    assert result.pace is not Pace.CALM
     # And while a voter lags, the quorum does not change
     lagging = plan(c, observe(c, nodes, quorum=quorum((1000, 1001, 1002, 1003, 1004), lagging=1000),
                               statefulset_replicas={Pool.BROKER: 3, Pool.CONTROLLER: 4}), Facts(BROKERS))
@@ -226,7 +226,7 @@ def test_kafka_unreachable_changes_nothing_in_kafka_and_says_why():
     ready = result.conditions[0]
     assert (ready.status, ready.reason) == (False, "KafkaUnreachable")
     assert "no server answered" in ready.message
-    assert result.busy
+    assert result.pace is not Pace.CALM
 
 
 def test_a_formed_quorum_retires_the_first_voters_list():
@@ -241,7 +241,7 @@ def test_a_formed_quorum_retires_the_first_voters_list():
     # While a first voter has not caught up, the list stays
     forming = plan(c, observe(c, quorum=quorum(lagging=1002)), Facts(BROKERS))
     assert not [a for a in forming.actions if isinstance(a, Announce)]
-    assert forming.busy
+    assert forming.pace is not Pace.CALM
 
 
 def test_dynamic_config_differences_are_applied_without_a_restart_and_throttles_are_left_alone():

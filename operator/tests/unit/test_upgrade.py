@@ -89,14 +89,14 @@ def test_the_pass_finalizes_once_the_roll_is_done_and_the_wait_is_over():
     assert isinstance(finalize, FinalizeMetadata)
     assert finalize.level == NEW_LEVEL
     assert waited.status["versions"]["metadataVersion"] == "4.2-IV1"
-    assert waited.busy  # the next pass, soon, sees the raised metadata.version and says Ready
+    assert waited.pace is not Pace.CALM  # the next pass, soon, sees the raised metadata.version and says Ready
     early = cluster_plan(c, replace(seen, observed_at=T0 + datetime.timedelta(seconds=30)), Facts(BROKERS,
                                                                                                 healthy_since=T0))
     assert kinds(early.actions) == ["ApplyChildren"]
     progressing = {x.type: (x.status, x.reason) for x in early.conditions}["Progressing"]
     assert progressing == (True, "FinalizingUpgrade")
     # Not busy while it waits, but due back when the raise is due (not at the idle interval after it)
-    assert (early.busy, early.wake_at) == (False, T0 + datetime.timedelta(seconds=60))
+    assert (early.pace, early.wake_at) == (Pace.CALM, T0 + datetime.timedelta(seconds=60))
 
 
 def test_a_downgrade_after_finalization_changes_nothing_and_says_why():

@@ -13,7 +13,7 @@ from krafty.decide.roll import RestartReason
 from krafty.model.context import ClusterContext
 from krafty.naming import Pool
 from krafty.observed import StorageClassState, VolumeResize, VolumeState
-from krafty.plan import Announce, ApplyChildren, ExpandVolumes, Facts, RestartNode, plan
+from krafty.plan import Announce, ApplyChildren, ExpandVolumes, Facts, Pace, RestartNode, plan
 from krafty.volume_claims import storage_class_state, volume_state
 
 from .test_plan import BROKERS, CONTROLLERS, ctx, observe, partitions
@@ -104,7 +104,7 @@ def test_a_larger_size_asks_each_claim_for_it_and_restarts_nothing():
     assert (progressing.status, progressing.reason) == (True, "ExpandingVolumes")
     assert "0 of 3 volumes at their size" in progressing.message
     assert (ready.status, ready.reason) == (False, "ExpandingVolumes")
-    assert result.busy
+    assert result.pace is not Pace.CALM
 
 
 def test_the_statefulsets_claim_template_keeps_the_size_it_was_created_with():
@@ -180,7 +180,7 @@ def test_growth_in_progress_is_reported_until_every_file_system_has_grown():
     # Once all are grown, the cluster is ready again
     done = plan(c, observed(c, broker_volumes(3 * GI, 3 * GI)), Facts(BROKERS))
     assert [cond.reason for cond in done.conditions[::2]] == ["ClusterReady", "Reconciled"]
-    assert not done.busy
+    assert done.pace is Pace.CALM
 
 
 def test_a_file_system_that_waits_for_its_pod_restarts_the_node_through_the_roll():

@@ -81,10 +81,6 @@ class Outcome:
     pace: Pace = Pace.CALM
     wake_in: float | None = None  # seconds until something is due (metadata.version's raise): check again by then
 
-    @property
-    def busy(self) -> bool:
-        return self.pace is not Pace.CALM
-
     def next_pass(self, intervals: Intervals) -> float:
         """Seconds until the next pass: the pace's interval, or when calm the idle one or sooner when something is
         due by then."""
