@@ -281,6 +281,7 @@ class ExternalServiceState:
     name: str
     node_port: int | None = None  # the node port Kubernetes gave the listener's port
     address: str | None = None  # the load balancer's address (its ingress IP or host name), once it has one
+    created: datetime.datetime | None = None  # when Kubernetes made it
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from krafty.decide.configs import ConfigDiff, diff
 from krafty.decide.status import DEGRADED, PROGRESSING, READY, Condition
 from krafty.model import KafkaClusterSpec, LeaderBalanceMode
 from krafty.model.context import ClusterContext, Sizes
+from krafty.naming import Pool
 from krafty.observed import ClusterObservation, NodeState, VoterState
 from krafty.render.cluster import Child, children
 from krafty.render.kafka_config import dynamic_broker_config
@@ -264,7 +265,9 @@ def _throttles_to_remove(obs: ClusterObservation, scale: scaling.ScalePlan) -> R
 
 
 def _roll_step(ctx: ClusterContext, obs: ClusterObservation, scale: scaling.ScalePlan,
-               leaders_pending: bool, gate: canary.Gate) -> roll.Step:
+               leaders_pending: bool, gate: canary.Gate, held: str | None) -> roll.Step:
+    if held:  # a new cluster's brokers not made yet (nothing of them runs, so no restart waits)
+        return roll.Wait(held, roll.Awaits.STATE)
     if scale.busy and not scale.after_roll:  # (scaling that waits for the roll lets it go first)
         return roll.Wait(f"scaling first: {scale.message}")
     balance = ctx.spec.leader_balance
@@ -378,7 +381,10 @@ def _plan(ctx: ClusterContext, obs: ClusterObservation, facts: Facts,
     if scale.add_voter is not None:
         pool, ordinal = naming.pool_and_ordinal(scale.add_voter.node_id)
         actions.append(AddVoter(scale.add_voter, ctx.host(pool, ordinal)))
-    actions.append(ApplyChildren(_with_stale_services(children(sized), obs)))
+    held = None if Pool.BROKER in obs.statefulset_replicas else external.holding_new_brokers(
+        ctx.name, ctx.spec.listeners, scale.brokers, outside, obs.external_services, obs.observed_at)
+    actions.append(ApplyChildren(_with_stale_services(_without_brokers(ctx, children(sized)) if held else
+                                                      children(sized), obs)))
     if formed:
         assert obs.quorum is not None
         actions.append(Announce("QuorumFormed", f"controller quorum formed with voters "
@@ -398,7 +404,7 @@ def _plan(ctx: ClusterContext, obs: ClusterObservation, facts: Facts,
         actions.append(Unregister(scale.unregister))
     actions += _volume_actions(ctx, obs, scale, growth) + _canary_actions(ctx, obs)
     gate = canary.gate(ctx.spec.restarts.canary_gate, obs.canary, facts.calm_since, obs.observed_at)
-    step, preflight_actions = _preflight(ctx, obs, _roll_step(ctx, obs, scale, leaders_pending, gate))
+    step, preflight_actions = _preflight(ctx, obs, _roll_step(ctx, obs, scale, leaders_pending, gate, held))
     actions += preflight_actions
     if not scale.busy:
         restore = ctx.spec.leader_balance.mode is LeaderBalanceMode.OPERATOR
@@ -410,7 +416,7 @@ def _plan(ctx: ClusterContext, obs: ClusterObservation, facts: Facts,
         actions.append(FinalizeMetadata(version.finalize_to, version.message))
     next_facts = Facts(scale.balanced_for if scale.balanced_for is not None else facts.balanced_for, leaders_pending,
                        version.healthy_since, gate.calm_since)
-    addressing = external.waiting(ctx.name, ctx.spec.listeners, scale.brokers, outside)
+    addressing = held or external.waiting(ctx.name, ctx.spec.listeners, scale.brokers, outside)
     conditions = _conditions(cluster_status.conditions(obs, step, set(range(ctx.spec.brokers.replicas)), scale,
                                                        version, growth), addressing)
     status = {**cluster_status.fields(sized, obs, step, scale, next_facts.balanced_for, next_facts.leaders_pending),
@@ -433,6 +439,12 @@ def _conditions(conditions: list[Condition], addressing: str | None) -> list[Con
     if ready.status is True:
         ready = Condition(READY, False, "WaitingForExternalAddress", addressing)
     return [ready, available, Condition(PROGRESSING, True, "WaitingForExternalAddress", addressing), degraded]
+
+
+def _without_brokers(ctx: ClusterContext, rendered: list[Child]) -> list[Child]:
+    """The children but the brokers' StatefulSet: a new cluster's brokers, not made yet."""
+    held = naming.statefulset(ctx.name, Pool.BROKER)
+    return [child for child in rendered if not (child.kind == "StatefulSet" and child.name == held)]
 
 
 def _with_stale_services(rendered: list[Child], obs: ClusterObservation) -> tuple[Child, ...]:

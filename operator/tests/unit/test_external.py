@@ -3,6 +3,7 @@ advertises, what waits for Kubernetes, and the spec's refusals."""
 
 from __future__ import annotations
 
+import datetime
 from dataclasses import replace
 from typing import Any
 
@@ -11,6 +12,7 @@ from pydantic import ValidationError
 
 from krafty import naming
 from krafty.decide import external
+from krafty.decide.roll import Awaits, Wait
 from krafty.model import KafkaClusterSpec
 from krafty.model.context import ClusterContext, Endpoint
 from krafty.naming import Pool
@@ -134,12 +136,70 @@ def test_a_load_balancer_without_an_address_keeps_the_cluster_progressing_not_re
     assert lb["bootstrapServers"] is None
 
 
+NOW = datetime.datetime(2026, 11, 28, 12, 0, tzinfo=datetime.UTC)
+
+
+def made(name: str, seconds_ago: float, address: str | None = None) -> ExternalServiceState:
+    return ExternalServiceState(name, 30000, address, NOW - datetime.timedelta(seconds=seconds_ago))
+
+
+@pytest.mark.parametrize(("services", "held"), [
+    ({}, "prod-lb-0, prod-lb-1, prod-lb-2"),  # the first pass: no Service made yet
+    ({f"prod-lb-{i}": made(f"prod-lb-{i}", 2) for i in range(3)}, "prod-lb-0, prod-lb-1, prod-lb-2"),
+    ({**{f"prod-lb-{i}": made(f"prod-lb-{i}", 2, f"192.0.2.{i}") for i in range(2)},
+      "prod-lb-2": made("prod-lb-2", 59)}, "prod-lb-2"),
+    # no address a minute after the Services were made (no load-balancer controller): the brokers start without
+    ({f"prod-lb-{i}": made(f"prod-lb-{i}", 60) for i in range(3)}, None),
+    ({f"prod-lb-{i}": made(f"prod-lb-{i}", 2, f"192.0.2.{i}") for i in range(3)}, None),
+])
+def test_a_new_clusters_brokers_wait_a_minute_at_most_for_their_external_addresses(services, held):
+    c = ctx(BALANCED)
+    known = external.endpoints("prod", c.spec.listeners, 3, services)
+    why = external.holding_new_brokers("prod", c.spec.listeners, 3, known, services, NOW)
+    if held is None:
+        assert why is None
+    else:
+        assert why is not None
+        assert f"addresses of {held} are known" in why
+
+
+def test_a_new_clusters_brokers_are_made_once_their_addresses_are_known_so_that_no_roll_opens_the_listener():
+    c = ctx(BALANCED)
+    sts = naming.statefulset("prod", Pool.BROKER)
+    first = plan(c, observe(c, [], statefulset_replicas={}, observed_at=NOW), Facts())
+    # Then the first pass makes the Services but not the brokers, and looks again within a second
+    [apply] = [a for a in first.actions if isinstance(a, ApplyChildren)]
+    made_now = {(child.kind, child.name) for child in apply.children if child.desired is not None}
+    assert {("Service", "prod-lb-0"), ("Service", "prod-lb-bootstrap")} <= made_now
+    assert ("StatefulSet", sts) not in made_now
+    assert not [child for child in apply.children if child.kind == "StatefulSet" and child.name == sts]  # (not deleted)
+    assert first.step == Wait(first.step.message, Awaits.STATE)
+    assert "at most 60 s" in first.step.message
+    assert first.pace is Pace.FOLLOWING
+    progressing = first.conditions[2]
+    assert (progressing.reason, progressing.message) == ("WaitingForExternalAddress", first.step.message)
+    # And once the load balancer gave every broker an address, the brokers are made with the listener open
+    services = {f"prod-lb-{i}": made(f"prod-lb-{i}", 3, f"192.0.2.{i}") for i in range(3)}
+    second = plan(c, observe(c, [], statefulset_replicas={}, observed_at=NOW, external_services=services), Facts())
+    [apply] = [a for a in second.actions if isinstance(a, ApplyChildren)]
+    [brokers] = [child for child in apply.children if child.kind == "StatefulSet" and child.name == sts]
+    assert brokers.desired is not None
+    [config] = [child.desired for child in apply.children if child.name == naming.config_map("prod")]
+    assert config is not None
+    assert "LB://192.0.2.0:9095" in "".join(config["data"].values())
+    assert second.pace is Pace.BUSY  # (the pods' events tell the rest)
+    # An existing cluster's brokers are never held back (their Services' addresses come and go)
+    running = plan(c, observe(c, observed_at=NOW), Facts(BROKERS))
+    assert any(child.kind == "StatefulSet" and child.name == sts
+               for a in running.actions if isinstance(a, ApplyChildren) for child in a.children)
+
+
 def test_a_services_node_port_and_load_balancer_address_are_read_from_it():
-    service = {"metadata": {"name": "prod-lb-0"},
+    service = {"metadata": {"name": "prod-lb-0", "creationTimestamp": "2026-11-28T12:00:00Z"},
                "spec": {"type": "LoadBalancer", "ports": [{"name": "lb", "port": 9095, "nodePort": 30123}]},
                "status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.50"}]}}}
-    assert external_service(service) == ExternalServiceState("prod-lb-0", 30123, "192.0.2.50")
-    assert external_service({**service, "status": {}}) == ExternalServiceState("prod-lb-0", 30123, None)
+    assert external_service(service) == ExternalServiceState("prod-lb-0", 30123, "192.0.2.50", NOW)
+    assert external_service({**service, "status": {}}) == ExternalServiceState("prod-lb-0", 30123, None, NOW)
     assert external_service({"metadata": {"name": "x"}, "spec": {"type": "ClusterIP"}}) is None
 
 
