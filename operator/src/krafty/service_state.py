@@ -3,10 +3,10 @@ balancer's address and when it was made."""
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Mapping
 from typing import Any
 
+from krafty.model.common import parse_time
 from krafty.observed import ExternalServiceState
 
 
@@ -17,7 +17,6 @@ def external_service(service: Mapping[str, Any]) -> ExternalServiceState | None:
         return None
     node_port = next((int(p["nodePort"]) for p in spec.get("ports") or [] if p.get("nodePort")), None)
     ingress = ((service.get("status") or {}).get("loadBalancer") or {}).get("ingress") or [{}]
-    made = service["metadata"].get("creationTimestamp")
     return ExternalServiceState(service["metadata"]["name"], node_port,
                                 ingress[0].get("ip") or ingress[0].get("hostname") or None,
-                                datetime.datetime.fromisoformat(str(made).replace("Z", "+00:00")) if made else None)
+                                parse_time(service["metadata"].get("creationTimestamp")))

@@ -12,7 +12,7 @@ import datetime
 from collections.abc import Mapping
 from typing import Any
 
-from krafty.model.common import parse_quantity
+from krafty.model.common import parse_quantity, parse_time
 from krafty.observed import StorageClassState, VolumeResize, VolumeState
 
 _INFEASIBLE = ("ControllerResizeInfeasible", "NodeResizeInfeasible")
@@ -25,10 +25,7 @@ def _bytes(value: str | None) -> int | None:
 
 
 def _time(condition: Mapping[str, Any] | None) -> datetime.datetime | None:
-    stamp = (condition or {}).get("lastTransitionTime")
-    if not stamp:
-        return None
-    return datetime.datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
+    return parse_time((condition or {}).get("lastTransitionTime"))
 
 
 def _resize(allocated: str, conditions: Mapping[str, Mapping[str, Any]], requested: int,

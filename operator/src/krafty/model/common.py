@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import re
 from collections.abc import Mapping
 from decimal import Decimal
@@ -52,6 +53,11 @@ def parse_quantity(value: str | int) -> Decimal:
     if suffix[:1] in ("e", "E"):
         return number * Decimal(10) ** int(suffix[1:])
     return number * _SUFFIX[suffix]
+
+
+def parse_time(stamp: object) -> datetime.datetime | None:
+    """A Kubernetes timestamp ("2026-11-28T12:00:00Z") as an aware datetime; None for none."""
+    return datetime.datetime.fromisoformat(str(stamp).replace("Z", "+00:00")) if stamp else None
 
 
 def format_bytes(count: int) -> str:
