@@ -6,6 +6,7 @@ clients trust the cluster CA and check that each broker's certificate names the 
 
 from __future__ import annotations
 
+import calendar
 import socket
 import ssl
 import time
@@ -13,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from test_10_operator_core import make_topic, pod_uids, wait_rolled
+from test_10_operator_core import make_topic, pod_uids, restart_events, wait_rolled
 from test_15_tls import secret_text
 
 from krafty_testkit.k8s_kafka import NAMESPACE, KafkaClusterHandle, cluster_spec
@@ -127,6 +128,9 @@ def serve_clients_outside(reachable: KafkaClusterHandle, trusting: dict[str, str
 
 def test_tls_nodeport_and_loadbalancer_listeners_serve_clients_outside(reachable: KafkaClusterHandle,
                                                                        trusting: dict[str, str]):
+    # Given a new cluster whose brokers started once their addresses were known: none restarted to open a listener
+    created = calendar.timegm(time.strptime(reachable.get()["metadata"]["creationTimestamp"], "%Y-%m-%dT%H:%M:%SZ"))
+    assert restart_events(reachable, created) == []
     serve_clients_outside(reachable, trusting)
 
 
@@ -148,8 +152,10 @@ def test_tls_nodeport_and_loadbalancer_listeners_serve_clients_outside_through_a
         certificates_name_what_was_dialed(expected_addresses(reachable, listener), trusting)
         assert round_trip(after, "from-outside", trusting) == (2000, 0, 0)
     # When a fourth broker joins (its own Services; its certificate names its load balancer's address)
+    scaled = time.time()
     reachable.patch_spec({"brokers": {"replicas": 4}})
     reachable.wait_ready(600)
+    assert restart_events(reachable, scaled) == []  # it started once its addresses were known: no restart
     make_topic(reachable.kube, "after-scale-up", "reachable", partitions=8, replicas=3,
                config={"min.insync.replicas": 2})
     # Then clients here are sent to all four through both listeners, and write and read through each

@@ -266,7 +266,7 @@ def _throttles_to_remove(obs: ClusterObservation, scale: scaling.ScalePlan) -> R
 
 def _roll_step(ctx: ClusterContext, obs: ClusterObservation, scale: scaling.ScalePlan,
                leaders_pending: bool, gate: canary.Gate, held: str | None) -> roll.Step:
-    if held:  # a new cluster's brokers not made yet (nothing of them runs, so no restart waits)
+    if held:  # new brokers not started yet (a new cluster's, or a scale-up's: the roll goes on after it)
         return roll.Wait(held, roll.Awaits.STATE)
     if scale.busy and not scale.after_roll:  # (scaling that waits for the roll lets it go first)
         return roll.Wait(f"scaling first: {scale.message}")
@@ -381,10 +381,11 @@ def _plan(ctx: ClusterContext, obs: ClusterObservation, facts: Facts,
     if scale.add_voter is not None:
         pool, ordinal = naming.pool_and_ordinal(scale.add_voter.node_id)
         actions.append(AddVoter(scale.add_voter, ctx.host(pool, ordinal)))
-    held = None if Pool.BROKER in obs.statefulset_replicas else external.holding_new_brokers(
-        ctx.name, ctx.spec.listeners, scale.brokers, outside, obs.external_services, obs.observed_at)
-    actions.append(ApplyChildren(_with_stale_services(_without_brokers(ctx, children(sized)) if held else
-                                                      children(sized), obs)))
+    running_brokers = obs.statefulset_replicas.get(Pool.BROKER)
+    held = external.holding_new_brokers(ctx.name, ctx.spec.listeners, range(running_brokers or 0, scale.brokers),
+                                        outside, obs.external_services, obs.observed_at)
+    actions.append(ApplyChildren(_with_stale_services(_brokers_held(ctx, children(sized), running_brokers) if held
+                                                      else children(sized), obs)))
     if formed:
         assert obs.quorum is not None
         actions.append(Announce("QuorumFormed", f"controller quorum formed with voters "
@@ -441,10 +442,18 @@ def _conditions(conditions: list[Condition], addressing: str | None) -> list[Con
     return [ready, available, Condition(PROGRESSING, True, "WaitingForExternalAddress", addressing), degraded]
 
 
-def _without_brokers(ctx: ClusterContext, rendered: list[Child]) -> list[Child]:
-    """The children but the brokers' StatefulSet: a new cluster's brokers, not made yet."""
-    held = naming.statefulset(ctx.name, Pool.BROKER)
-    return [child for child in rendered if not (child.kind == "StatefulSet" and child.name == held)]
+def _brokers_held(ctx: ClusterContext, rendered: list[Child], replicas: int | None) -> list[Child]:
+    """The children with the brokers' StatefulSet kept at the `replicas` it has: new brokers not started yet
+    (None: a new cluster's, whose StatefulSet is not made yet)."""
+    name = naming.statefulset(ctx.name, Pool.BROKER)
+    out = []
+    for child in rendered:
+        if not (child.kind == "StatefulSet" and child.name == name and child.desired is not None):
+            out.append(child)
+        elif replicas is not None:
+            out.append(replace(child, desired={**child.desired,
+                                               "spec": {**child.desired["spec"], "replicas": replicas}}))
+    return out
 
 
 def _with_stale_services(rendered: list[Child], obs: ClusterObservation) -> tuple[Child, ...]:

@@ -24,7 +24,7 @@ from krafty.service_state import external_service
 from krafty.validation import validate_cluster
 
 from ..conftest import context, example
-from .test_plan import BROKERS, observe
+from .test_plan import BROKERS, observe, statefulset_replicas
 
 NODEPORT = {"name": "outside", "port": 9094, "type": "nodeport",
             "external": {"bootstrapNodePort": 31090, "brokers": [{"broker": 2, "nodePort": 31092},
@@ -155,7 +155,7 @@ def made(name: str, seconds_ago: float, address: str | None = None) -> ExternalS
 def test_a_new_clusters_brokers_wait_a_minute_at_most_for_their_external_addresses(services, held):
     c = ctx(BALANCED)
     known = external.endpoints("prod", c.spec.listeners, 3, services)
-    why = external.holding_new_brokers("prod", c.spec.listeners, 3, known, services, NOW)
+    why = external.holding_new_brokers("prod", c.spec.listeners, range(3), known, services, NOW)
     if held is None:
         assert why is None
     else:
@@ -192,6 +192,36 @@ def test_a_new_clusters_brokers_are_made_once_their_addresses_are_known_so_that_
     running = plan(c, observe(c, observed_at=NOW), Facts(BROKERS))
     assert any(child.kind == "StatefulSet" and child.name == sts
                for a in running.actions if isinstance(a, ApplyChildren) for child in a.children)
+
+
+def test_a_scale_up_starts_its_new_broker_once_its_address_is_known_and_the_running_ones_keep_serving():
+    spec = spec_with(BALANCED)
+    spec["brokers"]["replicas"] = 4
+    c = replace(context(spec, name="prod"), initial_voters=())
+    running = {f"prod-lb-{i}": made(f"prod-lb-{i}", 600, f"192.0.2.{i}") for i in range(3)}
+    # Given 3 brokers serving through a loadbalancer listener, and a fourth asked for
+    first = plan(c, observe(c, observed_at=NOW, external_services=running), Facts(BROKERS))
+    # Then its Service is made, the StatefulSet stays at 3 (the running brokers untouched), and the pass looks
+    # again within a second
+    assert statefulset_replicas(first.actions, Pool.BROKER) == 3
+    [apply] = [a for a in first.actions if isinstance(a, ApplyChildren)]
+    assert ("Service", "prod-lb-3") in {(child.kind, child.name) for child in apply.children if child.desired}
+    assert first.step == Wait(first.step.message, Awaits.STATE)
+    assert "brokers [3] are made once the external addresses of prod-lb-3 are known" in first.step.message
+    assert first.pace is Pace.FOLLOWING
+    assert first.conditions[2].reason == "WaitingForExternalAddress"
+    # And once the load balancer gave it an address, it starts with the listener open
+    addressed = {**running, "prod-lb-3": made("prod-lb-3", 3, "192.0.2.3")}
+    second = plan(c, observe(c, observed_at=NOW, external_services=addressed), Facts(BROKERS))
+    assert statefulset_replicas(second.actions, Pool.BROKER) == 4
+    [config] = [child.desired for a in second.actions if isinstance(a, ApplyChildren) for child in a.children
+                if child.name == naming.config_map("prod")]
+    assert config is not None
+    assert "LB://192.0.2.3:9095" in "".join(config["data"].values())
+    # And a load balancer that gives none within a minute does not keep the cluster from growing
+    late = {**running, "prod-lb-3": made("prod-lb-3", 60)}
+    third = plan(c, observe(c, observed_at=NOW, external_services=late), Facts(BROKERS))
+    assert statefulset_replicas(third.actions, Pool.BROKER) == 4
 
 
 def test_a_services_node_port_and_load_balancer_address_are_read_from_it():

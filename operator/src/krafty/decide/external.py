@@ -5,9 +5,10 @@ when given; else for a nodeport listener the address of the Kubernetes node its 
 the pod starts) and its Service's node port (the spec's, or the one Kubernetes gave); for a loadbalancer
 listener its Service's load-balancer address and the listener's port. A broker whose address is not known
 yet (its Service has no node port or load balancer yet) does not open the listener until it is: a client
-is never sent to an address that leads nowhere. Opening it later takes a restart, so a new cluster's brokers
-are made only once their addresses are known, or ADDRESS_WAIT_SECONDS after their Services were (a load
-balancer that never gives one, with no controller installed, does not keep a cluster from starting).
+is never sent to an address that leads nowhere. Opening it later takes a restart, so new brokers (a new
+cluster's, or those a scale-up adds) are started only once their addresses are known, or ADDRESS_WAIT_SECONDS
+after their Services were made (a load balancer that never gives one, with no controller installed, does not
+keep a cluster from starting or growing).
 
 With tls: true, a broker's certificate names what clients outside verify it by (`certificate_names`): for a
 nodeport listener the address of every Kubernetes node (its pod may start on any of them and advertises that
@@ -52,26 +53,28 @@ def endpoints(cluster: str, listeners: Iterable[Listener], brokers: int,
     return out
 
 
-def _missing(cluster: str, listeners: Iterable[Listener], brokers: int,
+def _missing(cluster: str, listeners: Iterable[Listener], ordinals: Iterable[int],
              known: Mapping[tuple[str, int], Endpoint]) -> list[str]:
-    """The Services of the brokers whose external address is not known yet."""
+    """The Services of the brokers (of those ordinals) whose external address is not known yet."""
     return [naming.external_service(cluster, listener.name, ordinal) for listener in listeners
-            if listener.outside is not None for ordinal in range(brokers) if (listener.name, ordinal) not in known]
+            if listener.outside is not None for ordinal in ordinals if (listener.name, ordinal) not in known]
 
 
-def holding_new_brokers(cluster: str, listeners: Iterable[Listener], brokers: int,
+def holding_new_brokers(cluster: str, listeners: Iterable[Listener], new: range,
                         known: Mapping[tuple[str, int], Endpoint], services: Mapping[str, ExternalServiceState],
                         now: datetime.datetime | None) -> str | None:
-    """Why a new cluster's brokers are not made yet (their StatefulSet does not exist): an external address is
-    not known, and its Service is not there yet or younger than ADDRESS_WAIT_SECONDS. None: make them."""
+    """Why the `new` brokers (ordinals the brokers' StatefulSet does not have yet) are not started: an external
+    address of one is not known, and its Service is not there yet or younger than ADDRESS_WAIT_SECONDS.
+    None: start them."""
     if now is None:
         return None
-    young = [name for name in _missing(cluster, listeners, brokers, known)
+    young = [name for name in _missing(cluster, listeners, new, known)
              if (seen := services.get(name)) is None or seen.created is None
              or (now - seen.created).total_seconds() < ADDRESS_WAIT_SECONDS]
     if not young:
         return None
-    return (f"the brokers are made once the external addresses of {', '.join(young)} are known (at most "
+    which = "the brokers are" if new.start == 0 else f"brokers {list(new)} are"
+    return (f"{which} made once the external addresses of {', '.join(young)} are known (at most "
             f"{ADDRESS_WAIT_SECONDS} s after their Services were), so that they start with every listener open and "
             "need no restart to open it")
 
@@ -79,7 +82,7 @@ def holding_new_brokers(cluster: str, listeners: Iterable[Listener], brokers: in
 def waiting(cluster: str, listeners: Iterable[Listener], brokers: int,
             known: Mapping[tuple[str, int], Endpoint]) -> str | None:
     """Which external addresses are not known yet, or None."""
-    missing = _missing(cluster, listeners, brokers, known)
+    missing = _missing(cluster, listeners, range(brokers), known)
     if not missing:
         return None
     return (f"waiting for the external address of {', '.join(missing)} (a node port or a load balancer from "
