@@ -15,8 +15,15 @@ from krafty.model.context import ClusterContext, Voter
 from krafty.render.cluster import children
 from krafty.render.secrets import secret
 from krafty_testkit.k8s_kafka import BROKER_IMAGE
+from krafty_testkit.kube import KubeCluster
 
 RAW = "bench-raw"  # the namespace, which the operator does not watch; the cluster is "raw"
+
+
+def fresh_namespace(kube: KubeCluster) -> None:
+    """RAW made anew: one a benchmark before left terminating (deleted without waiting) is waited out first."""
+    kube.kubectl("delete", "namespace", RAW, "--ignore-not-found", "--wait=true", timeout=600)
+    kube.kubectl("create", "namespace", RAW)
 
 
 def raw_certificates(ctx: ClusterContext) -> list[dict[str, Any]]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from raw import RAW, raw_manifests
+from raw import RAW, fresh_namespace, raw_manifests
 
 from krafty_testkit.k8s_kafka import (
     ClientPod,
@@ -46,7 +46,7 @@ def test_time_to_ready_and_first_write(operator: KubeCluster, client: ClientPod)
     write_operator = time.monotonic() - began
     handle.delete()
     # Hand-written: the same manifests applied directly, the topic made with Kafka's tool
-    operator.kubectl("create", "namespace", RAW)
+    fresh_namespace(operator)
     try:
         began = time.monotonic()
         operator.apply(raw_manifests(spec))

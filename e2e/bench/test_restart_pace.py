@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 import pytest
-from raw import RAW, raw_manifests
+from raw import RAW, fresh_namespace, raw_manifests
 
 from krafty_testkit.k8s_kafka import cluster_spec
 from krafty_testkit.kube import KubeCluster
@@ -44,8 +44,7 @@ def restart(kube: KubeCluster, pod: str) -> float:
 
 
 def test_a_restarted_pod_is_ready_sooner_with_the_start_up_probe_each_second(operator: KubeCluster):
-    operator.kubectl("delete", "namespace", RAW, "--ignore-not-found", "--wait=true", timeout=600)
-    operator.kubectl("create", "namespace", RAW)
+    fresh_namespace(operator)
     seconds: dict[int, list[float]] = {period: [] for period in PERIODS}
     try:
         operator.apply(raw_manifests(cluster_spec("combined")))
