@@ -33,6 +33,7 @@ from .settings import Settings
 
 CLUSTER = "krafty"
 NETWORK = "krafty-kind"  # the nodes' podman (or Docker) network; kind's default would be "kind"
+MTU = 9000
 CLUSTER_LABEL = "io.x-k8s.kind.cluster"
 ZONE_LABEL = "topology.kubernetes.io/zone"
 DEFAULT_WORKERS = 3
@@ -218,7 +219,7 @@ def _make_network() -> None:
     _run([engine(), "network", "create", "-d=bridge", NETWORK])
     picked = subnet()
     _run([engine(), "network", "rm", NETWORK])
-    _run([engine(), "network", "create", "-d=bridge", "--subnet", picked, "--ip-range",
+    _run([engine(), "network", "create", "-d=bridge", "--opt", f"mtu={MTU}", "--subnet", picked, "--ip-range",
           load_balancer.node_range(picked), NETWORK])
 
 
