@@ -13,9 +13,9 @@ rounds, so that a read lasts seconds, not one). The tools run beside the cluster
 pod network, weighted like a broker (CPU request 50m, as the broker pods'), or as a host process beside the
 processes; the same JVM options on both sides. A first round on every target warms the JVMs and is not counted;
 then three rounds alternate between the targets, so that each meets the same machine, each round starting with
-another target (the one that runs after another meets the disk writing back the other's records). The consumer's figures are
-its fetch phase (the group join waits group.initial.rebalance.delay.ms, which differs: the machines' notes).
-Figures are medians of the rounds.
+another target (the one that runs after another meets the disk writing back the other's records). The consumer's
+figures are its fetch phase (the group join waits group.initial.rebalance.delay.ms, which differs: the machines'
+notes). Figures are medians of the rounds.
 """
 
 from __future__ import annotations
