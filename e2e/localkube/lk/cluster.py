@@ -33,7 +33,7 @@ from .settings import Settings
 
 CLUSTER = "krafty"
 NETWORK = "krafty-kind"  # the nodes' podman (or Docker) network; kind's default would be "kind"
-MTU = 9000
+MTU = 9000  # the frames of the nodes' network; kind/node/manifests/default-cni.yaml gives the pods' bridges the same
 CLUSTER_LABEL = "io.x-k8s.kind.cluster"
 ZONE_LABEL = "topology.kubernetes.io/zone"
 DEFAULT_WORKERS = 3
