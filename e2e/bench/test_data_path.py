@@ -82,16 +82,19 @@ def spec() -> dict[str, object]:
     return base
 
 
-def pod_tool(kube: KubeCluster) -> Callable[..., str]:
+@pytest.fixture
+def pod_tool(operator: KubeCluster) -> Iterator[Callable[..., str]]:
+    """Runs one of Kafka's tools in a pod beside the clusters; the pod is gone after the test."""
     body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": POD, "namespace": NAMESPACE},
             "spec": {"containers": [{"name": "tools", "image": BROKER_IMAGE, "imagePullPolicy": "IfNotPresent",
                                      "command": ["sleep", "infinity"],
                                      "resources": {"requests": {"cpu": "50m", "memory": "512Mi"}}}],
                      "terminationGracePeriodSeconds": 1}}
-    kube.kubectl("apply", "-f", "-", stdin=json.dumps(body))
-    kube.kubectl("wait", "--for=condition=Ready", f"pod/{POD}", "-n", NAMESPACE, "--timeout=180s", timeout=200)
+    operator.kubectl("apply", "-f", "-", stdin=json.dumps(body))
+    operator.kubectl("wait", "--for=condition=Ready", f"pod/{POD}", "-n", NAMESPACE, "--timeout=180s", timeout=200)
     environment = [f"{key}={value}" for key, value in TOOL_ENV.items()]
-    return lambda *args: kube.kubectl("exec", "-n", NAMESPACE, POD, "--", "env", *environment, *args, timeout=900)
+    yield lambda *args: operator.kubectl("exec", "-n", NAMESPACE, POD, "--", "env", *environment, *args, timeout=900)
+    operator.kubectl("delete", "pod", POD, "-n", NAMESPACE, "--wait=false")
 
 
 def host_tool(*args: str) -> str:
@@ -150,8 +153,8 @@ def one_round(target: Target, held: int) -> Round:
 
 
 def test_perf_tools_against_krafty_a_hand_written_statefulset_and_bare_processes(
-        operator: KubeCluster, krafty: KafkaClusterHandle, statefulset: str, processes: LocalKafkaCluster):
-    in_pod = pod_tool(operator)
+        krafty: KafkaClusterHandle, statefulset: str, processes: LocalKafkaCluster, pod_tool: Callable[..., str]):
+    in_pod = pod_tool
     targets = [Target("krafty (KafkaCluster, the operator running)", krafty.bootstrap, in_pod),
                Target("hand-written StatefulSet (the same pods)", statefulset, in_pod),
                Target("bare processes (the same release and heap)", processes.bootstrap_servers, host_tool)]
