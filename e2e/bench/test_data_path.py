@@ -154,9 +154,8 @@ def one_round(target: Target, held: int) -> Round:
 
 def test_perf_tools_against_krafty_a_hand_written_statefulset_and_bare_processes(
         krafty: KafkaClusterHandle, statefulset: str, processes: LocalKafkaCluster, pod_tool: Callable[..., str]):
-    in_pod = pod_tool
-    targets = [Target("krafty (KafkaCluster, the operator running)", krafty.bootstrap, in_pod),
-               Target("hand-written StatefulSet (the same pods)", statefulset, in_pod),
+    targets = [Target("krafty (KafkaCluster, the operator running)", krafty.bootstrap, pod_tool),
+               Target("hand-written StatefulSet (the same pods)", statefulset, pod_tool),
                Target("bare processes (the same release and heap)", processes.bootstrap_servers, host_tool)]
     rounds: dict[str, list[Round]] = {t.name: [] for t in targets}
     for number in range(ROUNDS + 1):  # the first warms up

@@ -192,7 +192,7 @@ def pace(step: roll.Step, busy: bool) -> Pace:
 
 @dataclass(frozen=True)
 class ClusterPlan:
-    sizes: Sizes  # the StatefulSets' replicas this pass
+    sizes: Sizes  # the nodes rendered this pass (new brokers waiting for their addresses: not in the StatefulSet)
     actions: tuple[Action, ...]
     step: roll.Step
     scale: scaling.ScalePlan
