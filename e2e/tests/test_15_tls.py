@@ -12,7 +12,7 @@ import time
 import pytest
 from reaching import PLAIN_LISTENER, TLS_LISTENER, TLS_PORT, kcat, kcat_fails, published, tls_address
 
-from krafty import pki
+from krafty import certs
 from krafty_testkit.k8s_kafka import (
     NAMESPACE,
     OPERATOR_NAMESPACE,
@@ -175,9 +175,9 @@ def test_a_requested_ca_renewal_rolls_the_cluster_under_tls_traffic_and_loses_no
                          "kafka.krafty.io/renew-cluster-ca=e2e", "--overwrite")
         # Then the nodes come to trust the new CA alone, in three rolls, and the cluster settles
         after = wait_for(lambda: secret_text(operator, "small-cluster-ca-cert", "ca.crt"),
-                         lambda bundle: len(pki.split_bundle(bundle)) == 1 and bundle != before, 1500,
+                         lambda bundle: len(certs.split_bundle(bundle)) == 1 and bundle != before, 1500,
                          "the new cluster CA trusted alone", interval=5)
-        new = pki.facts(after).fingerprint[:16]
+        new = certs.facts(after).fingerprint[:16]
         wait_for(lambda: certificate_markers(small),
                  lambda markers: len(markers) == 3 and all(m.startswith(f"{new}/") for m in markers), 900,
                  "every pod running with the new CA alone", interval=5)

@@ -22,7 +22,7 @@ import pytest
 from page_views import events
 from reaching import MTLS_LISTENER, SCRAM_LISTENER, kcat, kcat_fails
 
-from krafty import pki
+from krafty import certs, pki
 from krafty.render.kafka_config import render_properties
 from krafty_testkit.k8s_kafka import (
     NAMESPACE,
@@ -176,7 +176,7 @@ def test_each_user_works_with_its_own_secret_and_strangers_are_refused(
     # Given the users Ready, Then each status names its Secret, and the Secret holds its credential
     assert user_status(operator, "writer")["secret"] == "writer"
     assert {"tls.crt", "tls.key", "ca.crt"} <= users["writer"].keys()
-    assert pki.facts(users["writer"]["tls.crt"]).common_name == "writer"
+    assert certs.facts(users["writer"]["tls.crt"]).common_name == "writer"
     assert {"password", "sasl.jaas.config", "ca.crt"} <= users["reader"].keys()
     # Then writer produces with kcat and with Kafka's console producer, and reads nothing (no Read ACL)
     writer = Kcat(client, secure, "writer", users["writer"])
@@ -429,7 +429,7 @@ def test_a_renewed_credential_replaces_the_old_one_at_once(
                       90, "a new password in reader's Secret")
     writer = wait_for(lambda: secret_data(operator, "writer"), lambda d: d["tls.key"] != users["writer"]["tls.key"],
                       90, "a new key in writer's Secret")
-    assert pki.facts(writer["tls.crt"]).common_name == "writer"
+    assert certs.facts(writer["tls.crt"]).common_name == "writer"
     # And the new password gets in while the old one is refused; the new certificate writes
     ca = put(client.kube, [client.name], "ca.crt", reader["ca.crt"])
     address = secure.bootstrap_at(SCRAM_LISTENER["port"])
@@ -509,7 +509,7 @@ def test_a_renewed_clients_ca_keeps_a_reloading_client_working_and_old_certifica
     assert "Failed to acquire metadata" in kcat_fails(client, "-b", secure.bootstrap_at(MTLS_LISTENER["port"]),
                                                       *Kcat(client, secure, "writer-old", old).settings)
     new = secret_data(operator, "writer")
-    assert pki.signed_by(new["tls.crt"], secret_data(operator, bundle)["ca.crt"])
+    assert certs.signed_by(new["tls.crt"], secret_data(operator, bundle)["ca.crt"])
     assert can_write(Kcat(client, secure, "writer-new", new))
     print(f"\n{writes} writes by the reloading client during the renewal, {len(failures)} failed")
 

@@ -19,7 +19,7 @@ import kubernetes
 import pytest
 from prometheus_client import REGISTRY
 
-from krafty import naming, pki
+from krafty import certs, naming, pki
 from krafty.clients.connection import Connection
 from krafty.clients.kube import Kube
 from krafty.naming import Pool
@@ -334,8 +334,8 @@ def test_a_ca_the_user_brings_is_checked_then_moved_to_with_both_trusted(
     # Then the cluster moves to it as in a renewal: both trusted, the one before cross-signing it
     ca = data(naming.cluster_ca(CLUSTER))
     assert (ca[naming.CA_CERT_KEY], ca[naming.PREVIOUS_CA_CERT_KEY]) == (mine.cert, own)
-    assert pki.split_bundle(data(naming.cluster_ca_cert(CLUSTER))[naming.CA_CERT_KEY]) == (mine.cert, own)
-    assert pki.signed_by(ca[naming.CROSS_CA_CERT_KEY], own)
+    assert certs.split_bundle(data(naming.cluster_ca_cert(CLUSTER))[naming.CA_CERT_KEY]) == (mine.cert, own)
+    assert certs.signed_by(ca[naming.CROSS_CA_CERT_KEY], own)
     assert any(e["reason"] == "CaProvided" for e in kube.list("Event", NS))
 
 
@@ -421,7 +421,7 @@ def test_tls_external_listeners_put_the_nodes_and_load_balancers_addresses_in_br
 
     def names() -> dict[str, set[str]]:
         data = decoded(kube.get("Secret", naming.node_certificates(cluster), NS))
-        return {f"{pool.value}-{n}": set(pki.facts(data[naming.node_certificate_keys(pool, n)[0]]).alt_names)
+        return {f"{pool.value}-{n}": set(certs.facts(data[naming.node_certificate_keys(pool, n)[0]]).alt_names)
                 for pool in Pool for n in range(3)}
 
     def generation() -> str:

@@ -12,7 +12,7 @@ import pytest
 from cryptography import x509
 from cryptography.x509.verification import PolicyBuilder, Store, VerificationError
 
-from krafty import pki
+from krafty import certs, pki
 from krafty.decide import certificates
 from krafty.decide.certificates import CaHeld, IssueReason, Subject
 from krafty.model.cluster import Validity
@@ -24,28 +24,28 @@ SUBJECT = Subject("broker-0", "prod-kafka", ("prod-broker-0.prod-brokers.kafka.s
 
 
 @functools.cache
-def _ca(name: str, days: int) -> pki.KeyPair:
+def _ca(name: str, days: int) -> certs.KeyPair:
     return pki.new_ca(name, NOW, days * DAY)
 
 
-def ca(name: str = "ca", days: int = 365) -> pki.KeyPair:
+def ca(name: str = "ca", days: int = 365) -> certs.KeyPair:
     return _ca(name, days)
 
 
-def node(signer: pki.KeyPair, days: int = 365, names: tuple[str, ...] = SUBJECT.alt_names,
-         common_name: str = SUBJECT.common_name) -> pki.KeyPair:
+def node(signer: certs.KeyPair, days: int = 365, names: tuple[str, ...] = SUBJECT.alt_names,
+         common_name: str = SUBJECT.common_name) -> certs.KeyPair:
     return pki.issue(signer, common_name, names, NOW, days * DAY)
 
 
 def test_a_node_certificate_is_signed_by_its_ca_and_carries_its_names():
     cert = node(ca())
-    facts = pki.facts(cert.cert)
-    assert pki.signed_by(cert.cert, ca().cert)
-    assert not pki.signed_by(cert.cert, ca("other").cert)
-    assert pki.matches(cert)
-    assert not pki.matches(pki.KeyPair(cert.cert, ca().key))
+    facts = certs.facts(cert.cert)
+    assert certs.signed_by(cert.cert, ca().cert)
+    assert not certs.signed_by(cert.cert, ca("other").cert)
+    assert certs.matches(cert)
+    assert not certs.matches(certs.KeyPair(cert.cert, ca().key))
     assert (facts.common_name, facts.alt_names, facts.is_ca) == ("prod-kafka", SUBJECT.alt_names, False)
-    assert pki.facts(ca().cert).is_ca
+    assert certs.facts(ca().cert).is_ca
 
 
 def test_an_address_is_named_as_an_ip_address_which_a_client_checks_the_address_it_dialed_against():
@@ -54,7 +54,7 @@ def test_an_address_is_named_as_an_ip_address_which_a_client_checks_the_address_
         x509.SubjectAlternativeName).value
     assert sans.get_values_for_type(x509.DNSName) == ["broker-0.example.com"]
     assert [str(a) for a in sans.get_values_for_type(x509.IPAddress)] == ["172.18.0.3", "fd00::3"]
-    assert sorted(pki.facts(cert.cert).alt_names) == ["172.18.0.3", "broker-0.example.com", "fd00::3"]
+    assert sorted(certs.facts(cert.cert).alt_names) == ["172.18.0.3", "broker-0.example.com", "fd00::3"]
     store = Store([x509.load_pem_x509_certificate(ca().cert.encode())])
     leaf = x509.load_pem_x509_certificate(cert.cert.encode())
     for dialed in ("172.18.0.3", "fd00::3"):  # what a client connecting to that address checks
@@ -75,12 +75,12 @@ def test_a_certificate_is_issued_again_when_an_address_from_outside_comes_or_goe
     assert certificates.certificate_reason(joined, held, signer, NOW, VALIDITY) is IssueReason.ADDRESSES_CHANGED
     assert certificates.certificate_reason(SUBJECT, held, signer, NOW, VALIDITY) is IssueReason.ADDRESSES_CHANGED
     assert certificates.certificate_reason(moved, held, signer, NOW, VALIDITY) is IssueReason.NAMES_CHANGED
-    assert sorted(pki.facts(node(signer, names=joined.names).cert).alt_names) == sorted(joined.names)
+    assert sorted(certs.facts(node(signer, names=joined.names).cert).alt_names) == sorted(joined.names)
 
 
 def test_a_certificate_never_outlives_its_ca():
     short = ca("short", days=10)
-    assert pki.facts(node(short, days=365).cert).not_after == pki.facts(short.cert).not_after
+    assert certs.facts(node(short, days=365).cert).not_after == certs.facts(short.cert).not_after
 
 
 def test_a_private_key_is_never_printed():
@@ -91,7 +91,7 @@ def test_a_private_key_is_never_printed():
 
 def test_a_bundle_keeps_each_certificate_once_in_order():
     first, second = ca("a").cert, ca("b").cert
-    assert pki.split_bundle(pki.bundle([first, second, first])) == (first, second)
+    assert certs.split_bundle(certs.bundle([first, second, first])) == (first, second)
 
 
 @pytest.mark.parametrize(("held", "signer", "now", "expected"), [
@@ -109,9 +109,9 @@ def test_when_a_certificate_is_issued_again(held, signer, now, expected):
     # Given the certificate held, the CA that signs now and the time, Then the reason (or none) is:
     cert = node(ca())
     pairs = {None: None, "good": cert, "renamed": node(ca(), names=("elsewhere",)),
-             "wrong key": pki.KeyPair(cert.cert, node(ca()).key),
+             "wrong key": certs.KeyPair(cert.cert, node(ca()).key),
              "other subject": node(ca(), common_name="someone-else"),
-             "garbage": pki.KeyPair("not a certificate", cert.key)}
+             "garbage": certs.KeyPair("not a certificate", cert.key)}
     assert certificates.certificate_reason(SUBJECT, pairs[held], ca(signer), now, VALIDITY) == expected
 
 
@@ -122,7 +122,7 @@ def test_when_a_certificate_is_issued_again(held, signer, now, expected):
     (CaHeld(ca()), NOW, "1", False, (IssueReason.REQUESTED, False)),
     (CaHeld(ca(), renewed_for="1"), NOW, "1", False, (None, False)),  # that request was acted on
     (CaHeld(ca(), renewed_for="1"), NOW, "2", False, (IssueReason.REQUESTED, False)),
-    (CaHeld(pki.KeyPair(node(ca()).cert, node(ca()).key)), NOW, "", False, (IssueReason.UNUSABLE, False)),
+    (CaHeld(certs.KeyPair(node(ca()).cert, node(ca()).key)), NOW, "", False, (IssueReason.UNUSABLE, False)),
     # A renewal under way: nothing new starts, and the previous CA goes once every pod has moved
     (CaHeld(ca(), ca("old")), NOW, "2", False, (None, False)),
     (CaHeld(ca(), ca("old")), NOW, "", True, (None, True)),
@@ -182,9 +182,9 @@ def test_the_marker_says_which_generation_of_certificates_pods_run():
     assert not certificates.all_run([""], 0)  # a pod from before the operator had TLS
 
 
-def _verifies(trusted: pki.KeyPair, sent: str, name: str) -> bool:
+def _verifies(trusted: certs.KeyPair, sent: str, name: str) -> bool:
     """Whether a TLS client trusting only `trusted` accepts a server that sends `sent` (leaf, then chain)."""
-    leaf, *chain = [x509.load_pem_x509_certificate(p.encode()) for p in pki.split_bundle(sent)]
+    leaf, *chain = [x509.load_pem_x509_certificate(p.encode()) for p in certs.split_bundle(sent)]
     verifier = (PolicyBuilder().store(Store([x509.load_pem_x509_certificate(trusted.cert.encode())]))
                 .time(NOW + DAY).build_server_verifier(x509.DNSName(name)))
     try:
@@ -238,5 +238,5 @@ def test_a_ca_the_user_brings_must_be_a_self_signed_ca_with_its_key():
     assert certificates.provided_problem(ca("mine"), "mine") is None
     assert "does not exist" in str(certificates.provided_problem(None, "mine"))
     assert "no self-signed CA" in str(certificates.provided_problem(leaf, "mine"))
-    assert "does not belong" in str(certificates.provided_problem(pki.KeyPair(ca("mine").cert, ca().key), "mine"))
-    assert "no readable" in str(certificates.provided_problem(pki.KeyPair("junk", ca().key), "mine"))
+    assert "does not belong" in str(certificates.provided_problem(certs.KeyPair(ca("mine").cert, ca().key), "mine"))
+    assert "no readable" in str(certificates.provided_problem(certs.KeyPair("junk", ca().key), "mine"))

@@ -23,9 +23,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from krafty import pki
+from krafty import certs
+from krafty.certs import KeyPair
 from krafty.model.cluster import Validity
-from krafty.pki import KeyPair
 
 
 class IssueReason(StrEnum):
@@ -69,7 +69,7 @@ class CaHeld:
 def chain(held: CaHeld, signer: KeyPair, now: datetime.datetime) -> tuple[str, ...]:
     """What a certificate signed by `signer` is sent with: the current CA cross-signed by the one before,
     while valid, so that clients that still trust only the CA before keep verifying the nodes."""
-    if held.cross is None or signer != held.current or pki.facts(held.cross).not_after <= now:
+    if held.cross is None or signer != held.current or certs.facts(held.cross).not_after <= now:
         return ()
     return (held.cross,)
 
@@ -82,13 +82,13 @@ class CaStep:
 
 def usable_ca(pair: KeyPair) -> bool:
     try:
-        return pki.facts(pair.cert).is_ca and pki.matches(pair)
-    except (pki.PkiError, ValueError, TypeError):
+        return certs.facts(pair.cert).is_ca and certs.matches(pair)
+    except (certs.PkiError, ValueError, TypeError):
         return False
 
 
 def _expiring(pair: KeyPair, now: datetime.datetime, validity: Validity) -> bool:
-    return pki.facts(pair.cert).not_after - now <= datetime.timedelta(days=validity.renewal_days)
+    return certs.facts(pair.cert).not_after - now <= datetime.timedelta(days=validity.renewal_days)
 
 
 def provided_problem(pair: KeyPair | None, secret: str) -> str | None:
@@ -96,9 +96,9 @@ def provided_problem(pair: KeyPair | None, secret: str) -> str | None:
     if pair is None:
         return f"Secret {secret} (type kubernetes.io/tls, with tls.crt and tls.key) does not exist or lacks a key"
     try:
-        facts = pki.facts(pair.cert)
-        matches = pki.matches(pair)
-    except (pki.PkiError, ValueError, TypeError) as error:
+        facts = certs.facts(pair.cert)
+        matches = certs.matches(pair)
+    except (certs.PkiError, ValueError, TypeError) as error:
         return f"Secret {secret} holds no readable certificate and key: {error}"
     if not (facts.is_ca and facts.self_signed):
         return f"Secret {secret} holds no self-signed CA certificate (basic constraints CA:true)"
@@ -163,19 +163,19 @@ def certificate_reason(subject: Subject, held: KeyPair | None, ca: KeyPair, now:
     if held is None:
         return IssueReason.NEW
     try:
-        facts = pki.facts(held.cert)
-        usable = pki.matches(held) and facts.common_name == subject.common_name
-    except (pki.PkiError, ValueError, TypeError):
+        facts = certs.facts(held.cert)
+        usable = certs.matches(held) and facts.common_name == subject.common_name
+    except (certs.PkiError, ValueError, TypeError):
         return IssueReason.UNUSABLE
     if not usable:
         return IssueReason.UNUSABLE
-    if not pki.signed_by(held.cert, ca.cert):
+    if not certs.signed_by(held.cert, ca.cert):
         return IssueReason.NEW_CA
     if not set(subject.alt_names) <= set(facts.alt_names):
         return IssueReason.NAMES_CHANGED
     if sorted(facts.alt_names) != sorted(subject.names):
         return IssueReason.ADDRESSES_CHANGED
-    if pki.split_bundle(held.cert)[1:] != sent_with:
+    if certs.split_bundle(held.cert)[1:] != sent_with:
         return IssueReason.CHAIN_CHANGED
     if _expiring(held, now, validity):
         return IssueReason.EXPIRING
@@ -183,7 +183,7 @@ def certificate_reason(subject: Subject, held: KeyPair | None, ca: KeyPair, now:
 
 
 def short_fingerprint(pem: str) -> str:
-    return pki.facts(pem).fingerprint[:16]
+    return certs.facts(pem).fingerprint[:16]
 
 
 def clients_signer(held: CaHeld) -> KeyPair:
@@ -198,9 +198,9 @@ def clients_moved(held: CaHeld, users: Iterable[str], now: datetime.datetime, ha
     if held.current is None or held.trusted_by_all != short_fingerprint(held.current.cert):
         return False
     try:
-        return all(pki.signed_by(cert, held.current.cert) and now - pki.issued_at(cert) >= handover
+        return all(certs.signed_by(cert, held.current.cert) and now - certs.issued_at(cert) >= handover
                    for cert in users)
-    except pki.PkiError:  # an unreadable one: the user pass issues it again first
+    except certs.PkiError:  # an unreadable one: the user pass issues it again first
         return False
 
 

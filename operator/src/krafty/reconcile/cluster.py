@@ -24,6 +24,7 @@ from krafty.clients.canary import Canaries, CanarySettings
 from krafty.clients.connection import Connection
 from krafty.clients.kafka_admin import AdminPool, KafkaAdmin
 from krafty.clients.kube import Kube, api_message
+from krafty.clients.pki_process import Issuer
 from krafty.decide import external, identity, listeners
 from krafty.decide.status import DEGRADED, READY, Condition
 from krafty.kraft_wire import random_kafka_uuid
@@ -142,7 +143,9 @@ class ClusterReconciler:
         listed = observing.cluster_pods(self.kube, ctx)
         services = observing.external_services(self.kube, ctx)
         try:
-            issued = PkiPass(self.kube, ctx, body, moment, self.applied).run(listed, self._outside_names(ctx, services))
+            with Issuer() as issuer:  # (a process of its own, started if something is issued)
+                issued = PkiPass(self.kube, ctx, body, moment, self.applied, issuer).run(
+                    listed, self._outside_names(ctx, services))
         except CaUnusable as unusable:
             return self._hold(body, "CaUnusable", str(unusable), moment)
         ctx = replace(ctx, certificates=issued.marker, config_secrets=secrets_digest, clients_ca=issued.clients_digest)

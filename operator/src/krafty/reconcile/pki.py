@@ -12,16 +12,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from krafty import naming, pki
+from krafty import certs, naming
 from krafty import pods as pods_of
+from krafty.certs import KeyPair
 from krafty.clients.connection import TlsIdentity
 from krafty.clients.kube import Kube
+from krafty.clients.pki_process import Issuer
 from krafty.decide import certificates
 from krafty.decide.certificates import CaHeld, IssueReason, Subject
 from krafty.model.cluster import CertificateAuthority
 from krafty.model.context import ClusterContext
 from krafty.naming import Pool
-from krafty.pki import KeyPair
 from krafty.reconcile.applied import Applied, cluster_key
 from krafty.render.cluster import Child
 from krafty.render.secrets import annotations_of, decoded, owned_by, secret, tls_secret
@@ -43,12 +44,12 @@ class ClusterPki:
         return clients_digest(self.clients_trusted)
 
     def identity(self) -> TlsIdentity:
-        return TlsIdentity(pki.bundle(self.trusted), self.operator.cert, self.operator.key)
+        return TlsIdentity(certs.bundle(self.trusted), self.operator.cert, self.operator.key)
 
 
 def clients_digest(trusted: tuple[str, ...]) -> str:
     """Changes when the clients CA bundle does (brokers trusting it restart to read it)."""
-    return hashlib.sha256(pki.bundle(trusted).encode()).hexdigest()[:16]
+    return hashlib.sha256(certs.bundle(trusted).encode()).hexdigest()[:16]
 
 
 def _days(days: int) -> datetime.timedelta:
@@ -113,8 +114,9 @@ def _clients_ca_role(cluster: str) -> _CaRole:
 
 class PkiPass:
     def __init__(self, kube: Kube, ctx: ClusterContext, body: dict[str, Any], now: datetime.datetime,
-                 applied: Applied) -> None:
+                 applied: Applied, issuer: Issuer) -> None:
         self.kube, self.ctx, self.body, self.now, self.applied = kube, ctx, body, now, applied
+        self.issuer = issuer
 
     def _tell(self, reason: str, message: str) -> None:
         self.kube.event(self.body, naming.CLUSTER_KIND, reason, message)
@@ -145,18 +147,18 @@ class PkiPass:
         step = certificates.ca_step(before, spec, self.now, requested, all_moved, provided)
         held = before
         if step.renew is not None:
-            made = provided or pki.new_ca(f"{self.ctx.name} {role.title}", self.now, _days(spec.validity_days))
+            made = provided or self.issuer.new_ca(f"{self.ctx.name} {role.title}", self.now, _days(spec.validity_days))
             # Renewed (not made anew): the CA before stays trusted, and vouches for the new one, for a while
             renewal = step.renew in (IssueReason.EXPIRING, IssueReason.REQUESTED, IssueReason.PROVIDED)
             previous = before.current if renewal and before.current is not None and certificates.usable_ca(
                 before.current) else None
             renewed_for = requested if step.renew in (IssueReason.REQUESTED, IssueReason.NEW) else before.renewed_for
-            held = CaHeld(made, previous, renewed_for, pki.cross_sign(made, previous) if previous else None)
+            held = CaHeld(made, previous, renewed_for, self.issuer.cross_sign(made, previous) if previous else None)
             self._tell(f"Ca{step.renew.value}", step.renew.message(role.title) + (role.both if previous else ""))
         elif step.release_previous:
             held = replace(before, previous=None)
             self._tell("CaRenewed", f"{role.title}: {role.released}")
-        if held.cross is not None and pki.facts(held.cross).not_after <= self.now:
+        if held.cross is not None and certs.facts(held.cross).not_after <= self.now:
             held = replace(held, cross=None)
         trusted = trusted_now and held.current is not None and held.current == before.current
         held = replace(held, trusted_by_all=certificates.short_fingerprint(held.current.cert) if trusted
@@ -188,7 +190,7 @@ class PkiPass:
             reason = certificates.certificate_reason(subject, pair, signer, self.now, self.ctx.spec.tls.certificates,
                                                      sent_with)
             if reason is not None:
-                pair = pki.issue(signer, subject.common_name, subject.names, self.now,
+                pair = self.issuer.issue(signer, subject.common_name, subject.names, self.now,
                                  _days(self.ctx.spec.tls.certificates.validity_days), sent_with)
                 reasons.setdefault(reason, []).append(key)
             assert pair is not None
@@ -239,7 +241,7 @@ class PkiPass:
 
         before = ca_held(self.kube.get("Secret", naming.cluster_ca(ctx.name), ns))
         moved = before.current is not None and certificates.all_run(markers, generation) and all(
-            pair is not None and pki.signed_by(pair.cert, before.current.cert)
+            pair is not None and certs.signed_by(pair.cert, before.current.cert)
             for pair in [*held_nodes.values(), held_operator])
         requested = annotations_of(self.body).get(naming.RENEW_CA_ANNOTATION, "")
         ca = self._ca(_cluster_ca_role(ctx.name), before, ctx.spec.tls.cluster_ca, requested, moved)
@@ -249,9 +251,9 @@ class PkiPass:
         sent_with = certificates.chain(ca, signer, self.now)
         trusted, clients_trusted = _trusted(ca), _trusted(clients)
         cluster = cluster_key(self.body)
-        for name, certs in ((naming.cluster_ca_cert(ctx.name), trusted),
+        for name, pems in ((naming.cluster_ca_cert(ctx.name), trusted),
                             (naming.clients_ca_cert(ctx.name), clients_trusted)):
-            body = secret(ctx, name, {naming.CA_CERT_KEY: pki.bundle(certs)})
+            body = secret(ctx, name, {naming.CA_CERT_KEY: certs.bundle(pems)})
             published = Child("Secret", name, body)
             if self.applied.due(*cluster, published):  # (sent when it changes, and at each resync)
                 self.kube.apply(body)
@@ -269,13 +271,14 @@ class PkiPass:
             cert_key, key_key = naming.node_certificate_keys(*node_keys[key])
             data |= {cert_key: pair.cert, key_key: pair.key}
             if subjects[key].outside:
-                data[naming.node_names_key(*node_keys[key])] = "".join(f"{n}\n" for n in pki.facts(pair.cert).alt_names)
+                names = certs.facts(pair.cert).alt_names
+                data[naming.node_names_key(*node_keys[key])] = "".join(f"{n}\n" for n in names)
         if data != nodes_data or replaced:
             self.kube.apply(secret(ctx, naming.node_certificates(ctx.name), data,
                                    {naming.CERTIFICATE_GENERATION_ANNOTATION: str(generation)}))
         operator, _ = self._issue({"operator": Subject("operator", naming.OPERATOR_COMMON_NAME, ())},
                                   {"operator": held_operator}, signer, sent_with, "the certificate of the")
-        bundle = pki.bundle(trusted)
+        bundle = certs.bundle(trusted)
         if (held_operator, operator_data.get(naming.CA_CERT_KEY)) != (operator["operator"], bundle):
             self.kube.apply(tls_secret(ctx, naming.operator_certificate(ctx.name), operator["operator"].cert,
                                        operator["operator"].key, bundle))
@@ -295,6 +298,6 @@ def held(kube: Kube, ctx: ClusterContext) -> ClusterPki | None:
     generation = annotations_of(kube.get("Secret", naming.node_certificates(ctx.name), ns)).get(
         naming.CERTIFICATE_GENERATION_ANNOTATION, "0")
     clients = decoded(kube.get("Secret", naming.clients_ca_cert(ctx.name), ns)).get(naming.CA_CERT_KEY, "")
-    trusted = pki.split_bundle(trust)
+    trusted = certs.split_bundle(trust)
     return ClusterPki(trusted, certificates.running_marker(trusted, int(generation or 0)), operator,
-                      pki.split_bundle(clients))
+                      certs.split_bundle(clients))

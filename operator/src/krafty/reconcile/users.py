@@ -16,18 +16,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from krafty import naming, pki, pods
+from krafty import naming, pods
+from krafty.certs import KeyPair
 from krafty.clients.connection import Connection
 from krafty.clients.errors import KafkaUnavailable
 from krafty.clients.kafka_users import UserAdmin
 from krafty.clients.kube import Kube
+from krafty.clients.pki_process import Issuer
 from krafty.decide import certificates, users
 from krafty.decide.certificates import Subject
 from krafty.decide.status import READY, Condition
 from krafty.model import KafkaClusterSpec
 from krafty.model.common import deleting, spec_of
 from krafty.model.user import KafkaUserSpec, UserAuthenticationType
-from krafty.pki import KeyPair
 from krafty.reconcile import status as writer
 from krafty.reconcile.connection import Locate
 from krafty.reconcile.pki import ca_held
@@ -113,7 +114,9 @@ class UserReconciler:
         if clients_ca.current is None or trust is None:
             self._report_all(live, "CredentialPending", f"the PKI of KafkaCluster {cluster} is not made yet")
             return BUSY_INTERVAL
-        resources, credentials, refused = self._users(bodies, spec, certificates.clients_signer(clients_ca), trust)
+        with Issuer() as issuer:  # (a process of its own, started if a certificate is issued)
+            resources, credentials, refused = self._users(bodies, spec, certificates.clients_signer(clients_ca), trust,
+                                                          issuer)
         try:
             admin = self.admin(self.locate(namespace, cluster))
             kafka = self._kafka(admin, spec)
@@ -145,13 +148,13 @@ class UserReconciler:
                                 admin.quotas())
 
     # -- observing the users ---------------------------------------------------------
-    def _users(self, bodies: list[dict[str, Any]], spec: KafkaClusterSpec, clients_ca: KeyPair, trust: str
-               ) -> tuple[list[users.UserResource], dict[tuple[str, str], Credential],
+    def _users(self, bodies: list[dict[str, Any]], spec: KafkaClusterSpec, clients_ca: KeyPair, trust: str,
+               issuer: Issuer) -> tuple[list[users.UserResource], dict[tuple[str, str], Credential],
                           dict[tuple[str, str], users.Verdict]]:
         """The users to plan for, the credentials their Secrets are to hold, and the users refused outright."""
         resources, credentials, refused = [], {}, {}
         for body in bodies:
-            resource, credential, verdict = self._user(body, spec, clients_ca, trust)
+            resource, credential, verdict = self._user(body, spec, clients_ca, trust, issuer)
             if resource is None and deleting(body):  # (unparseable: the operator never acted for it)
                 self._release(body)
             elif verdict is not None:
@@ -162,8 +165,8 @@ class UserReconciler:
                     credentials[resource.key] = credential
         return resources, credentials, refused
 
-    def _user(self, body: dict[str, Any], cluster: KafkaClusterSpec, clients_ca: KeyPair, trust: str
-              ) -> tuple[users.UserResource | None, Credential | None, users.Verdict | None]:
+    def _user(self, body: dict[str, Any], cluster: KafkaClusterSpec, clients_ca: KeyPair, trust: str,
+              issuer: Issuer) -> tuple[users.UserResource | None, Credential | None, users.Verdict | None]:
         """The user as the planner sees it, the credential its Secret is to hold, or why it is refused."""
         meta = body["metadata"]
         spec = spec_of(KafkaUserSpec, body)
@@ -188,7 +191,7 @@ class UserReconciler:
         common = {naming.CA_CERT_KEY: trust, **(client_settings(listener, naming.bootstrap_address(
             spec.cluster_ref.name, meta["namespace"], self.cluster_domain, listener.port)) if listener else {})}
         if spec.authentication.type is UserAuthenticationType.TLS:
-            credential = self._certificate(meta["name"], data, cluster, clients_ca, common, renewal)
+            credential = self._certificate(meta["name"], data, cluster, clients_ca, common, renewal, issuer)
             credential.kept = (data, annotations_of(held))
             return resource, credential, None
         password, missing = self._password(spec, meta["namespace"], data, renewal.due)
@@ -206,7 +209,7 @@ class UserReconciler:
         return resource, credential, None
 
     def _certificate(self, user: str, data: dict[str, str], cluster: KafkaClusterSpec, clients_ca: KeyPair,
-                     common: dict[str, str], renewal: _Renewal) -> Credential:
+                     common: dict[str, str], renewal: _Renewal, issuer: Issuer) -> Credential:
         """`common`: what the Secret holds beside the certificate and key (CA certificates, client settings)."""
         pair = (KeyPair(data[naming.TLS_CERT_KEY], data[naming.TLS_KEY_KEY])
                 if {naming.TLS_CERT_KEY, naming.TLS_KEY_KEY} <= data.keys() else None)
@@ -217,7 +220,8 @@ class UserReconciler:
             reason = certificates.IssueReason.REQUESTED
         issued = ""
         if reason is not None or pair is None:
-            pair = pki.issue(clients_ca, user, (), now, datetime.timedelta(days=cluster.tls.certificates.validity_days))
+            pair = issuer.issue(clients_ca, user, (), now,
+                                datetime.timedelta(days=cluster.tls.certificates.validity_days))
             issued = (reason or certificates.IssueReason.NEW).message(f"the client certificate of User:{user}")
         return Credential({naming.TLS_CERT_KEY: pair.cert, naming.TLS_KEY_KEY: pair.key, **common}, _TLS_SECRET,
                           dict(renewal.annotations), issued=issued)
