@@ -12,6 +12,8 @@ import pytest
 from confluent_kafka import Consumer, ElectionType, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from krafty import kraft_wire as wire
+from krafty.clients import kraft
 from krafty.clients.connection import Connection
 from krafty.clients.lag import LagReader
 from krafty.decide.lag import GroupSelection, LagRead, LogRange, Retention, SelectedGroups, by_topic, partition_lag
@@ -60,6 +62,29 @@ def lagged(local_kafka) -> LocalKafkaCluster:
 def _as_tool_shows(read: LagRead, group: str) -> dict[tuple[str, int], tuple[int | None, int | None]]:
     logs = {tp: (r.end if r else None) for tp, r in read.logs.items()}
     return {tp: (offset, logs.get(tp)) for tp, offset in read.committed[group].items()}
+
+
+def test_the_groups_are_those_every_broker_coordinates_and_none_keeps_no_librdkafka_handle(local_kafka):
+    cluster = local_kafka(Layout.dedicated(1, 3))
+    # Given no consumer group, Then a read lists none, and holds no librdkafka handle for log ranges
+    reader = LagReader(Connection(cluster.bootstrap_servers))
+    assert reader.read().selected == SelectedGroups((), 0, 0)
+    assert reader._handle is None
+    # Given groups whose coordinators are spread over the brokers, Then a read lists them as Kafka's tool does
+    kafka_admin.create_topic(cluster.admin(), "listed", 1, 3)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
+    producer.produce("listed", b"v")
+    assert producer.flush(30) == 0
+    groups = [f"listed-{i}" for i in range(6)]
+    for group in groups:
+        consume_and_commit(cluster.bootstrap_servers, group, "listed", 1)
+    tool = cluster.tool("kafka-consumer-groups.sh", "--bootstrap-server", cluster.bootstrap_servers, "--list").stdout
+    assert sorted(tool.split()) == groups
+    coordinators = kraft.call(Connection(cluster.bootstrap_servers), wire.FIND_COORDINATOR, 4,
+                              wire.encode_find_coordinators(groups), wire.decode_find_coordinators)
+    assert len({c.node_id for c in coordinators.values()}) > 1
+    assert kraft.group_ids(cluster.bootstrap_servers) == set(groups)
+    assert sorted(reader.read().selected.groups) == groups
 
 
 def test_committed_offsets_match_kafka_and_survive_coordinators_restarting(lagged: LocalKafkaCluster):

@@ -177,7 +177,7 @@ def test_a_stuck_handle_is_replaced_though_reads_through_the_wire_client_succeed
     admin = KafkaAdmin(Connection(cluster.bootstrap_servers))
     admin._recycler = Recycler(after=1.0)
     # Given a librdkafka handle that cannot reach any broker
-    admin.client = AdminClient({"bootstrap.servers": "127.0.0.1:1", "log_level": 0})
+    admin._handle = AdminClient({"bootstrap.servers": "127.0.0.1:1", "log_level": 0})
     with pytest.raises(KafkaUnavailable):
         admin.registered_brokers()
     # When the pass's reads through the wire client succeed meanwhile
@@ -187,6 +187,23 @@ def test_a_stuck_handle_is_replaced_though_reads_through_the_wire_client_succeed
         admin.registered_brokers()
     # Then the handle, failing for longer than its bound, has been replaced and answers
     assert admin.registered_brokers() == KafkaAdmin(Connection(cluster.bootstrap_servers)).registered_brokers()
+
+
+def test_a_client_whose_calls_go_through_the_wire_client_keeps_no_librdkafka_handle(cluster: LocalKafkaCluster):
+    # Given a pass's client, When it makes the calls the cluster pass makes while nothing changes
+    kafka_admin.create_topic(cluster.admin(), "calm", 1, 1)
+    admin = KafkaAdmin(Connection(cluster.bootstrap_servers))
+    before = _librdkafka_threads()
+    assert admin.topic_state()[0]
+    assert "calm" in wait_for(lambda: admin.describe_topics(["calm"]), bool, 30, "topic calm described")
+    assert isinstance(admin.dynamic_cluster_defaults(), dict)
+    # Then it holds no librdkafka handle (a thread per broker, their buffers) ...
+    assert admin._handle is None
+    assert _librdkafka_threads() <= before
+    # ... until a call that needs one
+    assert admin.registered_brokers() == {0, 1, 2}
+    assert admin._handle is not None
+    assert _librdkafka_threads() > before
 
 
 def _librdkafka_threads() -> int:
@@ -239,7 +256,7 @@ def test_dynamic_cluster_defaults_round_trip(cluster: LocalKafkaCluster):
     assert _cluster_defaults_by_the_cli(cluster) == wanted
     # The read goes over a connection of its own: a librdkafka handle stuck on a broker (seen on kind after a
     # restart: "Failed while waiting for broker" pass after pass) cannot hold it up
-    admin.client = AdminClient({"bootstrap.servers": "127.0.0.1:1", "log_level": 0})
+    admin._handle = AdminClient({"bootstrap.servers": "127.0.0.1:1", "log_level": 0})
     assert admin.dynamic_cluster_defaults() == wanted
     admin.alter_dynamic_cluster_defaults({}, ["log.retention.ms", "num.io.threads"])
     wait_for(admin.dynamic_cluster_defaults, lambda found: found == before, 30, "the defaults removed")

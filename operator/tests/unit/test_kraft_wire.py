@@ -83,6 +83,22 @@ def test_alter_reassignments_groups_partitions_by_topic():
     assert reader.compact_array(lambda r: r.int32()) == [1, 2]
 
 
+def test_list_groups_asks_for_every_group_whatever_its_state():
+    assert wire.encode_list_groups().bytes() == bytes([1, 0])  # an empty states filter, no tags
+
+
+def test_list_groups_answer_names_the_groups_or_raises_the_brokers_error():
+    def group(w: wire.Writer, row: tuple[str, str, str]) -> None:
+        w.compact_string(row[0]).compact_string(row[1]).compact_string(row[2]).tags()
+
+    rows = [("orders", "consumer", "Stable"), ("offsets-only", "", "Empty")]
+    body = wire.Writer().int32(0).int16(0).compact_array(rows, group).tags()
+    assert wire.decode_list_groups(wire.Reader(body.bytes())) == ("orders", "offsets-only")
+    refused = wire.Writer().int32(0).int16(15).compact_array([], group).tags()
+    with pytest.raises(wire.KafkaProtocolError, match="COORDINATOR_NOT_AVAILABLE"):
+        wire.decode_list_groups(wire.Reader(refused.bytes()))
+
+
 def test_find_coordinators_asks_for_every_group_in_one_request():
     assert wire.encode_find_coordinators(["a", "bc"]).bytes() == bytes([0, 3, 2]) + b"a" + bytes([3]) + b"bc" + b"\x00"
 

@@ -88,7 +88,7 @@ def _kafka_call(method: F, *, through_handle: bool = True) -> F:
                 if through_handle and self._recycler.failed():
                     log.warning("Kafka admin client for %s failed for %.0fs: replacing it", self.bootstrap_servers,
                                 RECYCLE_AFTER)
-                    self.client = AdminClient(admin_config(self.connection, "krafty-operator"))
+                    self._handle = None  # the next call makes a new one
                 raise KafkaUnavailable(f"{method.__name__}: {describe_error(error)}") from error
             if through_handle:
                 self._recycler.succeeded()
@@ -103,12 +103,14 @@ def _wire_call(method: F) -> F:
 
 
 class KafkaAdmin:
-    """One AdminClient per cluster bootstrap address, reused across reconciles."""
+    """One cluster's Admin API client for one kind of pass, reused across reconciles. Its librdkafka handle (a
+    thread per broker, their buffers) is made at the first call that needs it: the cluster pass's calls while
+    nothing changes go through the wire client alone."""
 
     def __init__(self, connection: Connection) -> None:
         self.connection = connection
         self.bootstrap_servers = connection.servers
-        self.client = AdminClient(admin_config(connection, "krafty-operator"))
+        self._handle: AdminClient | None = None
         self._lock = threading.RLock()
         self._recycler = Recycler()
         self._min_isr: dict[str, int] = {}  # last read per topic, for when configs cannot be read
@@ -119,13 +121,23 @@ class KafkaAdmin:
         deletion, a traceback): left to the garbage collector, a deleted cluster's handle went on connecting to
         its address for as long as the operator ran. A call after it raises KafkaUnavailable."""
         with self._lock:
-            if not self.closed:
-                self.closed = True
-                del self.client  # its only reference: librdkafka's threads stop with it
+            self.closed = True
+            self._handle = None  # its only reference: librdkafka's threads stop with it
+
+    @property
+    def client(self) -> AdminClient:
+        """The librdkafka handle, made now if there is none."""
+        with self._lock:
+            if self.closed:
+                raise KafkaUnavailable(f"the client for {self.bootstrap_servers} is closed")
+            if self._handle is None:
+                self._handle = AdminClient(admin_config(self.connection, "krafty-operator"))
+            return self._handle
 
     @_kafka_call
     def registered_brokers(self) -> set[int]:
-        """Brokers registered with the controller and not fenced."""
+        """Brokers registered with the controller and not fenced (through the handle: the topic pass's call each
+        pass that finds a stuck handle for the calls that report errors per topic)."""
         description = self.client.describe_cluster(request_timeout=TIMEOUT).result(timeout=TIMEOUT + 5)
         return {node.id for node in description.nodes}
 

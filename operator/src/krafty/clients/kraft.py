@@ -21,6 +21,7 @@ as that address failing.
 from __future__ import annotations
 
 import itertools
+import logging
 import select
 import socket
 import ssl
@@ -40,6 +41,7 @@ T = TypeVar("T")
 _RETRIABLE = {6, 7, 8, 41}  # NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT, BROKER_NOT_AVAILABLE, NOT_CONTROLLER
 _correlation = itertools.count(1)
 CLIENT_ID = "krafty-operator"
+log = logging.getLogger(__name__)
 # Where a request goes: a Connection (with TLS when the cluster has it), or plain host:port,... addresses.
 Target = Connection | str
 # An address that failed this recently is tried after the others (seconds).
@@ -229,7 +231,7 @@ _NAMES = {wire.DESCRIBE_QUORUM: "DescribeQuorum", wire.DESCRIBE_CLUSTER: "Descri
           wire.LIST_PARTITION_REASSIGNMENTS: "ListPartitionReassignments",
           wire.INCREMENTAL_ALTER_CONFIGS: "IncrementalAlterConfigs",
           wire.DESCRIBE_CLIENT_QUOTAS: "DescribeClientQuotas", wire.ALTER_CLIENT_QUOTAS: "AlterClientQuotas",
-          wire.FIND_COORDINATOR: "FindCoordinator", wire.OFFSET_FETCH: "OffsetFetch",
+          wire.FIND_COORDINATOR: "FindCoordinator", wire.OFFSET_FETCH: "OffsetFetch", wire.LIST_GROUPS: "ListGroups",
           wire.API_VERSIONS: "ApiVersions", wire.UPDATE_FEATURES: "UpdateFeatures",
           wire.DESCRIBE_LOG_DIRS: "DescribeLogDirs", wire.METADATA: "Metadata",
           wire.DESCRIBE_CONFIGS: "DescribeConfigs"}
@@ -336,6 +338,26 @@ def upgrade_feature(servers: Target, feature: str, level: int, timeout: float = 
     """Raises a feature's finalized level (metadata.version after every node runs the new release)."""
     call(servers, wire.UPDATE_FEATURES, 1, wire.encode_upgrade_feature(feature, level, int(timeout * 1000)),
          wire.decode_update_features, timeout + 5)
+
+
+def group_ids(servers: Target, timeout: float = 10.0) -> set[str]:
+    """The consumer groups of the cluster: each broker asked for those it coordinates. A broker that does not
+    answer leaves its groups out (they come back with it); none answering raises KafkaUnavailable."""
+    connection = Connection(servers) if isinstance(servers, str) else servers
+    found: set[str] = set()
+    answered, errors = 0, []
+    for broker in (b for b in describe_brokers(connection, timeout) if not b.fenced):
+        try:
+            found.update(call(connection.to(f"{broker.host}:{broker.port}"), wire.LIST_GROUPS, 4,
+                              wire.encode_list_groups(), wire.decode_list_groups, timeout))
+            answered += 1
+        except (KafkaUnavailable, wire.KafkaProtocolError) as error:
+            errors.append(f"broker {broker.node_id}: {error}")
+    if not answered:
+        raise KafkaUnavailable("ListGroups: no broker answered: " + "; ".join(errors))
+    if errors:
+        log.info("consumer groups of some brokers left out: %s", "; ".join(errors))
+    return found
 
 
 def committed_offsets(target: Target, groups: Sequence[str], timeout: float = 10.0) -> dict[str, wire.GroupOffsets]:

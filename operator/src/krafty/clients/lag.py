@@ -35,6 +35,7 @@ from krafty.decide.lag import (
     select_groups,
     unread_records,
 )
+from krafty.kraft_wire import KafkaProtocolError
 
 log = logging.getLogger(__name__)
 TIMEOUT = 10.0
@@ -44,14 +45,15 @@ CLIENT_ID = "krafty-operator-lag"
 
 
 class LagReader:
-    """The clients of one cluster's lag pass: an AdminClient (groups, log ranges, retention), the wire client's
-    batched OffsetFetch (committed offsets: one request per group coordinator, every selected group in it) and a
-    consumer that joins no group (the timestamps of first unread records: fetched once, kept while wanted)."""
+    """The clients of one cluster's lag pass: the wire client (the groups, listed by each broker; their committed
+    offsets in a batched OffsetFetch: one request per group coordinator, every selected group in it), an
+    AdminClient (log ranges, retention) made once a group has committed offsets, and a consumer that joins no group
+    (the timestamps of first unread records: fetched once, kept while wanted)."""
 
     def __init__(self, connection: Connection, selection: GroupSelection = DEFAULT_GROUPS) -> None:
         self.connection = connection
         self.selection = selection
-        self._admin = AdminClient(admin_config(connection, CLIENT_ID))
+        self._handle: AdminClient | None = None
         self._admin_recycler = Recycler()
         self._stamps = RecordStamps(connection)
         self._retention: dict[str, tuple[float, Retention]] = {}  # topic -> (read at, monotonic), retention
@@ -65,13 +67,10 @@ class LagReader:
         metrics.KAFKA_REQUESTS.labels("lag_read").inc()
         with self._lock:
             try:
-                listed = self._admin.list_consumer_groups(request_timeout=TIMEOUT).result(timeout=TIMEOUT + 5)
-            except (KafkaException, FutureTimeout) as error:
-                if self._admin_recycler.failed():
-                    self._admin = AdminClient(admin_config(self.connection, CLIENT_ID))
-                raise KafkaUnavailable(f"consumer groups: {describe_error(error)}") from error
-            self._admin_recycler.succeeded()
-            selected = select_groups((g.group_id for g in listed.valid), self.selection)
+                listed = kraft.group_ids(self.connection, TIMEOUT)
+            except KafkaProtocolError as error:
+                raise KafkaUnavailable(f"consumer groups: {error}") from error
+            selected = select_groups(listed, self.selection)
             committed: dict[str, dict[TopicPartitionKey, int | None]] = {}
             unknown_groups = set()
             for group, answer in kraft.committed_offsets(self.connection, selected.groups, TIMEOUT).items():
@@ -134,14 +133,24 @@ class LagReader:
             ranges.update(self._list_offsets(failed))
         return ranges
 
+    @property
+    def _admin(self) -> AdminClient:
+        if self._handle is None:
+            self._handle = AdminClient(admin_config(self.connection, CLIENT_ID))
+        return self._handle
+
     def _refresh_metadata(self) -> bool:
         """A fresh metadata request: it refreshes the leader epochs that ListOffsets sends (after a roll,
-        librdkafka's own refresh comes minutes later and every log range would be refused)."""
+        librdkafka's own refresh comes minutes later and every log range would be refused). A handle that
+        keeps failing it is replaced."""
         try:
             self._admin.list_topics(timeout=TIMEOUT)
         except KafkaException as error:
             log.info("metadata refresh failed: %s", describe_error(error))
+            if self._admin_recycler.failed():
+                self._handle = None
             return False
+        self._admin_recycler.succeeded()
         return True
 
     def _list_offsets(self, wanted: list[TopicPartitionKey]) -> dict[TopicPartitionKey, LogRange | None]:

@@ -1,4 +1,5 @@
-"""Kafka wire format for the admin requests no Python client offers, and for two it answers too slowly.
+"""Kafka wire format for the admin requests no Python client offers, for two it answers too slowly, and for those
+the operator makes while nothing changes (so that no librdkafka handle is kept for them).
 
 confluent-kafka covers topics, configs, groups, offsets, ACLs, SCRAM credentials and leader election;
 it has no committed offsets of many groups in one request, no log-dir sizes, no client quotas, DescribeQuorum,
@@ -45,12 +46,15 @@ from krafty.kraft_wire.features import (
 )
 from krafty.kraft_wire.groups import (
     FIND_COORDINATOR,
+    LIST_GROUPS,
     OFFSET_FETCH,
     Coordinator,
     GroupOffsets,
     decode_find_coordinators,
+    decode_list_groups,
     decode_offset_fetch,
     encode_find_coordinators,
+    encode_list_groups,
     encode_offset_fetch,
 )
 from krafty.kraft_wire.log_dirs import DESCRIBE_LOG_DIRS, LogDir, decode_describe_log_dirs, encode_describe_log_dirs
@@ -108,6 +112,7 @@ __all__ = [
     "ERROR_NAMES",
     "FIND_COORDINATOR",
     "INCREMENTAL_ALTER_CONFIGS",
+    "LIST_GROUPS",
     "LIST_PARTITION_REASSIGNMENTS",
     "METADATA",
     "METADATA_TOPIC",
@@ -141,6 +146,7 @@ __all__ = [
     "decode_describe_user_quotas",
     "decode_finalized_features",
     "decode_find_coordinators",
+    "decode_list_groups",
     "decode_list_reassignments",
     "decode_metadata",
     "decode_offset_fetch",
@@ -158,6 +164,7 @@ __all__ = [
     "encode_describe_topic_configs",
     "encode_describe_user_quotas",
     "encode_find_coordinators",
+    "encode_list_groups",
     "encode_list_reassignments",
     "encode_metadata",
     "encode_offset_fetch",

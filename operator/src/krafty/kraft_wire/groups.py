@@ -1,16 +1,18 @@
-"""Consumer groups' committed offsets, many groups per request: FindCoordinator v4 (KIP-699) and
-OffsetFetch v8 (KIP-709), with no topic list so that each group answers with the partitions it
-committed and nothing else. librdkafka asks one group per request, for the partitions the caller names."""
+"""Consumer groups: those a broker coordinates (ListGroups v4, every state), and their committed offsets, many
+groups per request: FindCoordinator v4 (KIP-699) and OffsetFetch v8 (KIP-709), with no topic list so that each
+group answers with the partitions it committed and nothing else. librdkafka asks one group per request, for the
+partitions the caller names."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from krafty.kraft_wire.codec import ERROR_NAMES, Reader, Writer
+from krafty.kraft_wire.codec import ERROR_NAMES, Reader, Writer, check
 
 FIND_COORDINATOR = 10
 OFFSET_FETCH = 9
+LIST_GROUPS = 16
 _GROUP_KEY = 0
 
 
@@ -36,6 +38,28 @@ def _error(code: int, message: str | None = None) -> str | None:
     if not code:
         return None
     return f"{ERROR_NAMES.get(code, f'error {code}')}" + (f": {message}" if message else "")
+
+
+def encode_list_groups() -> Writer:
+    """Every group the broker asked coordinates, whatever its state (no states filter)."""
+    return Writer().compact_array([], Writer.compact_string).tags()
+
+
+def decode_list_groups(r: Reader) -> tuple[str, ...]:
+    """The ids of the groups the broker coordinates."""
+    r.int32()
+    check("ListGroups", r.int16(), None)
+
+    def group(g: Reader) -> str:
+        group_id = g.compact_string() or ""
+        g.compact_string()  # protocol type
+        g.compact_string()  # state
+        g.skip_tags()
+        return group_id
+
+    groups = r.compact_array(group)
+    r.skip_tags()
+    return tuple(groups)
 
 
 def encode_find_coordinators(groups: Sequence[str]) -> Writer:
