@@ -136,8 +136,9 @@ class KafkaAdmin:
 
     @_kafka_call
     def registered_brokers(self) -> set[int]:
-        """Brokers registered with the controller and not fenced (through the handle: the topic pass's call each
-        pass that finds a stuck handle for the calls that report errors per topic)."""
+        """Brokers registered with the controller and not fenced. Asked through the handle, not the wire client:
+        the topic pass asks each pass, so a handle that keeps failing is replaced, which the calls that report
+        their errors per topic never make happen."""
         description = self.client.describe_cluster(request_timeout=TIMEOUT).result(timeout=TIMEOUT + 5)
         return {node.id for node in description.nodes}
 
