@@ -11,6 +11,7 @@ leads (krafty.leadership); it then runs every queued one at once.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections import Counter
@@ -28,7 +29,7 @@ Group = Callable[[Key], Hashable]  # which keys share a limit (the passes of one
 
 
 class Scheduler:
-    def __init__(self, run: Pass, workers: int = 4, tick: float = 0.5, leading: bool = True,
+    def __init__(self, run: Pass, workers: int = 4, leading: bool = True,
                  group: Group | None = None, per_group: int | None = None) -> None:
         """`per_group`: at most this many passes of one group at once, so that a cluster whose calls hang (each
         bounded by its timeout) holds that many workers, never all of them: other clusters' passes go on."""
@@ -44,7 +45,6 @@ class Scheduler:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="reconcile")
-        self._tick = tick
         self._thread = threading.Thread(target=self._loop, name="scheduler", daemon=True)
 
     def start(self) -> None:
@@ -76,21 +76,28 @@ class Scheduler:
             return list(self._due)
 
     def _loop(self) -> None:
+        """Sleeps until the next pass falls due or something wakes it (a poke, a pass ending, leading, stopping):
+        an idle operator's scheduler wakes once for each pass, not twice a second."""
         while not self._stop.is_set():
-            if not self._leading.is_set():
-                self._wake.wait(self._tick)
-                self._wake.clear()
-                continue
-            now = time.monotonic()
-            with self._lock:
-                ready = self._ready(now)
-                self._running.update(ready)
+            timeout = None
+            if self._leading.is_set():
+                now = time.monotonic()
+                with self._lock:
+                    ready = self._ready(now)
+                    self._running.update(ready)
+                    for key in ready:
+                        self._due[key] = float("inf")  # a poke while it runs resets this to 0
+                    timeout = self._until_due(now)
                 for key in ready:
-                    self._due[key] = float("inf")  # a poke while it runs resets this to 0
-            for key in ready:
-                self._pool.submit(self._one, key)
-            self._wake.wait(self._tick)
+                    self._pool.submit(self._one, key)
+            self._wake.wait(timeout)
             self._wake.clear()
+
+    def _until_due(self, now: float) -> float | None:
+        """Seconds until the next key falls due, or None. (A key due already but held by its group's limit waits
+        for one of that group's passes to end, which wakes the loop.)"""
+        soonest = min((at for at in self._due.values() if at > now), default=math.inf)
+        return None if soonest == math.inf else soonest - now
 
     def _ready(self, now: float) -> list[Key]:
         """Due keys, longest due first, within each group's limit."""

@@ -39,7 +39,7 @@ def test_a_leader_that_cannot_renew_within_the_deadline_stops(role: Role, since:
 
 def test_a_standby_scheduler_queues_passes_and_runs_them_once_it_leads() -> None:
     ran = threading.Event()
-    scheduler = Scheduler(lambda _key: ran.set() or None, workers=1, tick=0.05, leading=False)
+    scheduler = Scheduler(lambda _key: ran.set() or None, workers=1, leading=False)
     scheduler.start()
     try:
         scheduler.poke(("cluster", "ns", "c"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 import pytest
 
@@ -19,7 +20,7 @@ def _run_once(error: Exception, caplog: pytest.LogCaptureFixture) -> logging.Log
         done.set()
         raise error
 
-    scheduler = Scheduler(failing, workers=1, tick=0.05)
+    scheduler = Scheduler(failing, workers=1)
     with caplog.at_level(logging.WARNING, logger="krafty.scheduler"):
         scheduler.start()
         scheduler.poke(("lag", "ns", "c"))
@@ -58,7 +59,7 @@ def test_a_cluster_whose_passes_hang_holds_two_workers_and_other_clusters_go_on(
             other_ran.set()
         return None
 
-    scheduler = Scheduler(run, workers=3, tick=0.05, group=lambda key: key[1:], per_group=2)
+    scheduler = Scheduler(run, workers=3, group=lambda key: key[1:], per_group=2)
     scheduler.start()
     try:
         for job in ("cluster", "topics", "users", "lag"):
@@ -87,7 +88,7 @@ def test_a_poke_while_a_pass_runs_runs_it_again_even_when_the_pass_was_its_last(
             again.set()
         return None
 
-    scheduler = Scheduler(run, workers=1, tick=0.05)
+    scheduler = Scheduler(run, workers=1)
     scheduler.start()
     try:
         scheduler.poke(("topics", "ns", "gone"))
@@ -97,5 +98,30 @@ def test_a_poke_while_a_pass_runs_runs_it_again_even_when_the_pass_was_its_last(
         poked.set()
         # Then the pass runs once more
         assert again.wait(5), runs
+    finally:
+        scheduler.stop()
+
+
+def test_an_idle_scheduler_wakes_only_when_a_pass_falls_due() -> None:
+    # Given a pass that wants its next one in 30 s
+    looks, ran = [], threading.Event()
+
+    class Counting(Scheduler):
+        def _ready(self, now: float) -> list[object]:
+            looks.append(now)
+            return super()._ready(now)
+
+    def run(_key: object) -> float | None:
+        ran.set()
+        return 30.0
+
+    scheduler = Counting(run, workers=1)
+    scheduler.start()
+    try:
+        scheduler.poke(("cluster", "ns", "c"))
+        assert ran.wait(5)
+        time.sleep(1.5)
+        # Then the loop looked when poked and when the pass ended, and slept since (it used to look twice a second)
+        assert len(looks) <= 3, looks
     finally:
         scheduler.stop()
