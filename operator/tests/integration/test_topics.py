@@ -22,6 +22,7 @@ from krafty import metrics, naming
 from krafty.clients.connection import Connection
 from krafty.clients.kafka_admin import KafkaAdmin
 from krafty.clients.kube import Kube
+from krafty.reconcile import status as writer
 from krafty.reconcile.connection import fixed
 from krafty.reconcile.topics import DELETION_RETRY, TopicReconciler
 from krafty_testkit import kafka_admin, traffic
@@ -143,6 +144,31 @@ def test_a_calm_pass_on_the_watched_cluster_reads_nothing_from_the_api_server(ap
     watching.reconcile(NS, CLUSTER)
     # Then it neither read nor wrote anything through the API server (it read the KafkaCluster each pass)
     assert _kube_requests() - before == Counter()
+
+
+def test_a_calm_pass_makes_no_report_again_and_a_change_in_kafka_still_reaches_the_status(apiserver, kube, kafka,
+                                                                                          reconciler, monkeypatch):
+    # Given a Topic Ready, and a pass on it as the watch has it that wrote nothing
+    apply(apiserver, "quiet", partitions=2, replicas=3)
+    run_until(reconciler, lambda: condition(kube, "quiet")["status"] == "True", "quiet Ready")
+    topic = kube.get("Topic", "quiet", NS)
+    watching = TopicReconciler(reconciler.kube, reconciler.locate, reconciler.admin, lambda _namespace: [topic],
+                               look_at_all_every=0)
+    watching.reconcile(NS, CLUSTER)
+    made: list[str] = []
+    pending = writer.pending
+    monkeypatch.setattr(writer, "pending", lambda body, *rest: made.append(body["metadata"]["name"]) or pending(
+        body, *rest))
+    # When it passes again, nothing changed
+    watching.reconcile(NS, CLUSTER)
+    # Then it made no status to compare with the stored one
+    assert made == []
+    # And partitions added behind its back still reach the status
+    kafka.tool("kafka-topics.sh", "--bootstrap-server", kafka.bootstrap_servers, "--alter", "--topic", "quiet",
+               "--partitions", "3")
+    run_until(watching, lambda: condition(kube, "quiet")["reason"] == "PartitionsAboveSpec",
+              "the extra partition reported")
+    assert "quiet" in made
 
 
 def test_a_pass_before_the_watch_brought_the_cluster_still_deletes_a_deleted_topics_kafka_topic(apiserver, kube, kafka,

@@ -89,6 +89,16 @@ def _marker(body: dict[str, Any]) -> tuple[str, int, bool]:
 
 
 @dataclass(frozen=True)
+class Quiet:
+    """What a Topic's report is made of, but for a move's progress: the resource (its resourceVersion), Kafka's
+    topic, the verdict and the sizes it was created with."""
+    version: str | None
+    kafka_topic: topics.KafkaTopic | None
+    verdict: topics.Verdict
+    created_with: tuple[int, int] | None
+
+
+@dataclass(frozen=True)
 class Report:
     """What a pass writes about one Topic: its Events (reason, message, warning), then its status (None: as is)."""
     body: dict[str, Any]
@@ -114,6 +124,9 @@ class TopicReconciler:
         self._looked: dict[tuple[str, str], Looked] = {}
         # Each cluster's Topics as parsed in its last pass, by resourceVersion: a calm pass parses none again
         self._parsed: dict[tuple[str, str], dict[tuple[str, str], tuple[str | None, topics.TopicResource | None]]] = {}
+        # Each cluster's Topics whose last report wrote nothing, with what it was made of: the same again writes
+        # nothing, so a calm pass does not make it again
+        self._quiet: dict[tuple[str, str], dict[tuple[str, str], Quiet]] = {}
 
     def cluster_body(self, namespace: str, name: str) -> dict[str, Any] | None:
         """A KafkaCluster as the watch delivered it, or from the API server while the watch has not: right after
@@ -133,6 +146,7 @@ class TopicReconciler:
         if not bodies:
             self._parsed.pop((namespace, cluster), None)
             self._looked.pop((namespace, cluster), None)
+            self._quiet.pop((namespace, cluster), None)
             return None
         live = [b for b in bodies if not deleting(b)]
         writer.for_each([b for b in live if naming.TOPIC_FINALIZER not in (b["metadata"].get("finalizers") or [])],
@@ -146,7 +160,7 @@ class TopicReconciler:
         parsed = self._parse(namespace, cluster, live)
         resources = [r for _, r in parsed if r is not None]
         if spec is None:  # gone or going (its Topics are looked at again when it comes back), or not parseable
-            self._report(parsed, topics.plan(resources, {}, None, []), {})
+            self._report((namespace, cluster), parsed, topics.plan(resources, {}, None, []), {})
             return retry if cluster_body is None or deleting(cluster_body) else CHECK_INTERVAL
         key, began, state = (namespace, cluster), self._clock(), (spec, paused(cluster_body))
         focus = self._focus(self._looked.get(key), state, parsed, began)
@@ -174,7 +188,7 @@ class TopicReconciler:
         if plan.reassignments:
             ongoing = kraft.list_reassignments(admin.connection)
         keys = {r.key for r in looking}
-        self._report([(b, r) for b, r in parsed if r is None or r.key in keys], plan, after, ongoing)
+        self._report(key, [(b, r) for b, r in parsed if r is None or r.key in keys], plan, after, ongoing)
         looked = self._remember(key, focus is None, began, state, parsed, plan, after)
         metrics.COLLECTOR.set_topics(namespace, cluster, looked.counts)
         busy = any(v.progressing for v in plan.verdicts.values())
@@ -233,6 +247,8 @@ class TopicReconciler:
             now[key] = known
             out.append((body, known[1]))
         self._parsed[(namespace, cluster)] = now
+        quiet = self._quiet.get((namespace, cluster), {})
+        self._quiet[(namespace, cluster)] = {topic: made_of for topic, made_of in quiet.items() if topic in now}
         return out
 
     def _described(self, admin: KafkaAdmin, touched: set[str], plan: topics.TopicPlan,
@@ -300,22 +316,27 @@ class TopicReconciler:
         writer.for_each(bodies, lambda body: self._status(
             body, {}, [Condition(READY, False, "KafkaUnreachable", f"Kafka cannot be asked: {error}")]))
 
-    def _report(self, parsed: list[tuple[dict[str, Any], topics.TopicResource | None]], plan: topics.TopicPlan,
-                actual: dict[str, topics.KafkaTopic], ongoing: dict[tuple[str, int], Any] | None = None) -> None:
+    def _report(self, cluster: tuple[str, str], parsed: list[tuple[dict[str, Any], topics.TopicResource | None]],
+                plan: topics.TopicPlan, actual: dict[str, topics.KafkaTopic],
+                ongoing: dict[tuple[str, int], Any] | None = None) -> None:
         """Each resource's Events and status, decided in line; only those with something to write are written
         (at once: krafty.reconcile.status.for_each)."""
-        moment = writer.now()
-        reports = (self._report_one(body, resource, plan, actual, ongoing or {}, moment) for body, resource in parsed)
+        moment, quiet = writer.now(), self._quiet.setdefault(cluster, {})
+        reports = (self._report_one(body, resource, plan, actual, ongoing or {}, moment, quiet)
+                   for body, resource in parsed)
         writer.for_each([r for r in reports if r.events or r.status is not None], self._write)
 
     def _report_one(self, body: dict[str, Any], resource: topics.TopicResource | None, plan: topics.TopicPlan,
                     actual: dict[str, topics.KafkaTopic], ongoing: dict[tuple[str, int], Any],
-                    moment: datetime.datetime) -> Report:
+                    moment: datetime.datetime, quiet: dict[tuple[str, str], Quiet]) -> Report:
         key = (body["metadata"]["namespace"], body["metadata"]["name"])
         verdict = plan.verdicts.get(key) or topics.Verdict(False, "InvalidSpec", "the spec cannot be parsed",
                                                             manage=False)
-        status: dict[str, Any] = {}
         kafka_topic = actual.get(resource.kafka_name) if resource else None
+        made_of = Quiet(body["metadata"].get("resourceVersion"), kafka_topic, verdict, plan.created_with.get(key))
+        if quiet.get(key) == made_of:  # as in the last pass, which wrote nothing
+            return Report(body, (), None)
+        status: dict[str, Any] = {}
         if resource is not None and verdict.reason == "Creating":
             # Created in this pass: ours from now on, even before every broker describes it.
             status = {"topicName": resource.kafka_name}
@@ -325,7 +346,13 @@ class TopicReconciler:
         if key in plan.created_with and verdict.manage:
             partitions, replicas = plan.created_with[key]
             status["createdWith"] = {"partitions": partitions, "replicationFactor": replicas}
-        return Report(body, verdict.events, writer.pending(body, status, self._conditions(verdict, status), moment))
+        written = writer.pending(body, status, self._conditions(verdict, status), moment)
+        moving = verdict.target_replicas is not None  # (a move's progress is not in made_of)
+        if written is None and not verdict.events and not moving:
+            quiet[key] = made_of
+        else:
+            quiet.pop(key, None)
+        return Report(body, verdict.events, written)
 
     def _write(self, report: Report) -> None:
         for reason, message, warning in report.events:
