@@ -6,18 +6,23 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import queue
 import re
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import kubernetes
 from confluent_kafka.admin import NewTopic
 
 from krafty.clients.kafka_admin import KafkaAdmin
 from krafty.decide.topics import by_request
+from krafty.naming import GROUP, VERSION
 from krafty_testkit import procfs
 from krafty_testkit.apiserver import LocalApiServer, free_port
 from krafty_testkit.waiting import wait_for
@@ -27,6 +32,7 @@ REPLICAS = 1  # the operator's work grows with topics and partitions; replicas o
 RECORDS_EACH = 1 + PARTITIONS + 1  # Kafka's metadata records to create one (the topic, its partitions, retention.ms)
 APPLY_CHUNK = 500  # Topic resources per kubectl apply
 CALM_SECONDS = 95  # three topic passes (one every 30 s when nothing changes)
+NAMESPACE_UNWATCHED = "bench-unwatched"  # Topics no operator looks at: the watch-and-create baseline
 CRDS = Path(__file__).resolve().parents[1] / "crds"
 
 
@@ -67,6 +73,7 @@ def running_operator(apiserver: LocalApiServer, namespace: str, kafka: str | dic
     apiserver.kubectl("apply", "--server-side", "-f", str(CRDS))
     apiserver.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
     apiserver.kubectl("create", "namespace", namespace)
+    apiserver.kubectl("create", "namespace", NAMESPACE_UNWATCHED)
     port = free_port()
     env = {**os.environ, "KUBECONFIG": str(apiserver.kubeconfig),
            "KRAFTY_KAFKA_BOOTSTRAP": kafka if isinstance(kafka, str) else json.dumps(kafka)}
@@ -121,24 +128,77 @@ def configured(admin: KafkaAdmin, names: dict[str, str]) -> int:
     return sum(1 for n in present if overrides.get(n, {}).get("retention.ms") == names[n])
 
 
-def direct_batch(admin: KafkaAdmin, names: dict[str, str], interval: float = 1) -> float:
-    """Seconds for one create_topics batch of these topics until all are configured, looking every `interval`
-    seconds; they are deleted after."""
-    began = time.monotonic()
+def _create(admin: KafkaAdmin, names: dict[str, str]) -> None:
+    """These topics (name -> retention.ms) created in as few create_topics requests as Kafka accepts."""
     futures = [future for request in by_request(dict.fromkeys(names, RECORDS_EACH))
                for future in admin.client.create_topics(
                    [NewTopic(n, PARTITIONS, REPLICAS, config={"retention.ms": names[n]}) for n in request],
                    operation_timeout=300, request_timeout=300).values()]
     for future in futures:
         future.result(timeout=600)
-    wait_for(lambda: configured(admin, names), lambda n: n == len(names), 900, "all direct topics configured",
-             interval=interval)
-    seconds = time.monotonic() - began
+
+
+def _delete(admin: KafkaAdmin, names: dict[str, str]) -> None:
     for request in by_request(dict.fromkeys(names, RECORDS_EACH)):  # (deletions have a limit too)
         for future in admin.client.delete_topics(request, operation_timeout=300, request_timeout=300).values():
             future.result(timeout=600)
     wait_for(lambda: set(names) & set(admin.client.list_topics(timeout=60).topics), lambda left: not left, 600,
-             "the direct topics gone")
+             "the topics gone")
+
+
+def direct_batch(admin: KafkaAdmin, names: dict[str, str], interval: float = 1) -> float:
+    """Seconds for one create_topics batch of these topics until all are configured, looking every `interval`
+    seconds; they are deleted after."""
+    began = time.monotonic()
+    _create(admin, names)
+    wait_for(lambda: configured(admin, names), lambda n: n == len(names), 900, "all direct topics configured",
+             interval=interval)
+    seconds = time.monotonic() - began
+    _delete(admin, names)
+    return seconds
+
+
+def watched_and_created(apiserver: LocalApiServer, admin: KafkaAdmin, names: dict[str, str]) -> float:
+    """The least any operator of Topic resources does, on the same API server and Kafka: the Topics applied as
+    the operator's are, into a namespace no operator watches (NAMESPACE_UNWATCHED), and a watch that creates the
+    topics of the Topics arrived so far, at once, while the apply goes on; nothing validated first and nothing
+    written back (no finalizer, status or Event). Seconds from the apply's start until every topic is configured;
+    then the topics and the Topics are deleted."""
+    api = kubernetes.client.CustomObjectsApi(kubernetes.config.new_client_from_config(str(apiserver.kubeconfig)))
+    listing = (api.list_namespaced_custom_object, GROUP, VERSION, NAMESPACE_UNWATCHED, "topics")
+    version = listing[0](*listing[1:])["metadata"]["resourceVersion"]
+    arrived: queue.Queue[dict[str, Any]] = queue.Queue()
+    done = threading.Event()
+
+    def watch() -> None:
+        nonlocal version
+        while not done.is_set():
+            for event in kubernetes.watch.Watch().stream(*listing, resource_version=version, timeout_seconds=2):
+                version = event["object"]["metadata"]["resourceVersion"]
+                if event["type"] == "ADDED":
+                    arrived.put(event["object"])
+
+    began = time.monotonic()
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    applying = threading.Thread(target=apply_topics, args=(apiserver, NAMESPACE_UNWATCHED, "none", names))
+    applying.start()
+    created = 0
+    while created < len(names):
+        batch = [arrived.get(timeout=600)]
+        while not arrived.empty():
+            batch.append(arrived.get())
+        _create(admin, {t["metadata"]["name"]: str(t["spec"]["config"]["retention.ms"]) for t in batch})
+        created += len(batch)
+    wait_for(lambda: configured(admin, names), lambda n: n == len(names), 900, "all watched topics configured",
+             interval=1)
+    seconds = time.monotonic() - began
+    done.set()
+    applying.join()
+    watcher.join()
+    _delete(admin, names)
+    api.delete_collection_namespaced_custom_object(*listing[1:])
+    wait_for(lambda: listing[0](*listing[1:])["items"], lambda left: not left, 600, "the watched Topics gone")
     return seconds
 
 
