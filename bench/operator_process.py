@@ -191,7 +191,7 @@ def watched_and_created(apiserver: LocalApiServer, admin: KafkaAdmin, names: dic
         _create(admin, {t["metadata"]["name"]: str(t["spec"]["config"]["retention.ms"]) for t in batch})
         created += len(batch)
     wait_for(lambda: configured(admin, names), lambda n: n == len(names), 900, "all watched topics configured",
-             interval=1)
+             interval=2)  # (as the operator's step looks)
     seconds = time.monotonic() - began
     done.set()
     applying.join()
