@@ -165,15 +165,16 @@ def watched_and_created(apiserver: LocalApiServer, admin: KafkaAdmin, names: dic
     written back (no finalizer, status or Event). Seconds from the apply's start until every topic is configured;
     then the topics and the Topics are deleted."""
     api = kubernetes.client.CustomObjectsApi(kubernetes.config.new_client_from_config(str(apiserver.kubeconfig)))
-    listing = (api.list_namespaced_custom_object, GROUP, VERSION, NAMESPACE_UNWATCHED, "topics")
-    version = listing[0](*listing[1:])["metadata"]["resourceVersion"]
+    topics_there = (GROUP, VERSION, NAMESPACE_UNWATCHED, "topics")
+    version = api.list_namespaced_custom_object(*topics_there)["metadata"]["resourceVersion"]
     arrived: queue.Queue[dict[str, Any]] = queue.Queue()
     done = threading.Event()
 
     def watch() -> None:
         nonlocal version
         while not done.is_set():
-            for event in kubernetes.watch.Watch().stream(*listing, resource_version=version, timeout_seconds=2):
+            for event in kubernetes.watch.Watch().stream(api.list_namespaced_custom_object, *topics_there,
+                                                         resource_version=version, timeout_seconds=2):
                 version = event["object"]["metadata"]["resourceVersion"]
                 if event["type"] == "ADDED":
                     arrived.put(event["object"])
@@ -197,8 +198,9 @@ def watched_and_created(apiserver: LocalApiServer, admin: KafkaAdmin, names: dic
     applying.join()
     watcher.join()
     _delete(admin, names)
-    api.delete_collection_namespaced_custom_object(*listing[1:])
-    wait_for(lambda: listing[0](*listing[1:])["items"], lambda left: not left, 600, "the watched Topics gone")
+    api.delete_collection_namespaced_custom_object(*topics_there)
+    wait_for(lambda: api.list_namespaced_custom_object(*topics_there)["items"], lambda left: not left, 600,
+             "the watched Topics gone")
     return seconds
 
 

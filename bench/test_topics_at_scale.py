@@ -135,5 +135,4 @@ def test_the_operator_with_500_2000_and_5000_topics_against_direct_create_topics
                  f"{PARTITIONS} partitions, RF {REPLICAS}); then calm for {CALM_SECONDS} s",
                  ["topics", "partitions", "added", "apply (s)", "operator (s)", "topics/s", "direct (s)", "topics/s",
                   "ratio", "watch+create (s)", "topics/s", "ratio", "API writes/Topic", "calm pass (s)",
-                  "calm writes", "RSS (MiB)", "idle CPU (mc)",
-                  "one more (s)", "direct (s)"], rows)
+                  "calm writes", "RSS (MiB)", "idle CPU (mc)", "one more (s)", "direct (s)"], rows)

@@ -316,12 +316,12 @@ class TopicReconciler:
         writer.for_each(bodies, lambda body: self._status(
             body, {}, [Condition(READY, False, "KafkaUnreachable", f"Kafka cannot be asked: {error}")]))
 
-    def _report(self, cluster: tuple[str, str], parsed: list[tuple[dict[str, Any], topics.TopicResource | None]],
+    def _report(self, cluster_key: tuple[str, str], parsed: list[tuple[dict[str, Any], topics.TopicResource | None]],
                 plan: topics.TopicPlan, actual: dict[str, topics.KafkaTopic],
                 ongoing: dict[tuple[str, int], Any] | None = None) -> None:
         """Each resource's Events and status, decided in line; only those with something to write are written
         (at once: krafty.reconcile.status.for_each)."""
-        moment, quiet = writer.now(), self._quiet.setdefault(cluster, {})
+        moment, quiet = writer.now(), self._quiet.setdefault(cluster_key, {})
         reports = (self._report_one(body, resource, plan, actual, ongoing or {}, moment, quiet)
                    for body, resource in parsed)
         writer.for_each([r for r in reports if r.events or r.status is not None], self._write)
