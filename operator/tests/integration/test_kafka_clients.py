@@ -20,7 +20,7 @@ from krafty.clients import kraft
 from krafty.clients.canary import Canary, CanarySettings
 from krafty.clients.connection import Connection
 from krafty.clients.errors import KafkaUnavailable
-from krafty.clients.kafka_admin import AdminPool, KafkaAdmin, Recycler
+from krafty.clients.kafka_admin import IDLE_AFTER, AdminPool, KafkaAdmin, Recycler
 from krafty.kraft_wire import KafkaProtocolError
 from krafty.naming import CANARY_TOPIC
 from krafty_testkit import kafka_admin
@@ -178,32 +178,43 @@ def test_a_stuck_handle_is_replaced_though_reads_through_the_wire_client_succeed
     admin._recycler = Recycler(after=1.0)
     # Given a librdkafka handle that cannot reach any broker
     admin._handle = AdminClient({"bootstrap.servers": "127.0.0.1:1", "log_level": 0})
+    # When a create through it has no answer, Then the whole call fails (not the topic, as Kafka refusing it would)
     with pytest.raises(KafkaUnavailable):
-        admin.registered_brokers()
-    # When the pass's reads through the wire client succeed meanwhile
+        admin.create_topics([("stuck", 1, 1, {})])
+    # And while the pass's reads through the wire client succeed meanwhile
     assert admin.topic_state()[0] is not None
     time.sleep(1.0)
     with pytest.raises(KafkaUnavailable):
-        admin.registered_brokers()
-    # Then the handle, failing for longer than its bound, has been replaced and answers
-    assert admin.registered_brokers() == KafkaAdmin(Connection(cluster.bootstrap_servers)).registered_brokers()
+        admin.create_topics([("stuck", 1, 1, {})])
+    # Then the handle, failing for longer than its bound, has been replaced and the topic is made
+    assert admin.create_topics([("stuck", 1, 1, {})]) == {"stuck": None}
 
 
 def test_a_client_whose_calls_go_through_the_wire_client_keeps_no_librdkafka_handle(cluster: LocalKafkaCluster):
-    # Given a pass's client, When it makes the calls the cluster pass makes while nothing changes
+    # Given a pass's client, When it makes the calls the cluster and topic passes make while nothing changes
     kafka_admin.create_topic(cluster.admin(), "calm", 1, 1)
-    admin = KafkaAdmin(Connection(cluster.bootstrap_servers))
+    now = [0.0]
+    admin = KafkaAdmin(Connection(cluster.bootstrap_servers), clock=lambda: now[0])
     before = _librdkafka_threads()
     assert admin.topic_state()[0]
     assert "calm" in wait_for(lambda: admin.describe_topics(["calm"]), bool, 30, "topic calm described")
     assert isinstance(admin.dynamic_cluster_defaults(), dict)
+    assert admin.registered_brokers() == {0, 1, 2}
     # Then it holds no librdkafka handle (a thread per broker, their buffers) ...
     assert admin._handle is None
     assert _librdkafka_threads() <= before
     # ... until a call that needs one
-    assert admin.registered_brokers() == {0, 1, 2}
+    assert admin.alter_topic_configs({"calm": {"retention.ms": "3600000"}}) == {"calm": None}
     assert admin._handle is not None
     assert _librdkafka_threads() > before
+    # And it lets the handle go, with its threads, once no call has used it for IDLE_AFTER
+    now[0] += IDLE_AFTER - 1
+    assert admin.topic_overrides(["calm"])["calm"]["retention.ms"] == "3600000"
+    assert admin._handle is not None
+    now[0] += 1
+    assert admin.topic_overrides(["calm"])["calm"]["retention.ms"] == "3600000"
+    assert admin._handle is None
+    wait_for(_librdkafka_threads, lambda n: n <= before, 10, "librdkafka's threads ended")
 
 
 def _librdkafka_threads() -> int:

@@ -71,3 +71,5 @@ def test_clients_without_the_right_certificate_or_trust_are_turned_away(cluster:
         kraft.describe_quorum(bad.to(cluster.controller_bootstrap_servers), timeout=5)
     with pytest.raises(KafkaUnavailable):
         KafkaAdmin(bad).registered_brokers()
+    with pytest.raises(KafkaUnavailable):  # (librdkafka's handle)
+        KafkaAdmin(bad).create_topics([("refused", 1, 1, {})])

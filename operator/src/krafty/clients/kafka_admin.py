@@ -16,6 +16,7 @@ from typing import Any, Generic, TypeVar, cast
 
 from confluent_kafka import (
     ElectionType,
+    KafkaError,
     KafkaException,
     TopicPartition,
 )
@@ -41,6 +42,12 @@ TIMEOUT = 15.0
 # A librdkafka handle whose calls have failed for this long is replaced by a new one: whatever it holds
 # (connections, metadata, addresses) is then read afresh.
 RECYCLE_AFTER = 60.0
+# A librdkafka handle no call has used for this long is let go with its threads and buffers (the topic pass needs
+# one only to create, grow, alter or delete topics); the next call that needs one makes a new one.
+IDLE_AFTER = 120.0
+# librdkafka's own errors for a request that never had an answer from Kafka: the whole call failed, not a topic
+UNANSWERED = frozenset({KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN,
+                        KafkaError._RESOLVE})
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -82,6 +89,7 @@ def _kafka_call(method: F, *, through_handle: bool = True) -> F:
         with self._lock:
             if self.closed:
                 raise KafkaUnavailable(f"{method.__name__}: the client for {self.bootstrap_servers} is closed")
+            self._release_if_idle()
             try:
                 result = method(self, *args, **kwargs)
             except (KafkaException, FutureTimeout, ConnectionError, KafkaProtocolError) as error:
@@ -104,15 +112,18 @@ def _wire_call(method: F) -> F:
 
 class KafkaAdmin:
     """One cluster's Admin API client for one kind of pass, reused across reconciles. Its librdkafka handle (a
-    thread per broker, their buffers) is made at the first call that needs it: the cluster pass's calls while
-    nothing changes go through the wire client alone."""
+    thread per broker, their buffers) is made at the first call that needs it, and let go once no call has used it
+    for IDLE_AFTER: the calls of the cluster and topic passes while nothing changes go through the wire client
+    alone."""
 
-    def __init__(self, connection: Connection) -> None:
+    def __init__(self, connection: Connection, clock: Callable[[], float] = time.monotonic) -> None:
         self.connection = connection
         self.bootstrap_servers = connection.servers
         self._handle: AdminClient | None = None
+        self._clock = clock
+        self._used_at = clock()  # when a call last took the handle
         self._lock = threading.RLock()
-        self._recycler = Recycler()
+        self._recycler = Recycler(clock=clock)
         self._min_isr: dict[str, int] = {}  # last read per topic, for when configs cannot be read
         self.closed = False
 
@@ -132,15 +143,19 @@ class KafkaAdmin:
                 raise KafkaUnavailable(f"the client for {self.bootstrap_servers} is closed")
             if self._handle is None:
                 self._handle = AdminClient(admin_config(self.connection, "krafty-operator"))
+            self._used_at = self._clock()
             return self._handle
 
-    @_kafka_call
+    def _release_if_idle(self) -> None:
+        if self._handle is not None and self._clock() - self._used_at >= IDLE_AFTER:
+            log.debug("Kafka admin client for %s unused for %.0fs: letting its handle go", self.bootstrap_servers,
+                      self._clock() - self._used_at)
+            self._handle = None  # its only reference: librdkafka's threads stop with it
+
+    @_wire_call
     def registered_brokers(self) -> set[int]:
-        """Brokers registered with the controller and not fenced. Asked through the handle, not the wire client:
-        the topic pass asks each pass, so a handle that keeps failing is replaced, which the calls that report
-        their errors per topic never make happen."""
-        description = self.client.describe_cluster(request_timeout=TIMEOUT).result(timeout=TIMEOUT + 5)
-        return {node.id for node in description.nodes}
+        """Brokers registered with the controller and not fenced."""
+        return {broker.node_id for broker in kraft.describe_brokers(self.connection, TIMEOUT) if not broker.fenced}
 
     @_wire_call
     def topic_state(self) -> tuple[tuple[PartitionState, ...], frozenset[str] | None]:
@@ -320,8 +335,12 @@ class AdminPool(Generic[A]):
 
 
 def _error_of(future: Any) -> str | None:
+    """The error Kafka gave for one item of a request, or None; a request Kafka never answered raises (the whole
+    call failed, and a handle that keeps failing so is replaced)."""
     try:
         future.result(timeout=TIMEOUT + 10)
     except KafkaException as error:
+        if error.args and isinstance(error.args[0], KafkaError) and error.args[0].code() in UNANSWERED:
+            raise
         return describe_error(error)
     return None

@@ -181,7 +181,11 @@ class TopicReconciler:
         plan = topics.plan(looking, actual, spec, sorted(brokers), moving=len(ongoing))
         if state[1]:
             plan = topics.held(plan, f"KafkaCluster {cluster} is paused")
-        self._execute(admin, plan, looking, spec.leader_balance.replication_throttle_bytes_per_second)
+        try:
+            self._execute(admin, plan, looking, spec.leader_balance.replication_throttle_bytes_per_second)
+        except KafkaUnavailable as error:  # a request Kafka never answered: as when it cannot be read
+            self._unreachable(live, str(error))
+            return BUSY_INTERVAL
         touched = plan.touched()
         after = {**actual, **self._described(admin, touched, plan, looking)} if touched else actual
         plan = topics.settle(plan, looking, after, spec, sorted(brokers))
