@@ -98,7 +98,8 @@ def test_a_scram_credential_is_served_and_a_wrong_password_is_turned_away(
     # And Kafka's own client with a wrong password is turned away (asked from a broker pod, where the tools are;
     # the tool's own 5 s request timeout could end it before the refusal on busy nodes, without saying why)
     wrong = ("security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\nssl.truststore.type=PEM\n"
-             "request.timeout.ms=30000\nssl.truststore.location=/etc/kafka/tls/trust/ca.crt\nsasl.jaas.config=org.apache.kafka.common.security."
+             "request.timeout.ms=30000\nssl.truststore.location=/etc/kafka/tls/trust/ca.crt\n"
+             "sasl.jaas.config=org.apache.kafka.common.security."
              'scram.ScramLoginModule required username="bob" password="not-bobs";\n')
     broker = ("exec", "-i", "-n", NAMESPACE, "prod-broker-0", "-c", "kafka", "--")
     operator.kubectl(*broker, "sh", "-c", "cat > /tmp/wrong.properties", stdin=wrong)

@@ -181,7 +181,7 @@ def test_a_stuck_handle_is_replaced_though_reads_through_the_wire_client_succeed
     # When a create through it has no answer, Then the whole call fails (not the topic, as Kafka refusing it would)
     with pytest.raises(KafkaUnavailable):
         admin.create_topics([("stuck", 1, 1, {})])
-    # And while the pass's reads through the wire client succeed meanwhile
+    # And while the pass's reads through the wire client succeed
     assert admin.topic_state()[0] is not None
     time.sleep(1.0)
     with pytest.raises(KafkaUnavailable):
