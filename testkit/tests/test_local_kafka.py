@@ -16,7 +16,7 @@ import pytest
 from confluent_kafka import Producer
 
 from krafty_testkit import kafka_admin, traffic
-from krafty_testkit.local_kafka import Layout, LocalKafkaCluster
+from krafty_testkit.local_kafka import START_TIMEOUT_S, ClusterStartError, Layout, LocalKafkaCluster
 from krafty_testkit.waiting import wait_for
 
 DURABLE = {"min.insync.replicas": "2"}
@@ -154,6 +154,29 @@ def test_dedicated_cluster_refuses_acks_all_with_two_brokers_down(local_kafka):
     cluster.start_node(2)
     cluster.wait_ready()
     assert traffic.consume_all(cluster.bootstrap_servers, "strict", idle_seconds=3) == []
+
+
+def test_brokers_wait_for_the_quorum_as_long_as_a_start_waits_for_them(tmp_path: Path):
+    # Given a dedicated layout, whose brokers cannot register before the controllers have a leader
+    cluster = LocalKafkaCluster(Layout.dedicated(1, 2), tmp_path)
+    # When its brokers' configuration is written, Then they give up on the quorum no sooner than the start gives up
+    for broker in cluster.brokers:
+        waits_ms = int(cluster.server_properties(broker)["initial.broker.registration.timeout.ms"])
+        assert waits_ms >= START_TIMEOUT_S * 1000
+
+
+def test_a_broker_that_gives_up_on_the_quorum_is_reported_with_its_reason(tmp_path: Path):
+    # Given a broker told to give up on registering at once
+    cluster = LocalKafkaCluster(Layout.dedicated(1, 1), tmp_path,
+                                config={"initial.broker.registration.timeout.ms": "1"})
+    try:
+        # When the cluster starts, Then the start fails naming the broker and the reason from its log,
+        # not only the shutdown lines that end it
+        reason = r"(?s)node 0 exited with 1.*unable to register with the controller"
+        with pytest.raises(ClusterStartError, match=reason):
+            cluster.start(timeout=60)
+    finally:
+        cluster.close()
 
 
 def _alive(pid: int) -> bool:

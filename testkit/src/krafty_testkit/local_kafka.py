@@ -47,6 +47,10 @@ CONTROLLER_ID_OFFSET = 1000
 BROKER = "broker"
 CONTROLLER = "controller"
 
+START_TIMEOUT_S = 180
+"""How long a start waits for readiness; brokers wait as long for the quorum to take their registration (Kafka's own
+60 s runs out on two busy cores, where six JVMs starting together have taken longer)."""
+
 _live_processes: set[subprocess.Popen[bytes]] = set()
 
 
@@ -132,9 +136,13 @@ class Node:
         return self.process is not None and self.process.poll() is None
 
     def log_tail(self, lines: int = 30) -> str:
+        """The log's first ERROR lines (what made a node stop) and then its last lines (how it stopped)."""
         if not self.log_path.exists():
             return "(no log yet)"
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        text = self.log_path.read_text(errors="replace").splitlines()
+        tail = text[-lines:]
+        errors = [line for line in text[:-lines] if " ERROR " in line][:5]
+        return "\n".join([*errors, "...", *tail] if errors else tail)
 
 
 def _set_parent_death_signal() -> None:
@@ -275,6 +283,7 @@ class LocalKafkaCluster:
         }
         if node.is_broker:
             props["inter.broker.listener.name"] = name
+            props["initial.broker.registration.timeout.ms"] = str(START_TIMEOUT_S * 1000)
         if self.identity:
             folder = self.workdir / "tls"
             props.update({
@@ -307,7 +316,7 @@ class LocalKafkaCluster:
             raise ClusterStartError(f"node {node.node_id}: {meta} does not hold directory id {node.directory_id}")
 
     # -- processes ---------------------------------------------------------
-    def start(self, timeout: float = 180) -> float:
+    def start(self, timeout: float = START_TIMEOUT_S) -> float:
         """Writes configs, formats storage, starts every node, waits until ready.
 
         Returns the seconds from the first process start to readiness.
