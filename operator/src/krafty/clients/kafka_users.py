@@ -7,7 +7,6 @@ from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
 from typing import Any, cast
 
-from confluent_kafka import KafkaException
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -23,7 +22,6 @@ from confluent_kafka.admin import (
 )
 
 from krafty.clients import kraft
-from krafty.clients.errors import describe_error
 from krafty.clients.kafka_admin import TIMEOUT, KafkaAdmin, _error_of, _kafka_call
 from krafty.model.user import AclEffect, AclPatternType, AclResourceType
 from krafty.model.user import AclOperation as Operation
@@ -111,13 +109,7 @@ class UserAdmin(KafkaAdmin):
         if not changes:
             return {}
         futures = self.client.alter_user_scram_credentials(changes, request_timeout=TIMEOUT)
-        out = {}
-        for user, future in futures.items():
-            try:
-                future.result(timeout=TIMEOUT + 5)
-            except KafkaException as error:
-                out[user] = describe_error(error)
-        return out
+        return {user: error for user, future in futures.items() if (error := _error_of(future))}
 
     @_kafka_call
     def quotas(self) -> dict[str, dict[str, float]]:

@@ -121,13 +121,15 @@ class UserReconciler:
             admin = self.admin(self.locate(namespace, cluster))
             kafka = self._kafka(admin, spec)
         except KafkaUnavailable as error:
-            self._report_all(live, "KafkaUnreachable", f"Kafka cannot be asked: {error}")
-            return BUSY_INTERVAL
+            return self._unreachable(live, error)
         plan = users.plan(resources, kafka, spec, self._authorizing(namespace, cluster, spec))
         if paused(cluster_body):
             plan = users.held(plan, "Paused", f"KafkaCluster {cluster} is paused")
-        self._act(admin, plan, {b["metadata"]["name"]: b for b in bodies}, credentials, cluster)
-        after = self._kafka(admin, spec) if plan.acl_creates or plan.acl_deletes else kafka
+        try:
+            self._act(admin, plan, {b["metadata"]["name"]: b for b in bodies}, credentials, cluster)
+            after = self._kafka(admin, spec) if plan.acl_creates or plan.acl_deletes else kafka
+        except KafkaUnavailable as error:  # a request Kafka never answered: as when it cannot be read
+            return self._unreachable(live, error)
         self._report(live, plan, refused, after)
         for key in plan.released:
             self._release(next(b for b in bodies if _key(b) == key))
@@ -301,6 +303,12 @@ class UserReconciler:
         reason, message = ("ClusterNotFound", f"KafkaCluster {cluster} does not exist (or is being deleted)") if gone \
             else ("ClusterInvalid", f"the spec of KafkaCluster {cluster} cannot be parsed")
         self._report_all([b for b in bodies if not deleting(b)], reason, message)
+
+    def _unreachable(self, bodies: list[dict[str, Any]], error: KafkaUnavailable) -> float:
+        """Every user says Kafka cannot be asked; the pass looks again soon (a password already kept in its
+        Secret and not yet recorded as applied is put into Kafka then)."""
+        self._report_all(bodies, "KafkaUnreachable", f"Kafka cannot be asked: {error}")
+        return BUSY_INTERVAL
 
     def _report_all(self, bodies: list[dict[str, Any]], reason: str, message: str) -> None:
         writer.for_each(bodies, lambda body: writer.write(
