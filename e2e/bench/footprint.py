@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
 from krafty_testkit import procfs
-from krafty_testkit.k8s_kafka import OPERATOR_NAMESPACE
+from krafty_testkit.k8s_kafka import OPERATOR_NAMESPACE, leader_metrics_text
 from krafty_testkit.kube import KubeCluster
 
 
@@ -21,3 +23,11 @@ def operator_pods(kube: KubeCluster) -> tuple[str, list[str]]:
             if p["metadata"]["name"].startswith("krafty-") and p["status"].get("phase") == "Running"]
     assert leader in pods, (holder, pods)
     return leader, [pod for pod in pods if pod != leader]
+
+
+def pass_totals(kube: KubeCluster) -> dict[str, tuple[float, float]]:
+    """(CPU seconds, passes) so far of each kind of pass, from the leader's /metrics."""
+    text = leader_metrics_text(kube)
+    cpu = dict(re.findall(r'^krafty_reconcile_cpu_seconds_total\{kind="(\w+)"\} (\S+)$', text, re.M))
+    count = dict(re.findall(r'^krafty_reconcile_duration_seconds_count\{kind="(\w+)"\} (\S+)$', text, re.M))
+    return {kind: (float(cpu.get(kind, 0)), float(count[kind])) for kind in count}

@@ -12,7 +12,7 @@ import os
 import time
 
 import pytest
-from footprint import operator_pods, proc_stats
+from footprint import operator_pods, pass_totals, proc_stats
 
 from krafty_testkit.k8s_kafka import (
     NAMESPACE,
@@ -62,6 +62,22 @@ def empty_operator_pod(kube: KubeCluster) -> None:
                  timeout=150)
 
 
+def spent(passes: dict[str, tuple[float, float]], passes_after: dict[str, tuple[float, float]],
+          before: dict[str, tuple[float, float]], after: dict[str, tuple[float, float]]) -> list[list[str]]:
+    """A row per kind of pass that ran in the window, then the passes together and the rest of the process."""
+    rows, total = [], 0.0
+    for kind, (cpu, count) in sorted(passes_after.items()):
+        used, ran = cpu - passes.get(kind, (0.0, 0.0))[0], count - passes.get(kind, (0.0, 0.0))[1]
+        if ran:
+            total += used
+            rows.append([kind, f"{ran:.0f}", f"{1000 * used / ran:.1f}", f"{1000 * used / WINDOW_SECONDS:.2f}"])
+    process = after["leader"][1] - before["leader"][1]
+    rows.append(["all passes", "", "", f"{1000 * total / WINDOW_SECONDS:.2f}"])
+    rows.append(["the rest (watches, Lease, status writes, HTTP, GC)", "", "",
+                 f"{1000 * (process - total) / WINDOW_SECONDS:.2f}"])
+    return rows
+
+
 def test_operator_footprint_with_200_topics(operator: KubeCluster):
     handle = KafkaClusterHandle(operator, "footprint")
     handle.apply(cluster_spec("combined"))
@@ -79,8 +95,10 @@ def test_operator_footprint_with_200_topics(operator: KubeCluster):
     targets = {"leader": ["-n", OPERATOR_NAMESPACE, leader], "empty": ["-n", OPERATOR_NAMESPACE, "empty-kopf"],
                **{f"standby {pod}": ["-n", OPERATOR_NAMESPACE, pod] for pod in standbys}}
     before = {name: proc_stats(operator, target) for name, target in targets.items()}
+    passes = pass_totals(operator)
     time.sleep(WINDOW_SECONDS)
     after = {name: proc_stats(operator, target) for name, target in targets.items()}
+    passes_after = pass_totals(operator)
     assert operator_pods(operator)[0] == leader, "the leader changed while measuring"
     labels = {"leader": f"krafty operator, leading (1 cluster, {TOPICS} topics)",
               "empty": "empty kopf operator, same watches",
@@ -91,6 +109,9 @@ def test_operator_footprint_with_200_topics(operator: KubeCluster):
         rows.append([label, f"{after[name][0]:.0f}", f"{cpu * 1000:.1f}"])
     report_table(f"Operator footprint after {SETTLE_SECONDS / 60:.0f} minutes (idle CPU over the last "
                  f"{WINDOW_SECONDS:.0f} s)", ["process", "RSS (MiB)", "CPU (millicores)"], rows)
+    report_table("Where the leader's idle CPU went over that window (each pass's own thread)",
+                 ["pass", "passes", "CPU per pass (ms)", "CPU (millicores)"],
+                 spent(passes, passes_after, before, after))
     operator.kubectl("delete", "pod,configmap", "empty-kopf", "-n", OPERATOR_NAMESPACE, "--wait=false")
     operator.kubectl("delete", "topics", "-n", NAMESPACE, "--wait=false", *[f"fp-{i:03d}" for i in range(TOPICS)])
     handle.delete()

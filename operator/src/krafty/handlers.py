@@ -221,17 +221,15 @@ class Operator:
                 "lag": self.lag.reconcile, "disks": self.disks.reconcile}
         if self._refused(kind, namespace, name):
             return REFUSED_INTERVAL
-        started = time.monotonic()
         try:
-            delay = jobs[kind](namespace, name)
+            with metrics.timed_pass(kind):
+                delay = jobs[kind](namespace, name)
         except Exception:
             metrics.RECONCILE_ERRORS.labels(kind).inc()
             metrics.RECONCILES.labels(kind, "error").inc()
             if kind == "cluster":
                 metrics.COLLECTOR.set_pass(namespace, name, PassResult.ERROR.value, time.time())
             raise
-        finally:
-            metrics.RECONCILE_SECONDS.labels(kind).observe(time.monotonic() - started)
         if kind != "cluster":  # cluster passes count themselves, by outcome
             metrics.RECONCILES.labels(kind, "ok" if delay is not None else "gone").inc()
         return delay

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from prometheus_client import generate_latest
+import threading
+import time
+
+from prometheus_client import REGISTRY, generate_latest
 from prometheus_client.registry import CollectorRegistry
 
 from krafty.decide.lag import LagRead, LogRange, Retention, SelectedGroups, partition_lag
-from krafty.metrics import ClusterFacts, KafkaCollector
+from krafty.metrics import ClusterFacts, KafkaCollector, timed_pass
 from krafty.naming import Pool
 from krafty.observed import ClusterObservation, NodeState, PartitionState, PodPhase, QuorumState, VoterState
 
@@ -100,3 +103,31 @@ def test_the_groups_left_out_of_lag_collection_are_counted():
     assert 'krafty_consumergroup_lag_groups{cluster="c",namespace="ns",state="read"} 2.0' in text
     assert 'krafty_consumergroup_lag_groups{cluster="c",namespace="ns",state="excluded"} 3.0' in text
     assert 'krafty_consumergroup_lag_groups{cluster="c",namespace="ns",state="over_limit"} 995.0' in text
+
+
+def _spin(seconds: float) -> None:
+    """Uses this much CPU on the calling thread."""
+    start = time.thread_time()
+    while time.thread_time() - start < seconds:
+        pass
+
+
+def _pass_sums(kind: str) -> tuple[float, float]:
+    """(CPU seconds, seconds) of this kind's passes so far."""
+    return (REGISTRY.get_sample_value("krafty_reconcile_cpu_seconds_total", {"kind": kind}) or 0.0,
+            REGISTRY.get_sample_value("krafty_reconcile_duration_seconds_sum", {"kind": kind}) or 0.0)
+
+
+def test_a_pass_counts_the_cpu_of_its_own_thread_beside_its_duration():
+    cpu, wall = _pass_sums("probe")
+    # Given a pass that computes for 0.1 s of CPU, waits 0.3 s, and meanwhile another thread computes 0.2 s
+    other = threading.Thread(target=_spin, args=(0.2,))
+    with timed_pass("probe"):
+        other.start()
+        _spin(0.1)
+        time.sleep(0.3)
+        other.join()
+    cpu_after, wall_after = _pass_sums("probe")
+    # Then its CPU counts the pass's own computing only, its duration the whole of it
+    assert 0.1 <= cpu_after - cpu < 0.2
+    assert wall_after - wall >= 0.4
