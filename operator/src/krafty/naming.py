@@ -88,6 +88,8 @@ def owned_broker_key(key: str) -> bool:
 # The dynamic-config and topic reconcilers leave these keys alone.
 THROTTLE_RATE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
 THROTTLED_REPLICAS_KEYS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
+# With the throttles, the one topic config the cluster pass reads (each partition's safety in a roll)
+MIN_ISR_KEY = "min.insync.replicas"
 
 # The canary's topic (spec.canary): one partition led by each broker, written and read by the operator
 CANARY_TOPIC = "__krafty_canary"

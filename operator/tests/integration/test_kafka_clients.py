@@ -151,6 +151,11 @@ def test_partitions_carry_their_topics_min_isr_and_throttled_topics_are_seen(clu
     assert len(by_name["clients-a-2"].isr) == 3
     assert throttled == frozenset({"clients-b"})
     assert admin.registered_brokers() == {0, 1, 2}
+    # And a read of some keys brings those only (the cluster pass reads min.insync.replicas and the throttles)
+    only_min_isr = kraft.topic_configs(cluster.bootstrap_servers, ["clients-a", "clients-b"],
+                                       keys=["min.insync.replicas"])
+    assert {name: (c.overrides, c.min_isr) for name, c in only_min_isr.items()} == {
+        "clients-a": ({"min.insync.replicas": "2"}, 2), "clients-b": ({}, 1)}
 
 
 def test_describe_brokers_sees_fenced_brokers_that_describe_cluster_leaves_out(cluster: LocalKafkaCluster):

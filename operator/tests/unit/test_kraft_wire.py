@@ -207,6 +207,11 @@ def test_describe_topic_configs_asks_for_every_key_without_synonyms_or_documenta
     assert wire.encode_describe_topic_configs(["a"]).bytes() == bytes([2, 2, 2, ord("a"), 0, 0, 0, 0, 0])
 
 
+def test_describe_topic_configs_asks_for_the_keys_given_only():
+    assert wire.encode_describe_topic_configs(["a"], ["ab", "c"]).bytes() == bytes(
+        [2, 2, 2, ord("a"), 3, 3, ord("a"), ord("b"), 2, ord("c"), 0, 0, 0, 0])
+
+
 Entry = tuple[str, str | None, int, list[tuple[str, str, int]]]  # name, value, source, synonyms
 
 

@@ -164,7 +164,9 @@ class KafkaAdmin:
         metadata = kraft.topic_metadata(self.connection)
         throttled: frozenset[str] | None = None
         try:
-            configs = kraft.topic_configs(self.connection, sorted(metadata))
+            # (only the keys read here: every topic's whole config is most of the pass's CPU at many topics)
+            configs = kraft.topic_configs(self.connection, sorted(metadata),
+                                          keys=(naming.MIN_ISR_KEY, *naming.THROTTLED_REPLICAS_KEYS))
         except KafkaUnavailable as error:
             # A broker restarting may take the request and not answer: the last values read stand in, and a
             # topic never read counts as needing every replica in sync (the safe side for a roll).

@@ -257,11 +257,13 @@ def topic_metadata(brokers: Target, timeout: float = 30.0, names: Sequence[str] 
     return call(brokers, wire.METADATA, 12, wire.encode_metadata(names), wire.decode_metadata, timeout)
 
 
-def topic_configs(brokers: Target, topics: Sequence[str], timeout: float = 30.0) -> dict[str, wire.TopicConfig]:
-    """The configs set on each topic and its effective min.insync.replicas; a topic not known (yet) is left out."""
+def topic_configs(brokers: Target, topics: Sequence[str], timeout: float = 30.0,
+                  keys: Sequence[str] | None = None) -> dict[str, wire.TopicConfig]:
+    """The configs set on each topic (of `keys` only, when given) and its effective min.insync.replicas (asked
+    for among `keys`); a topic not known (yet) is left out."""
     out: dict[str, wire.TopicConfig] = {}
     for start in range(0, len(topics), CONFIG_BATCH):
-        body = wire.encode_describe_topic_configs(topics[start:start + CONFIG_BATCH])
+        body = wire.encode_describe_topic_configs(topics[start:start + CONFIG_BATCH], keys)
         out.update(call(brokers, wire.DESCRIBE_CONFIGS, 4, body, wire.decode_describe_topic_configs, timeout))
     return out
 

@@ -139,16 +139,17 @@ def decode_metadata(r: Reader) -> dict[str, TopicMetadata]:
 
 # -- DescribeConfigs v4 --------------------------------------------------------------------------------------------
 
-def _encode_describe_configs(resource_type: int, names: Sequence[str]) -> Writer:
-    """Every config of each resource, without synonyms or documentation."""
+def _encode_describe_configs(resource_type: int, names: Sequence[str], keys: Sequence[str] | None = None) -> Writer:
+    """The configs `keys` (None: every one) of each resource, without synonyms or documentation."""
     def resource(w: Writer, name: str) -> None:
-        w.int8(resource_type).compact_string(name).uvarint(0).tags()  # (null keys: all of them)
+        w.int8(resource_type).compact_string(name)
+        w.compact_array(None if keys is None else list(keys), Writer.compact_string).tags()
 
     return Writer().compact_array(list(names), resource).int8(0).int8(0).tags()
 
 
-def encode_describe_topic_configs(topics: Sequence[str]) -> Writer:
-    return _encode_describe_configs(TOPIC_RESOURCE, topics)
+def encode_describe_topic_configs(topics: Sequence[str], keys: Sequence[str] | None = None) -> Writer:
+    return _encode_describe_configs(TOPIC_RESOURCE, topics, keys)
 
 
 def encode_describe_cluster_defaults() -> Writer:
