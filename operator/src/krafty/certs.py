@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import datetime
+import functools
 import hashlib
 import ipaddress
 import re
@@ -158,8 +159,9 @@ def _pem_blocks(pem: str, *labels: str) -> list[tuple[str, bytes]]:
         raise PkiError(f"PEM that is not base64: {error}") from error
 
 
+@functools.lru_cache(maxsize=256)
 def _certificate(pem: str) -> _Certificate:
-    """The first certificate in `pem`."""
+    """The first certificate in `pem` (each pass reads the same ones again: parsed once)."""
     blocks = _pem_blocks(pem, "CERTIFICATE")
     if not blocks:
         raise PkiError("not a PEM certificate")

@@ -101,6 +101,17 @@ def test_an_unreadable_certificate_is_a_pki_error_that_says_what_it_is(cert, sai
         certs.facts(cert)
 
 
+def test_a_certificate_read_again_in_a_later_pass_is_not_parsed_again():
+    # Given a certificate read once
+    ca = pki.new_ca("read again", NOW, DAY)
+    first = certs.facts(ca.cert)
+    parsed = certs._certificate.cache_info().misses
+    # When it is read again, Then the same is read without parsing it again
+    assert certs.facts(ca.cert) == first
+    assert certs.signed_by(ca.cert, ca.cert)
+    assert certs._certificate.cache_info().misses == parsed
+
+
 @pytest.mark.parametrize(("key", "said"), [
     ("junk", "not a PEM private key"),
     ("-----BEGIN EC PRIVATE KEY-----\nMAA=\n-----END EC PRIVATE KEY-----\n", "not a private key"),
