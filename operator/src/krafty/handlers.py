@@ -367,13 +367,15 @@ def kafka_pod_event(namespace: str | None, labels: Mapping[str, str], memo: kopf
         operator.scheduler.poke(("cluster", namespace, cluster))
 
 
+# (the probes are coroutines: kopf runs them in its loop, where a plain function would cost a thread pool's hop on
+# every kubelet probe)
 @kopf.on.probe(id="scheduler")
-def scheduler_alive(memo: kopf.Memo, **_: Any) -> str:
+async def scheduler_alive(memo: kopf.Memo, **_: Any) -> str:
     return "running" if isinstance(getattr(memo, "operator", None), Operator) else "starting"
 
 
 @kopf.on.probe(id="role")
-def role(memo: kopf.Memo, **_: Any) -> str:
+async def role(memo: kopf.Memo, **_: Any) -> str:
     """leader or standby: /healthz says which replica acts."""
     operator = getattr(memo, "operator", None)
     return operator.role.value if isinstance(operator, Operator) else "starting"
