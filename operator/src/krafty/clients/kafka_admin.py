@@ -42,9 +42,6 @@ TIMEOUT = 15.0
 # A librdkafka handle whose calls have failed for this long is replaced by a new one: whatever it holds
 # (connections, metadata, addresses) is then read afresh.
 RECYCLE_AFTER = 60.0
-# A librdkafka handle no call has used for this long is let go with its threads and buffers (the topic pass needs
-# one only to create, grow, alter or delete topics); the next call that needs one makes a new one.
-IDLE_AFTER = 120.0
 # librdkafka's own errors for a request that never had an answer from Kafka: the whole call failed, not a topic
 UNANSWERED = frozenset({KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN,
                         KafkaError._RESOLVE})
@@ -89,7 +86,6 @@ def _kafka_call(method: F, *, through_handle: bool = True) -> F:
         with self._lock:
             if self.closed:
                 raise KafkaUnavailable(f"{method.__name__}: the client for {self.bootstrap_servers} is closed")
-            self._release_if_idle()
             try:
                 result = method(self, *args, **kwargs)
             except (KafkaException, FutureTimeout, ConnectionError, KafkaProtocolError) as error:
@@ -112,18 +108,15 @@ def _wire_call(method: F) -> F:
 
 class KafkaAdmin:
     """One cluster's Admin API client for one kind of pass, reused across reconciles. Its librdkafka handle (a
-    thread per broker, their buffers) is made at the first call that needs it, and let go once no call has used it
-    for IDLE_AFTER: the calls of the cluster and topic passes while nothing changes go through the wire client
-    alone."""
+    thread per broker, their buffers) is made at the first call that needs it: the calls of the cluster and topic
+    passes while nothing changes go through the wire client alone."""
 
-    def __init__(self, connection: Connection, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, connection: Connection) -> None:
         self.connection = connection
         self.bootstrap_servers = connection.servers
         self._handle: AdminClient | None = None
-        self._clock = clock
-        self._used_at = clock()  # when a call last took the handle
         self._lock = threading.RLock()
-        self._recycler = Recycler(clock=clock)
+        self._recycler = Recycler()
         self._min_isr: dict[str, int] = {}  # last read per topic, for when configs cannot be read
         self.closed = False
 
@@ -143,14 +136,7 @@ class KafkaAdmin:
                 raise KafkaUnavailable(f"the client for {self.bootstrap_servers} is closed")
             if self._handle is None:
                 self._handle = AdminClient(admin_config(self.connection, "krafty-operator"))
-            self._used_at = self._clock()
             return self._handle
-
-    def _release_if_idle(self) -> None:
-        if self._handle is not None and self._clock() - self._used_at >= IDLE_AFTER:
-            log.debug("Kafka admin client for %s unused for %.0fs: letting its handle go", self.bootstrap_servers,
-                      self._clock() - self._used_at)
-            self._handle = None  # its only reference: librdkafka's threads stop with it
 
     @_wire_call
     def registered_brokers(self) -> set[int]:
