@@ -9,7 +9,6 @@ import json
 import signal
 from typing import Any
 
-import kubernetes
 import pytest
 
 from krafty import naming, pki
@@ -22,7 +21,7 @@ from krafty_testkit.apiserver import LocalApiServer
 from krafty_testkit.local_kafka import Layout, LocalKafkaCluster
 from krafty_testkit.waiting import wait_for
 
-from ..conftest import CRDS, operator_kube
+from ..conftest import admin_kube, operator_kube
 
 NS = "userpass"
 CLUSTER = "local"
@@ -36,9 +35,7 @@ def _secret(name: str, data: dict[str, str]) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def kube(apiserver: LocalApiServer) -> Kube:
     """A KafkaCluster with a SCRAM listener, and the CAs its PKI pass would have made."""
-    apiserver.kubectl("apply", "--server-side", "-f", str(CRDS))
-    apiserver.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
-    apiserver.kubectl("create", "namespace", NS, check=False)
+    kube = admin_kube(apiserver, NS)
     apiserver.apply({"apiVersion": "kafka.krafty.io/v1alpha1", "kind": "KafkaCluster",
                      "metadata": {"name": CLUSTER, "namespace": NS},
                      "spec": {"brokers": {"replicas": 3}, "listeners": [
@@ -48,7 +45,7 @@ def kube(apiserver: LocalApiServer) -> Kube:
     apiserver.apply(_secret(naming.clients_ca(CLUSTER), {naming.CA_CERT_KEY: clients.cert,
                                                          naming.CA_KEY_KEY: clients.key}))
     apiserver.apply(_secret(naming.cluster_ca_cert(CLUSTER), {naming.CA_CERT_KEY: cluster.cert}))
-    return Kube(kubernetes.config.new_client_from_config(config_file=str(apiserver.kubeconfig)))
+    return kube
 
 
 class FreezingAfterReads(UserAdmin):
