@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import re
 import signal
 import socket
@@ -20,9 +21,9 @@ from krafty.clients import kraft
 from krafty.clients.canary import Canary, CanarySettings
 from krafty.clients.connection import Connection
 from krafty.clients.errors import KafkaUnavailable
-from krafty.clients.kafka_admin import AdminPool, KafkaAdmin, Recycler
+from krafty.clients.kafka_admin import IDLE_AFTER, AdminPool, KafkaAdmin, Recycler
 from krafty.kraft_wire import KafkaProtocolError
-from krafty.naming import CANARY_TOPIC
+from krafty.naming import CANARY_TOPIC, THROTTLED_REPLICAS_KEYS
 from krafty_testkit import kafka_admin
 from krafty_testkit.local_kafka import Layout, LocalKafkaCluster
 from krafty_testkit.waiting import wait_for
@@ -196,21 +197,65 @@ def test_a_stuck_handle_is_replaced_though_reads_through_the_wire_client_succeed
 
 
 def test_a_client_whose_calls_go_through_the_wire_client_keeps_no_librdkafka_handle(cluster: LocalKafkaCluster):
-    # Given a pass's client, When it makes the calls the cluster and topic passes make while nothing changes
+    # Given a pass's client, When it makes the calls the cluster and topic passes make while nothing changes, and
+    # those of the cluster pass around replica moves (throttles, preferred leaders)
     kafka_admin.create_topic(cluster.admin(), "calm", 1, 1)
-    admin = KafkaAdmin(Connection(cluster.bootstrap_servers))
+    now = [0.0]
+    admin = KafkaAdmin(Connection(cluster.bootstrap_servers), clock=lambda: now[0])
+    gc.collect()  # (the handles of the tests before, destroyed now with their threads, not while this one counts)
     before = _librdkafka_threads()
     assert admin.topic_state()[0]
     assert "calm" in wait_for(lambda: admin.describe_topics(["calm"]), bool, 30, "topic calm described")
     assert isinstance(admin.dynamic_cluster_defaults(), dict)
     assert admin.registered_brokers() == {0, 1, 2}
+    assert admin.alter_topic_configs({"calm": {"retention.ms": "3600000"}}) == {"calm": None}
+    assert admin.elect_preferred([("calm", 0)]) == {}
     # Then it holds no librdkafka handle (a thread per broker, their buffers) ...
     assert admin._handle is None
     assert _librdkafka_threads() <= before
     # ... until a call that needs one
-    assert admin.alter_topic_configs({"calm": {"retention.ms": "3600000"}}) == {"calm": None}
+    assert admin.create_partitions({"calm": 2}) == {"calm": None}
     assert admin._handle is not None
     assert _librdkafka_threads() > before
+    # And it lets the handle go, with its threads, once no call has used it for IDLE_AFTER
+    now[0] += IDLE_AFTER - 1
+    assert admin.topic_overrides(["calm"])["calm"]["retention.ms"] == "3600000"
+    assert admin._handle is not None
+    now[0] += 1
+    assert admin.topic_overrides(["calm"])["calm"]["retention.ms"] == "3600000"
+    assert admin._handle is None
+    wait_for(_librdkafka_threads, lambda n: n <= before, 10, "librdkafka's threads ended")
+
+
+def test_config_changes_and_elections_do_not_wait_on_the_broker_librdkafka_last_named_controller(
+        cluster: LocalKafkaCluster, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr("krafty.clients.kafka_admin.TIMEOUT", 5.0)
+    admin = KafkaAdmin(Connection(cluster.bootstrap_servers))
+    # Given a client whose librdkafka handle has read the cluster's metadata, which names a broker as controller
+    # (in KRaft any broker, at random), and a topic on the two others
+    named = admin.client.list_topics(timeout=10).controller_id
+    others = [b.node_id for b in cluster.brokers if b.node_id != named]
+    assert admin.create_placed_topic("elsewhere", (tuple(others),), {}) is None
+    kafka_admin.wait_fully_in_sync(cluster.admin(), "elsewhere")
+    # When that broker stops answering (after a scale-down it is gone for good; here it is frozen: it accepts
+    # connections and answers nothing)
+    frozen = cluster.nodes[named].process
+    assert frozen is not None
+    frozen.send_signal(signal.SIGSTOP)
+    try:
+        # Then the throttles of a replica move are set and removed, and a preferred leader elected, through the
+        # other brokers (before, each waited on the frozen one: "Failed while waiting for controller")
+        throttled = dict.fromkeys(THROTTLED_REPLICAS_KEYS, "*")
+        assert admin.alter_topic_configs({"elsewhere": throttled}) == {"elsewhere": None}
+        assert admin.alter_topic_configs({"elsewhere": dict.fromkeys(THROTTLED_REPLICAS_KEYS)}) == {"elsewhere": None}
+        assert admin.elect_preferred([("elsewhere", 0)]) == {}
+    finally:
+        frozen.send_signal(signal.SIGCONT)
+    assert not kraft.topic_configs(cluster.bootstrap_servers, ["elsewhere"])["elsewhere"].overrides
+    # And Kafka's refusal of a config is the topic's, with Kafka's words
+    refused = admin.alter_topic_configs({"elsewhere": {"retention.ms": "soon"}}, validate_only=True)
+    assert re.match(r"INVALID_CONFIG: .*retention\.ms", refused["elsewhere"] or "")
+    wait_for(admin.registered_brokers, lambda found: found == {0, 1, 2}, 60, "every broker registered again")
 
 
 def _librdkafka_threads() -> int:

@@ -83,6 +83,73 @@ def test_alter_reassignments_groups_partitions_by_topic():
     assert reader.compact_array(lambda r: r.int32()) == [1, 2]
 
 
+def test_topic_config_changes_set_and_delete_keys_of_many_topics_in_one_request():
+    body = wire.encode_alter_topic_configs({"b": {"retention.ms": "1000"}, "a": {"x.y": None}}, True).bytes()
+    reader = wire.Reader(body)
+
+    def config(r: wire.Reader) -> tuple[str | None, int, str | None]:
+        key, op, value = r.compact_string(), r.int8(), r.compact_string()
+        r.skip_tags()
+        return key, op, value
+
+    def resource(r: wire.Reader) -> tuple[int, str | None, list[tuple[str | None, int, str | None]]]:
+        kind, name, configs = r.int8(), r.compact_string(), r.compact_array(config)
+        r.skip_tags()
+        return kind, name, configs
+
+    # topics (resource type 2) in name order; DELETE (1) for None, SET (0) for a value; then validate_only
+    assert reader.compact_array(resource) == [(2, "a", [("x.y", 1, None)]), (2, "b", [("retention.ms", 0, "1000")])]
+    assert reader.int8() == 1
+
+
+def _alter_configs_answer(rows: list[tuple[int, str | None, str]]) -> wire.Reader:
+    def response(w: wire.Writer, row: tuple[int, str | None, str]) -> None:
+        w.int16(row[0]).compact_string(row[1]).int8(2).compact_string(row[2]).tags()
+
+    return wire.Reader(wire.Writer().int32(0).compact_array(rows, response).tags().bytes())
+
+
+def test_topic_config_answers_give_kafkas_refusal_per_topic():
+    answer = _alter_configs_answer([(0, None, "a"), (40, "Invalid value x for configuration retention.ms", "b")])
+    assert wire.decode_alter_config_errors(answer) == {
+        "a": None, "b": "INVALID_CONFIG: Invalid value x for configuration retention.ms"}
+
+
+def test_a_topic_config_answer_that_says_the_controller_was_not_reached_fails_the_whole_request():
+    # (a refusal would be shown on the Topic as Kafka's word on its config; this says nothing of the config)
+    with pytest.raises(wire.KafkaProtocolError, match="REQUEST_TIMED_OUT"):
+        wire.decode_alter_config_errors(_alter_configs_answer([(0, None, "a"), (7, None, "b")]))
+
+
+def test_a_preferred_election_names_each_topics_partitions_and_the_time_kafka_may_take():
+    reader = wire.Reader(wire.encode_elect_preferred([("t", 2), ("s", 0), ("t", 0), ("t", 2)], 15000).bytes())
+    assert reader.int8() == 0  # PREFERRED
+
+    def topic(r: wire.Reader) -> tuple[str | None, list[int]]:
+        name, partitions = r.compact_string(), r.compact_array(lambda p: p.int32())
+        r.skip_tags()
+        return name, partitions
+
+    assert reader.compact_array(topic) == [("s", [0]), ("t", [0, 2])]
+    assert reader.int32() == 15000
+
+
+def test_an_election_answer_names_the_partitions_that_failed_and_not_those_already_led_by_their_first_replica():
+    def partition(w: wire.Writer, row: tuple[int, int, str | None]) -> None:
+        w.int32(row[0]).int16(row[1]).compact_string(row[2]).tags()
+
+    def topic(w: wire.Writer, row: tuple[str, list[tuple[int, int, str | None]]]) -> None:
+        w.compact_string(row[0]).compact_array(row[1], partition).tags()
+
+    results = [("t", [(0, 0, None), (1, 84, "Leader election not needed"), (2, 80, "Not in sync")])]
+    answer = wire.Writer().int32(0).int16(0).compact_array(results, topic).tags()
+    assert wire.decode_elect_leaders(wire.Reader(answer.bytes())) == {
+        ("t", 2): "PREFERRED_LEADER_NOT_AVAILABLE: Not in sync"}
+    refused = wire.Writer().int32(0).int16(31).compact_array([], topic).tags()
+    with pytest.raises(wire.KafkaProtocolError, match="ElectLeaders: CLUSTER_AUTHORIZATION_FAILED"):
+        wire.decode_elect_leaders(wire.Reader(refused.bytes()))
+
+
 def test_list_groups_asks_for_every_group_whatever_its_state():
     assert wire.encode_list_groups().bytes() == bytes([1, 0])  # an empty states filter, no tags
 
@@ -272,5 +339,5 @@ def test_describe_cluster_defaults_answer_raises_an_error_or_a_missing_resource(
 
 def test_describe_topic_configs_answer_raises_any_error_but_an_unknown_topic():
     body = wire.Writer().int32(0).compact_array([(29, "secret", [])], _config_result).tags()
-    with pytest.raises(wire.KafkaProtocolError, match="DescribeConfigs of secret: error 29: refused"):
+    with pytest.raises(wire.KafkaProtocolError, match="DescribeConfigs of secret: TOPIC_AUTHORIZATION_FAILED: refused"):
         wire.decode_describe_topic_configs(wire.Reader(body.bytes()))

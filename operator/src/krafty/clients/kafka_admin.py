@@ -1,7 +1,7 @@
-"""Kafka's Admin API as the operator uses it (confluent-kafka / librdkafka).
-
-The KRaft-only requests (quorum, voters, reassignments, unregistering) go
-through krafty.clients.kraft.
+"""Kafka's Admin API as the operator uses it: creating, growing and deleting topics and listing consumer groups
+through confluent-kafka (librdkafka); the rest through krafty.clients.kraft (the KRaft-only requests; the reads of
+the passes while nothing changes; config changes and leader elections, which any broker forwards to the active
+controller, where librdkafka sends them to the broker its metadata last named controller).
 """
 
 from __future__ import annotations
@@ -14,21 +14,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, Generic, TypeVar, cast
 
-from confluent_kafka import (
-    ElectionType,
-    KafkaError,
-    KafkaException,
-    TopicPartition,
-)
-from confluent_kafka.admin import (
-    AdminClient,
-    AlterConfigOpType,
-    ConfigEntry,
-    ConfigResource,
-    NewPartitions,
-    NewTopic,
-    ResourceType,
-)
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from krafty import metrics, naming
 from krafty.clients import kraft
@@ -42,6 +29,9 @@ TIMEOUT = 15.0
 # A librdkafka handle whose calls have failed for this long is replaced by a new one: whatever it holds
 # (connections, metadata, addresses) is then read afresh.
 RECYCLE_AFTER = 60.0
+# A librdkafka handle no call has used for this long is let go with its threads and buffers (the topic pass needs
+# one only to create, grow or delete topics); the next call that needs one makes a new one.
+IDLE_AFTER = 120.0
 # librdkafka's own errors for a request that never had an answer from Kafka: the whole call failed, not a topic
 UNANSWERED = frozenset({KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN,
                         KafkaError._RESOLVE})
@@ -86,6 +76,7 @@ def _kafka_call(method: F, *, through_handle: bool = True) -> F:
         with self._lock:
             if self.closed:
                 raise KafkaUnavailable(f"{method.__name__}: the client for {self.bootstrap_servers} is closed")
+            self._release_if_idle()
             try:
                 result = method(self, *args, **kwargs)
             except (KafkaException, FutureTimeout, ConnectionError, KafkaProtocolError) as error:
@@ -108,15 +99,18 @@ def _wire_call(method: F) -> F:
 
 class KafkaAdmin:
     """One cluster's Admin API client for one kind of pass, reused across reconciles. Its librdkafka handle (a
-    thread per broker, their buffers) is made at the first call that needs it: the calls of the cluster and topic
-    passes while nothing changes go through the wire client alone."""
+    thread per broker, their buffers) is made at the first call that needs it, and let go once no call has used it
+    for IDLE_AFTER: the calls of the cluster and topic passes while nothing changes go through the wire client
+    alone."""
 
-    def __init__(self, connection: Connection) -> None:
+    def __init__(self, connection: Connection, clock: Callable[[], float] = time.monotonic) -> None:
         self.connection = connection
         self.bootstrap_servers = connection.servers
         self._handle: AdminClient | None = None
+        self._clock = clock
+        self._used_at = clock()  # when a call last took the handle
         self._lock = threading.RLock()
-        self._recycler = Recycler()
+        self._recycler = Recycler(clock=clock)
         self._min_isr: dict[str, int] = {}  # last read per topic, for when configs cannot be read
         self.closed = False
 
@@ -136,7 +130,14 @@ class KafkaAdmin:
                 raise KafkaUnavailable(f"the client for {self.bootstrap_servers} is closed")
             if self._handle is None:
                 self._handle = AdminClient(admin_config(self.connection, "krafty-operator"))
+            self._used_at = self._clock()
             return self._handle
+
+    def _release_if_idle(self) -> None:
+        if self._handle is not None and self._clock() - self._used_at >= IDLE_AFTER:
+            log.debug("Kafka admin client for %s unused for %.0fs: letting its handle go", self.bootstrap_servers,
+                      self._clock() - self._used_at)
+            self._handle = None  # its only reference: librdkafka's threads stop with it
 
     @_wire_call
     def registered_brokers(self) -> set[int]:
@@ -176,16 +177,11 @@ class KafkaAdmin:
         changes: dict[str, str | None] = {**dict(set_values), **dict.fromkeys(delete)}
         kraft.alter_cluster_defaults(self.connection, changes)
 
-    @_kafka_call
+    @_wire_call
     def elect_preferred(self, partitions: Iterable[tuple[str, int]]) -> dict[str, str]:
         """Preferred leader elections; returns partitions that failed, with the error."""
-        targets = [TopicPartition(topic, partition) for topic, partition in partitions]
-        if not targets:
-            return {}
-        # (this client version's elect_leaders takes no timeout keywords)
-        result = self.client.elect_leaders(ElectionType.PREFERRED, targets).result(timeout=TIMEOUT + 10)
-        return {f"{tp.topic}-{tp.partition}": str(error) for tp, error in result.items()
-                if error is not None and "ELECTION_NOT_NEEDED" not in str(error)}
+        failed = kraft.elect_preferred(self.connection, partitions, TIMEOUT)
+        return {f"{topic}-{partition}": error for (topic, partition), error in failed.items()}
 
 
     # -- topics ----------------------------------------------------------------
@@ -247,20 +243,11 @@ class KafkaAdmin:
                                                 request_timeout=TIMEOUT, operation_timeout=TIMEOUT)
         return _error_of(futures[name])
 
-    @_kafka_call
+    @_wire_call
     def alter_topic_configs(self, changes: dict[str, dict[str, str | None]],
                             validate_only: bool = False) -> dict[str, str | None]:
         """Incremental config changes for many topics in one request (None: back to the default)."""
-        resources = []
-        for topic, keys in changes.items():
-            entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET if v is not None
-                                   else AlterConfigOpType.DELETE) for k, v in keys.items()]
-            resources.append(ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries))
-        if not resources:
-            return {}
-        futures = self.client.incremental_alter_configs(resources, validate_only=validate_only,
-                                                        request_timeout=TIMEOUT)
-        return {resource.name: _error_of(future) for resource, future in futures.items()}
+        return kraft.alter_topic_configs(self.connection, changes, validate_only, TIMEOUT)
 
     @_kafka_call
     def delete_topics(self, names: list[str]) -> dict[str, str | None]:

@@ -28,7 +28,7 @@ import ssl
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TypeVar
 
 from krafty import kraft_wire as wire
@@ -229,7 +229,7 @@ _NAMES = {wire.DESCRIBE_QUORUM: "DescribeQuorum", wire.DESCRIBE_CLUSTER: "Descri
           wire.REMOVE_RAFT_VOTER: "RemoveRaftVoter", wire.UNREGISTER_BROKER: "UnregisterBroker",
           wire.ALTER_PARTITION_REASSIGNMENTS: "AlterPartitionReassignments",
           wire.LIST_PARTITION_REASSIGNMENTS: "ListPartitionReassignments",
-          wire.INCREMENTAL_ALTER_CONFIGS: "IncrementalAlterConfigs",
+          wire.INCREMENTAL_ALTER_CONFIGS: "IncrementalAlterConfigs", wire.ELECT_LEADERS: "ElectLeaders",
           wire.DESCRIBE_CLIENT_QUOTAS: "DescribeClientQuotas", wire.ALTER_CLIENT_QUOTAS: "AlterClientQuotas",
           wire.FIND_COORDINATOR: "FindCoordinator", wire.OFFSET_FETCH: "OffsetFetch", wire.LIST_GROUPS: "ListGroups",
           wire.API_VERSIONS: "ApiVersions", wire.UPDATE_FEATURES: "UpdateFeatures",
@@ -313,6 +313,25 @@ def alter_cluster_defaults(servers: Target, changes: dict[str, str | None], time
     if changes:
         call(servers, wire.INCREMENTAL_ALTER_CONFIGS, 1, wire.encode_alter_cluster_defaults(changes),
              wire.decode_alter_configs, timeout)
+
+
+def alter_topic_configs(servers: Target, changes: Mapping[str, Mapping[str, str | None]], validate_only: bool,
+                        timeout: float = 30.0) -> dict[str, str | None]:
+    """Sets (None: deletes) configs of many topics in one request; Kafka's refusal per topic (None: done)."""
+    if not changes:
+        return {}
+    return call(servers, wire.INCREMENTAL_ALTER_CONFIGS, 1, wire.encode_alter_topic_configs(changes, validate_only),
+                wire.decode_alter_config_errors, timeout)
+
+
+def elect_preferred(servers: Target, partitions: Iterable[wire.TopicPartition], timeout: float = 30.0
+                    ) -> dict[wire.TopicPartition, str]:
+    """Preferred-leader elections; the partitions whose election failed, with the error."""
+    wanted = list(partitions)
+    if not wanted:
+        return {}
+    return call(servers, wire.ELECT_LEADERS, 2, wire.encode_elect_preferred(wanted, int(timeout * 1000)),
+                wire.decode_elect_leaders, timeout + 5)
 
 
 def user_quotas(servers: Target, timeout: float = 15.0) -> dict[str, dict[str, float]]:

@@ -1,9 +1,11 @@
-"""The admin requests librdkafka lacks: partition reassignments, and the cluster-wide dynamic
-broker config (the default broker resource, name "")."""
+"""Admin requests: partition reassignments (librdkafka lacks them), dynamic configs of topics and of the
+cluster-wide broker default (resource name "", which librdkafka refuses), and preferred-leader elections. The
+last two go to any broker, which forwards them to the active controller: librdkafka sends them to the broker
+its metadata last named controller, and waited on one the cluster had since removed."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from krafty.kraft_wire.codec import ERROR_NAMES, Reader, Writer, check
@@ -11,8 +13,13 @@ from krafty.kraft_wire.codec import ERROR_NAMES, Reader, Writer, check
 ALTER_PARTITION_REASSIGNMENTS = 45
 LIST_PARTITION_REASSIGNMENTS = 46
 INCREMENTAL_ALTER_CONFIGS = 44
-BROKER_RESOURCE = 4
+ELECT_LEADERS = 43
+TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
 SET, DELETE = 0, 1
+PREFERRED_ELECTION = 0
+ELECTION_NOT_NEEDED = 84
+# Per-resource errors that mean the request itself went unanswered: REQUEST_TIMED_OUT, NOT_CONTROLLER
+NOT_ANSWERED = frozenset({7, 41})
 
 
 # -- Partition reassignments v0 ------------------------------------------------
@@ -93,28 +100,96 @@ def decode_list_reassignments(r: Reader) -> dict[TopicPartition, OngoingReassign
     return ongoing
 
 
-# -- IncrementalAlterConfigs v1 (the cluster-wide broker default, resource name "") ----
+# -- IncrementalAlterConfigs v1 (topics, and the cluster-wide broker default: resource name "") ----
 
-def encode_alter_cluster_defaults(changes: dict[str, str | None], validate_only: bool = False) -> Writer:
-    """changes: value per key; None deletes the key (back to the static or built-in default)."""
+Changes = Mapping[str, str | None]  # value per key; None deletes the key (back to the default)
+
+
+def _encode_alter_configs(resource_type: int, changes: Mapping[str, Changes], validate_only: bool) -> Writer:
     def config(w: Writer, item: tuple[str, str | None]) -> None:
         w.compact_string(item[0]).int8(DELETE if item[1] is None else SET).compact_string(item[1]).tags()
 
-    def resource(w: Writer, items: list[tuple[str, str | None]]) -> None:
-        w.int8(BROKER_RESOURCE).compact_string("").compact_array(items, config).tags()
+    def resource(w: Writer, item: tuple[str, Changes]) -> None:
+        w.int8(resource_type).compact_string(item[0]).compact_array(sorted(item[1].items()), config).tags()
 
-    return Writer().compact_array([sorted(changes.items())], resource).int8(1 if validate_only else 0).tags()
+    return Writer().compact_array(sorted(changes.items()), resource).int8(1 if validate_only else 0).tags()
+
+
+def encode_alter_cluster_defaults(changes: Changes, validate_only: bool = False) -> Writer:
+    """changes: value per key; None deletes the key (back to the static or built-in default)."""
+    return _encode_alter_configs(BROKER_RESOURCE, {"": changes}, validate_only)
+
+
+def encode_alter_topic_configs(changes: Mapping[str, Changes], validate_only: bool = False) -> Writer:
+    """changes: per topic, value per key; None deletes the key (back to the broker's default)."""
+    return _encode_alter_configs(TOPIC_RESOURCE, changes, validate_only)
+
+
+def _alter_config_results(r: Reader) -> list[tuple[str, int, str | None]]:
+    """(resource name, error code, error message) of each resource."""
+    r.int32()
+
+    def response(x: Reader) -> tuple[str, int, str | None]:
+        code, message = x.int16(), x.compact_string()
+        x.take(1)
+        name = x.compact_string() or ""
+        x.skip_tags()
+        return name, code, message
+
+    results = r.compact_array(response)
+    r.skip_tags()
+    return results
 
 
 def decode_alter_configs(r: Reader) -> None:
-    r.int32()
-
-    def response(x: Reader) -> None:
-        code, message = x.int16(), x.compact_string()
-        x.take(1)
-        x.compact_string()
-        x.skip_tags()
+    """Raises the first resource's error."""
+    for _, code, message in _alter_config_results(r):
         check("IncrementalAlterConfigs", code, message)
 
-    r.compact_array(response)
+
+def decode_alter_config_errors(r: Reader) -> dict[str, str | None]:
+    """Kafka's refusal per resource (None: done). An error that says the request was not answered (a broker that
+    could not reach the controller) raises for the whole request: it says nothing of the change asked."""
+    errors: dict[str, str | None] = {}
+    for name, code, message in _alter_config_results(r):
+        if code in NOT_ANSWERED:
+            check("IncrementalAlterConfigs", code, message)
+        errors[name] = f"{ERROR_NAMES.get(code, code)}: {message or ''}".strip() if code else None
+    return errors
+
+
+# -- ElectLeaders v2 --------------------------------------------------------------
+
+def encode_elect_preferred(partitions: Iterable[TopicPartition], timeout_ms: int) -> Writer:
+    """A preferred-leader election of the given partitions."""
+    by_topic: dict[str, list[int]] = {}
+    for topic_name, index in sorted(set(partitions)):
+        by_topic.setdefault(topic_name, []).append(index)
+
+    def topic(w: Writer, item: tuple[str, list[int]]) -> None:
+        w.compact_string(item[0]).compact_array(item[1], lambda ww, p: ww.int32(p)).tags()
+
+    return Writer().int8(PREFERRED_ELECTION).compact_array(sorted(by_topic.items()), topic).int32(timeout_ms).tags()
+
+
+def decode_elect_leaders(r: Reader) -> dict[TopicPartition, str]:
+    """Partitions whose election failed, with the error; one whose preferred replica already leads is not one."""
+    r.int32()
+    check("ElectLeaders", r.int16(), None)
+    errors: dict[TopicPartition, str] = {}
+
+    def topic(t: Reader) -> None:
+        name = t.compact_string() or ""
+
+        def partition(p: Reader) -> None:
+            index, code, message = p.int32(), p.int16(), p.compact_string()
+            p.skip_tags()
+            if code and code != ELECTION_NOT_NEEDED:
+                errors[(name, index)] = f"{ERROR_NAMES.get(code, code)}: {message or ''}".strip()
+
+        t.compact_array(partition)
+        t.skip_tags()
+
+    r.compact_array(topic)
     r.skip_tags()
+    return errors
