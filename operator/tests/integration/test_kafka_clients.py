@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient
 from prometheus_client import REGISTRY
 
@@ -25,64 +26,16 @@ from krafty.clients.kafka_admin import IDLE_AFTER, AdminPool, KafkaAdmin, Recycl
 from krafty.kraft_wire import KafkaProtocolError
 from krafty.naming import CANARY_TOPIC, THROTTLED_REPLICAS_KEYS
 from krafty_testkit import kafka_admin
+from krafty_testkit.kafka_proxy import KafkaProxy
 from krafty_testkit.local_kafka import Layout, LocalKafkaCluster
+from krafty_testkit.traffic import client_config
 from krafty_testkit.waiting import wait_for
-
-
-class _CountingProxy:
-    """A TCP proxy in front of one broker: counts the connections it accepts, and can close them from the
-    broker's side (as a restarted broker, or its idle timeout, does) or hang up on the next request."""
-
-    def __init__(self, port: int) -> None:
-        self.server = socket.create_server(("127.0.0.1", 0))
-        self.address = f"127.0.0.1:{self.server.getsockname()[1]}"
-        self.accepted = 0
-        self._port = port
-        self._open: list[socket.socket] = []
-        self._hang_up = threading.Event()
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                client, _ = self.server.accept()
-            except OSError:
-                return
-            broker = socket.create_connection(("127.0.0.1", self._port))
-            self.accepted += 1
-            self._open += [client, broker]
-            threading.Thread(target=self._pipe, args=(client, broker, True), daemon=True).start()
-            threading.Thread(target=self._pipe, args=(broker, client, False), daemon=True).start()
-
-    def _pipe(self, source: socket.socket, sink: socket.socket, requests: bool) -> None:
-        with contextlib.suppress(OSError):
-            while data := source.recv(65536):
-                if requests and self._hang_up.is_set():
-                    self._hang_up.clear()
-                    break
-                sink.sendall(data)
-        for sock in (source, sink):
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-
-    def close_connections(self) -> None:
-        for sock in self._open:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-        self._open.clear()
-
-    def hang_up_on_next_request(self) -> None:
-        self._hang_up.set()
-
-    def close(self) -> None:
-        self.server.close()
-        self.close_connections()
 
 
 def test_calls_to_a_broker_share_a_kept_connection_and_one_the_broker_closed_is_replaced(
         cluster: LocalKafkaCluster, monkeypatch: pytest.MonkeyPatch):
     # Given a broker behind a name (as a pod's DNS name), through a proxy that counts connections
-    proxy = _CountingProxy(cluster.brokers[0].broker_port)
+    proxy = KafkaProxy(cluster.brokers[0].broker_port)
     resolve, lookups = socket.getaddrinfo, []
 
     def named(host: object, port: object, *args: object, **kwargs: object) -> list[Any]:
@@ -184,20 +137,20 @@ def test_a_stuck_handle_is_replaced_though_reads_through_the_wire_client_succeed
     admin._recycler = Recycler(after=1.0)
     # Given a librdkafka handle that cannot reach any broker
     admin._handle = AdminClient({"bootstrap.servers": "127.0.0.1:1", "log_level": 0})
-    # When a create through it has no answer, Then the whole call fails (not the topic, as Kafka refusing it would)
+    # When a call through it has no answer, Then it fails
     with pytest.raises(KafkaUnavailable):
-        admin.create_topics([("stuck", 1, 1, {})])
-    # And while the pass's reads through the wire client succeed
-    assert admin.topic_state()[0] is not None
+        admin.groups_reading({"stuck"})
+    # And while the pass's calls through the wire client succeed
+    assert admin.create_topics([("stuck", 1, 1, {})]) == {"stuck": None}
     time.sleep(1.0)
     with pytest.raises(KafkaUnavailable):
-        admin.create_topics([("stuck", 1, 1, {})])
-    # Then the handle, failing for longer than its bound, has been replaced and the topic is made
-    assert admin.create_topics([("stuck", 1, 1, {})]) == {"stuck": None}
+        admin.groups_reading({"stuck"})
+    # Then the handle, failing for longer than its bound, has been replaced and the call answered
+    assert admin.groups_reading({"stuck"}) == {"stuck": []}
 
 
 def test_a_client_whose_calls_go_through_the_wire_client_keeps_no_librdkafka_handle(cluster: LocalKafkaCluster):
-    # Given a pass's client, When it makes the calls the cluster and topic passes make while nothing changes, and
+    # Given a pass's client, When it makes the calls the cluster and topic passes make while nothing changes,
     # those of the cluster pass around replica moves (throttles, preferred leaders)
     kafka_admin.create_topic(cluster.admin(), "calm", 1, 1)
     now = [0.0]
@@ -210,11 +163,15 @@ def test_a_client_whose_calls_go_through_the_wire_client_keeps_no_librdkafka_han
     assert admin.registered_brokers() == {0, 1, 2}
     assert admin.alter_topic_configs({"calm": {"retention.ms": "3600000"}}) == {"calm": None}
     assert admin.elect_preferred([("calm", 0)]) == {}
+    # and those that create, grow and delete topics
+    assert admin.create_topics([("fleeting", 1, 1, {})]) == {"fleeting": None}
+    assert admin.create_partitions({"calm": 2}) == {"calm": None}
+    assert admin.delete_topics(["fleeting"]) == {"fleeting": None}
     # Then it holds no librdkafka handle (a thread per broker, their buffers) ...
     assert admin._handle is None
     assert _librdkafka_threads() <= before
-    # ... until a call that needs one
-    assert admin.create_partitions({"calm": 2}) == {"calm": None}
+    # ... until a call that needs one (the groups reading a topic about to be deleted)
+    assert admin.groups_reading({"calm"}) == {"calm": []}
     assert admin._handle is not None
     assert _librdkafka_threads() > before
     # And it lets the handle go, with its threads, once no call has used it for IDLE_AFTER
@@ -227,7 +184,7 @@ def test_a_client_whose_calls_go_through_the_wire_client_keeps_no_librdkafka_han
     wait_for(_librdkafka_threads, lambda n: n <= before, 10, "librdkafka's threads ended")
 
 
-def test_config_changes_and_elections_do_not_wait_on_the_broker_librdkafka_last_named_controller(
+def test_changes_the_controller_answers_do_not_wait_on_the_broker_librdkafka_last_named_controller(
         cluster: LocalKafkaCluster, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr("krafty.clients.kafka_admin.TIMEOUT", 5.0)
     admin = KafkaAdmin(Connection(cluster.bootstrap_servers))
@@ -249,12 +206,55 @@ def test_config_changes_and_elections_do_not_wait_on_the_broker_librdkafka_last_
         assert admin.alter_topic_configs({"elsewhere": throttled}) == {"elsewhere": None}
         assert admin.alter_topic_configs({"elsewhere": dict.fromkeys(THROTTLED_REPLICAS_KEYS)}) == {"elsewhere": None}
         assert admin.elect_preferred([("elsewhere", 0)]) == {}
+        # and topics are created, grown and deleted
+        assert admin.create_placed_topic("elsewhere-2", (tuple(others),), {}) is None
+        assert admin.add_placed_partitions("elsewhere-2", 2, (tuple(reversed(others)),)) is None
+        assert admin.delete_topics(["elsewhere-2"]) == {"elsewhere-2": None}
     finally:
         frozen.send_signal(signal.SIGCONT)
     assert not kraft.topic_configs(cluster.bootstrap_servers, ["elsewhere"])["elsewhere"].overrides
     # And Kafka's refusal of a config is the topic's, with Kafka's words
     refused = admin.alter_topic_configs({"elsewhere": {"retention.ms": "soon"}}, validate_only=True)
     assert re.match(r"INVALID_CONFIG: .*retention\.ms", refused["elsewhere"] or "")
+    wait_for(admin.registered_brokers, lambda found: found == {0, 1, 2}, 60, "every broker registered again")
+
+
+def test_the_groups_reading_a_topic_are_not_said_to_be_none_while_a_broker_does_not_list_its_own(
+        cluster: LocalKafkaCluster, monkeypatch: pytest.MonkeyPatch):
+    # (the topic pass deletes a topic only once no live group reads it: a group whose coordinator did not answer
+    # had been left out of the list, and its topic deleted under it)
+    monkeypatch.setattr("krafty.clients.kafka_admin.TIMEOUT", 3.0)
+    kafka_admin.create_topic(cluster.admin(), "read", 1, 3)
+    admin = KafkaAdmin(Connection(cluster.bootstrap_servers))
+    # Given a consumer group reading a topic
+    stop = threading.Event()
+
+    def consume() -> None:
+        consumer = Consumer(client_config(cluster.bootstrap_servers, **{"group.id": "readers"}))
+        consumer.subscribe(["read"])
+        while not stop.is_set():
+            consumer.poll(0.2)
+        consumer.close()
+
+    reader = threading.Thread(target=consume, daemon=True)
+    reader.start()
+    try:
+        wait_for(lambda: admin.groups_reading({"read"}), lambda found: found == {"read": ["readers"]}, 60,
+                 "the group seen reading")
+        coordinator = admin.client.describe_consumer_groups(["readers"])["readers"].result(timeout=10).coordinator
+        frozen = cluster.nodes[coordinator.id].process
+        assert frozen is not None
+        # When the broker that coordinates it stops answering
+        frozen.send_signal(signal.SIGSTOP)
+        try:
+            # Then the groups reading the topic cannot be known: the call fails, it does not answer "none"
+            with pytest.raises(KafkaUnavailable):
+                admin.groups_reading({"read"})
+        finally:
+            frozen.send_signal(signal.SIGCONT)
+    finally:
+        stop.set()
+        reader.join(30)
     wait_for(admin.registered_brokers, lambda found: found == {0, 1, 2}, 60, "every broker registered again")
 
 

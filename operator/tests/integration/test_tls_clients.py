@@ -34,6 +34,7 @@ def test_admin_lag_and_wire_clients_work_over_mutual_tls(cluster: LocalKafkaClus
     admin = KafkaAdmin(connection)
     assert admin.registered_brokers() == {0, 1, 2}
     assert admin.create_topics([("tls-topic", 3, 3, {})]) == {"tls-topic": None}
+    assert admin.groups_reading({"tls-topic"}) == {"tls-topic": []}  # (librdkafka's handle)
     # The KRaft wire client: the quorum from the controllers, every broker from the brokers
     assert {v.node_id for v in kraft.describe_quorum(connection.to(cluster.controller_bootstrap_servers)).voters} == {
         0, 1, 2}
@@ -71,5 +72,7 @@ def test_clients_without_the_right_certificate_or_trust_are_turned_away(cluster:
         kraft.describe_quorum(bad.to(cluster.controller_bootstrap_servers), timeout=5)
     with pytest.raises(KafkaUnavailable):
         KafkaAdmin(bad).registered_brokers()
-    with pytest.raises(KafkaUnavailable):  # (librdkafka's handle)
+    with pytest.raises(KafkaUnavailable):
         KafkaAdmin(bad).create_topics([("refused", 1, 1, {})])
+    with pytest.raises(KafkaUnavailable):  # (librdkafka's handle)
+        KafkaAdmin(bad).groups_reading({"refused"})

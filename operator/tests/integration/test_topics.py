@@ -15,18 +15,20 @@ from typing import Any
 import kubernetes
 import pytest
 from confluent_kafka import Consumer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import NewTopic
 from prometheus_client import REGISTRY
 
+from krafty import kraft_wire as wire
 from krafty import metrics, naming
 from krafty.clients.connection import Connection
-from krafty.clients.kafka_admin import KafkaAdmin, Recycler
+from krafty.clients.kafka_admin import KafkaAdmin
 from krafty.clients.kube import Kube
 from krafty.reconcile import status as writer
 from krafty.reconcile.connection import fixed
 from krafty.reconcile.topics import DELETION_RETRY, TopicReconciler
 from krafty_testkit import kafka_admin, traffic
 from krafty_testkit.apiserver import LocalApiServer
+from krafty_testkit.kafka_proxy import KafkaProxy
 from krafty_testkit.local_kafka import Layout, LocalKafkaCluster
 from krafty_testkit.waiting import wait_for
 
@@ -174,23 +176,26 @@ def test_a_calm_pass_makes_no_report_again_and_a_change_in_kafka_still_reaches_t
 def test_a_create_kafka_never_answers_says_it_cannot_be_asked_and_a_later_pass_makes_the_topic(
         apiserver, kube, kafka, monkeypatch):
     monkeypatch.setattr("krafty.clients.kafka_admin.TIMEOUT", 2.0)
-    # Given the pass's client holding a librdkafka handle that reaches no broker, its reads through the wire
-    # client answered
-    admin = KafkaAdmin(Connection(kafka.bootstrap_servers))
-    admin._recycler = Recycler(after=0.0)
-    admin._handle = AdminClient({"bootstrap.servers": "127.0.0.1:1", "log_level": 0})
-    stuck = TopicReconciler(operator_kube(apiserver, (NS,)), fixed(kafka.bootstrap_servers), lambda _: admin,
+    # Given the pass's client reaching Kafka through a proxy that takes the next CreateTopics request and never
+    # passes it on (a broker stuck forwarding it), its reads answered
+    proxy = KafkaProxy(kafka.brokers[0].broker_port)
+    admin = KafkaAdmin(Connection(proxy.address))
+    stuck = TopicReconciler(operator_kube(apiserver, (NS,)), fixed(proxy.address), lambda _: admin,
                             look_at_all_every=0)
     apply(apiserver, "unanswered", partitions=1, replicas=3)
-    # When a pass asks it to create the topic, Then the Topic says Kafka cannot be asked, not that Kafka refused
-    # it (as it said before: InvalidConfig, "Kafka refused it: ... Timed out")
-    stuck.reconcile(NS, CLUSTER)
-    ready = condition(kube, "unanswered")
-    assert (ready["status"], ready["reason"]) == ("False", "KafkaUnreachable"), ready
-    assert not [e for e in events(apiserver, "unanswered") if e.startswith("InvalidConfig")]
-    # And the handle, replaced once it failed again, makes it in a later pass
-    run_until(stuck, lambda: condition(kube, "unanswered")["status"] == "True", "unanswered Ready")
-    assert len(states(kafka, "unanswered")) == 1
+    proxy.leave_unanswered(wire.CREATE_TOPICS)
+    try:
+        # When a pass asks it to create the topic, Then the Topic says Kafka cannot be asked, not that Kafka
+        # refused it (as it said before: InvalidConfig, "Kafka refused it: ... Timed out")
+        stuck.reconcile(NS, CLUSTER)
+        ready = condition(kube, "unanswered")
+        assert (ready["status"], ready["reason"]) == ("False", "KafkaUnreachable"), ready
+        assert not [e for e in events(apiserver, "unanswered") if e.startswith("InvalidConfig")]
+        # And a later pass, answered, makes it
+        run_until(stuck, lambda: condition(kube, "unanswered")["status"] == "True", "unanswered Ready")
+        assert len(states(kafka, "unanswered")) == 1
+    finally:
+        proxy.close()
 
 
 def test_a_pass_before_the_watch_brought_the_cluster_still_deletes_a_deleted_topics_kafka_topic(apiserver, kube, kafka,

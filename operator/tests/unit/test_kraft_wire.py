@@ -150,6 +150,82 @@ def test_an_election_answer_names_the_partitions_that_failed_and_not_those_alrea
         wire.decode_elect_leaders(wire.Reader(refused.bytes()))
 
 
+def test_a_create_names_counts_for_kafka_to_place_or_the_replicas_placed_and_each_topics_config():
+    topics = [wire.NewTopic("auto", 4, 3, {"retention.ms": "60000"}),
+              wire.NewTopic("placed", replicas=((0, 1), (1, 2)), config={})]
+    reader = wire.Reader(wire.encode_create_topics(topics, 15000, True).bytes())
+
+    def assignment(r: wire.Reader) -> tuple[int, list[int]]:
+        index, brokers = r.int32(), r.compact_array(lambda b: b.int32())
+        r.skip_tags()
+        return index, brokers
+
+    def config(r: wire.Reader) -> tuple[str | None, str | None]:
+        key, value = r.compact_string(), r.compact_string()
+        r.skip_tags()
+        return key, value
+
+    def topic(r: wire.Reader) -> tuple[object, ...]:
+        row = (r.compact_string(), r.int32(), r.int16(), r.compact_array(assignment), r.compact_array(config))
+        r.skip_tags()
+        return row
+
+    assert reader.compact_array(topic) == [("auto", 4, 3, [], [("retention.ms", "60000")]),
+                                           ("placed", -1, -1, [(0, [0, 1]), (1, [1, 2])], [])]
+    assert (reader.int32(), reader.int8()) == (15000, 1)
+
+
+def _created(w: wire.Writer, row: tuple[str, int, str | None]) -> None:
+    w.compact_string(row[0]).parts.append(bytes(16))  # topic id
+    w.int16(row[1]).compact_string(row[2]).int32(4).int16(3)
+    w.compact_array([("cleanup.policy", "delete")], lambda c, kv: c.compact_string(kv[0]).compact_string(kv[1])
+                    .int8(0).int8(5).int8(0).tags())
+    w.tags()
+
+
+def test_a_create_answer_gives_kafkas_refusal_per_topic_past_each_new_topics_config():
+    rows = [("made", 0, None), ("taken", 36, "Topic 'taken' already exists.")]
+    answer = wire.Writer().int32(0).compact_array(rows, _created).tags()
+    assert wire.decode_create_topics(wire.Reader(answer.bytes())) == {
+        "made": None, "taken": "TOPIC_ALREADY_EXISTS: Topic 'taken' already exists."}
+    unanswered = wire.Writer().int32(0).compact_array([("made", 0, None), ("late", 7, None)], _created).tags()
+    with pytest.raises(wire.KafkaProtocolError, match="CreateTopics: REQUEST_TIMED_OUT"):
+        wire.decode_create_topics(wire.Reader(unanswered.bytes()))
+
+
+def test_partitions_are_added_where_kafka_places_them_or_where_given():
+    body = wire.encode_create_partitions({"b": 6, "a": 3}, {"a": ((2, 0),)}, 15000, False).bytes()
+    reader = wire.Reader(body)
+
+    def assignment(r: wire.Reader) -> list[int]:
+        brokers = r.compact_array(lambda b: b.int32())
+        r.skip_tags()
+        return brokers
+
+    def topic(r: wire.Reader) -> tuple[object, ...]:
+        name, total = r.compact_string(), r.int32()
+        placed = None if r.data[r.pos] == 0 else r.compact_array(assignment)  # (0: a null array)
+        r.pos += placed is None
+        r.skip_tags()
+        return name, total, placed
+
+    assert reader.compact_array(topic) == [("a", 3, [[2, 0]]), ("b", 6, None)]
+    assert (reader.int32(), reader.int8()) == (15000, 0)
+
+
+def test_deletes_and_partition_answers_give_kafkas_refusal_per_topic():
+    assert wire.encode_delete_topics(["x"], 1000).bytes() == bytes([2, 2]) + b"x" + bytes([0, 0, 3, 0xE8, 0])
+
+    def result(w: wire.Writer, row: tuple[str, int, str | None]) -> None:
+        w.compact_string(row[0]).int16(row[1]).compact_string(row[2]).tags()
+
+    rows = [("gone", 0, None), ("never", 3, "This server does not host this topic-partition.")]
+    answer = wire.Writer().int32(0).compact_array(rows, result).tags().bytes()
+    expected = {"gone": None, "never": "UNKNOWN_TOPIC_OR_PARTITION: This server does not host this topic-partition."}
+    assert wire.decode_delete_topics(wire.Reader(answer)) == expected
+    assert wire.decode_create_partitions(wire.Reader(answer)) == expected
+
+
 def test_list_groups_asks_for_every_group_whatever_its_state():
     assert wire.encode_list_groups().bytes() == bytes([1, 0])  # an empty states filter, no tags
 

@@ -1,7 +1,9 @@
-"""Kafka's Admin API as the operator uses it: creating, growing and deleting topics and listing consumer groups
-through confluent-kafka (librdkafka); the rest through krafty.clients.kraft (the KRaft-only requests; the reads of
-the passes while nothing changes; config changes and leader elections, which any broker forwards to the active
-controller, where librdkafka sends them to the broker its metadata last named controller).
+"""Kafka's Admin API as the passes use it: through krafty.clients.kraft (the wire client) for all but listing who
+reads a topic, which goes through confluent-kafka (librdkafka).
+
+The wire client sends each request to the brokers in turn; each forwards the requests the controller answers
+(creating, growing and deleting topics, config changes, leader elections) to the active one. librdkafka sends
+those to the broker its metadata last named controller: after a scale-down, one that no longer runs.
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, Generic, TypeVar, cast
 
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from confluent_kafka.admin import AdminClient
 
+from krafty import kraft_wire as wire
 from krafty import metrics, naming
 from krafty.clients import kraft
 from krafty.clients.connection import Connection
@@ -30,11 +33,14 @@ TIMEOUT = 15.0
 # (connections, metadata, addresses) is then read afresh.
 RECYCLE_AFTER = 60.0
 # A librdkafka handle no call has used for this long is let go with its threads and buffers (the topic pass needs
-# one only to create, grow or delete topics); the next call that needs one makes a new one.
+# one only to list the groups reading a topic it deletes); the next call that needs one makes a new one.
 IDLE_AFTER = 120.0
 # librdkafka's own errors for a request that never had an answer from Kafka: the whole call failed, not a topic
 UNANSWERED = frozenset({KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN,
                         KafkaError._RESOLVE})
+# A group's coordinator moving or loading: the group's members cannot be known now
+COORDINATOR_AWAY = frozenset({KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.NOT_COORDINATOR,
+                              KafkaError.COORDINATOR_LOAD_IN_PROGRESS})
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -100,8 +106,7 @@ def _wire_call(method: F) -> F:
 class KafkaAdmin:
     """One cluster's Admin API client for one kind of pass, reused across reconciles. Its librdkafka handle (a
     thread per broker, their buffers) is made at the first call that needs it, and let go once no call has used it
-    for IDLE_AFTER: the calls of the cluster and topic passes while nothing changes go through the wire client
-    alone."""
+    for IDLE_AFTER: every other call goes through the wire client."""
 
     def __init__(self, connection: Connection, clock: Callable[[], float] = time.monotonic) -> None:
         self.connection = connection
@@ -207,41 +212,28 @@ class KafkaAdmin:
         """The configuration set on each topic itself (not inherited from the brokers)."""
         return {name: config.overrides for name, config in kraft.topic_configs(self.connection, sorted(names)).items()}
 
-    @_kafka_call
+    @_wire_call
     def create_topics(self, topics: Iterable[tuple[str, int, int, dict[str, str]]],
                       validate_only: bool = False) -> dict[str, str | None]:
         """Creates (or only validates) topics in one request; returns each topic's error, or None."""
-        new = [NewTopic(name, partitions, replicas, config=dict(config))
-               for name, partitions, replicas, config in topics]
-        if not new:
-            return {}
-        futures = self.client.create_topics(new, validate_only=validate_only, request_timeout=TIMEOUT,
-                                            operation_timeout=TIMEOUT)
-        return {name: _error_of(future) for name, future in futures.items()}
+        new = [wire.NewTopic(name, partitions, replicas, config) for name, partitions, replicas, config in topics]
+        return kraft.create_topics(self.connection, new, validate_only, TIMEOUT)
 
-    @_kafka_call
+    @_wire_call
     def create_partitions(self, counts: dict[str, int], validate_only: bool = False) -> dict[str, str | None]:
-        if not counts:
-            return {}
-        futures = self.client.create_partitions([NewPartitions(t, n) for t, n in counts.items()],
-                                                validate_only=validate_only, request_timeout=TIMEOUT,
-                                                operation_timeout=TIMEOUT)
-        return {name: _error_of(future) for name, future in futures.items()}
+        return kraft.create_partitions(self.connection, counts, {}, validate_only, TIMEOUT)
 
-    @_kafka_call
+    @_wire_call
     def create_placed_topic(self, name: str, replicas: Sequence[Sequence[int]], config: Mapping[str, str]
                             ) -> str | None:
         """Creates a topic whose partitions have the given replica lists (leader first); returns its error."""
-        topic = NewTopic(name, len(replicas), replica_assignment=[list(r) for r in replicas], config=dict(config))
-        futures = self.client.create_topics([topic], request_timeout=TIMEOUT, operation_timeout=TIMEOUT)
-        return _error_of(futures[name])
+        return kraft.create_topics(self.connection, [wire.NewTopic(name, config=config, replicas=replicas)],
+                                   timeout=TIMEOUT)[name]
 
-    @_kafka_call
+    @_wire_call
     def add_placed_partitions(self, name: str, total: int, replicas: Sequence[Sequence[int]]) -> str | None:
         """Grows a topic to `total` partitions, the new ones with the given replica lists; returns its error."""
-        futures = self.client.create_partitions([NewPartitions(name, total, [list(r) for r in replicas])],
-                                                request_timeout=TIMEOUT, operation_timeout=TIMEOUT)
-        return _error_of(futures[name])
+        return kraft.create_partitions(self.connection, {name: total}, {name: replicas}, timeout=TIMEOUT)[name]
 
     @_wire_call
     def alter_topic_configs(self, changes: dict[str, dict[str, str | None]],
@@ -249,26 +241,28 @@ class KafkaAdmin:
         """Incremental config changes for many topics in one request (None: back to the default)."""
         return kraft.alter_topic_configs(self.connection, changes, validate_only, TIMEOUT)
 
-    @_kafka_call
+    @_wire_call
     def delete_topics(self, names: list[str]) -> dict[str, str | None]:
-        if not names:
-            return {}
-        futures = self.client.delete_topics(names, request_timeout=TIMEOUT, operation_timeout=TIMEOUT)
-        return {name: _error_of(future) for name, future in futures.items()}
+        return kraft.delete_topics(self.connection, names, TIMEOUT)
 
     @_kafka_call
     def groups_reading(self, topics: set[str]) -> dict[str, list[str]]:
         """For each of the topics, the consumer groups with a live member assigned one of its partitions."""
         reading: dict[str, list[str]] = {topic: [] for topic in topics}
         listed = self.client.list_consumer_groups(request_timeout=TIMEOUT).result(timeout=TIMEOUT + 5)
+        if listed.errors:  # a broker that did not list its groups may coordinate one reading a topic: not "none"
+            error = listed.errors[0]
+            raise error if isinstance(error, KafkaException) else KafkaException(error)
         ids = [g.group_id for g in listed.valid]
         if not ids or not topics:
             return reading
         for group_id, future in sorted(self.client.describe_consumer_groups(ids, request_timeout=TIMEOUT).items()):
             try:
                 group = future.result(timeout=TIMEOUT + 5)
-            except KafkaException:
-                continue
+            except KafkaException as error:
+                if _kafka_code(error) in UNANSWERED | COORDINATOR_AWAY:  # its members are not known: not "none"
+                    raise
+                continue  # a group this client cannot describe (another protocol's): none of its members consume
             assigned = {tp.topic for m in group.members for tp in (m.assignment.topic_partitions if m.assignment
                                                                      else [])}
             for topic in assigned & topics:
@@ -309,13 +303,17 @@ class AdminPool(Generic[A]):
             admin.close()
 
 
+def _kafka_code(error: KafkaException) -> int | None:
+    return error.args[0].code() if error.args and isinstance(error.args[0], KafkaError) else None
+
+
 def _error_of(future: Any) -> str | None:
     """The error Kafka gave for one item of a request, or None; a request Kafka never answered raises (the whole
     call failed, and a handle that keeps failing so is replaced)."""
     try:
         future.result(timeout=TIMEOUT + 10)
     except KafkaException as error:
-        if error.args and isinstance(error.args[0], KafkaError) and error.args[0].code() in UNANSWERED:
+        if _kafka_code(error) in UNANSWERED:
             raise
         return describe_error(error)
     return None

@@ -234,7 +234,8 @@ _NAMES = {wire.DESCRIBE_QUORUM: "DescribeQuorum", wire.DESCRIBE_CLUSTER: "Descri
           wire.FIND_COORDINATOR: "FindCoordinator", wire.OFFSET_FETCH: "OffsetFetch", wire.LIST_GROUPS: "ListGroups",
           wire.API_VERSIONS: "ApiVersions", wire.UPDATE_FEATURES: "UpdateFeatures",
           wire.DESCRIBE_LOG_DIRS: "DescribeLogDirs", wire.METADATA: "Metadata",
-          wire.DESCRIBE_CONFIGS: "DescribeConfigs"}
+          wire.DESCRIBE_CONFIGS: "DescribeConfigs", wire.CREATE_TOPICS: "CreateTopics",
+          wire.CREATE_PARTITIONS: "CreatePartitions", wire.DELETE_TOPICS: "DeleteTopics"}
 CONFIG_BATCH = 1000  # topics per DescribeConfigs request (an answer of about 2 MiB)
 
 
@@ -322,6 +323,33 @@ def alter_topic_configs(servers: Target, changes: Mapping[str, Mapping[str, str 
         return {}
     return call(servers, wire.INCREMENTAL_ALTER_CONFIGS, 1, wire.encode_alter_topic_configs(changes, validate_only),
                 wire.decode_alter_config_errors, timeout)
+
+
+def create_topics(servers: Target, topics: Sequence[wire.NewTopic], validate_only: bool = False,
+                  timeout: float = 30.0) -> dict[str, str | None]:
+    """Creates (or only validates) topics in one request; Kafka's refusal per topic (None: done)."""
+    if not topics:
+        return {}
+    return call(servers, wire.CREATE_TOPICS, 7, wire.encode_create_topics(topics, int(timeout * 1000), validate_only),
+                wire.decode_create_topics, timeout + 5)
+
+
+def create_partitions(servers: Target, totals: Mapping[str, int], placed: Mapping[str, Sequence[Sequence[int]]],
+                      validate_only: bool = False, timeout: float = 30.0) -> dict[str, str | None]:
+    """Grows each topic to its total partitions (the new ones' replicas given for those in `placed`); Kafka's
+    refusal per topic (None: done)."""
+    if not totals:
+        return {}
+    body = wire.encode_create_partitions(totals, placed, int(timeout * 1000), validate_only)
+    return call(servers, wire.CREATE_PARTITIONS, 3, body, wire.decode_create_partitions, timeout + 5)
+
+
+def delete_topics(servers: Target, names: Sequence[str], timeout: float = 30.0) -> dict[str, str | None]:
+    """Deletes topics in one request; Kafka's refusal per topic (None: done)."""
+    if not names:
+        return {}
+    return call(servers, wire.DELETE_TOPICS, 5, wire.encode_delete_topics(names, int(timeout * 1000)),
+                wire.decode_delete_topics, timeout + 5)
 
 
 def elect_preferred(servers: Target, partitions: Iterable[wire.TopicPartition], timeout: float = 30.0

@@ -1,13 +1,17 @@
-"""Kafka wire format for the admin requests no Python client offers, for two it answers too slowly, and for those
-the operator makes while nothing changes (so that no librdkafka handle is kept for them).
+"""Kafka wire format for the admin requests no Python client offers, for two it answers too slowly, for those
+the operator makes while nothing changes (so that no librdkafka handle is kept for them), and for those the
+active controller answers.
 
 confluent-kafka covers topics, configs, groups, offsets, ACLs, SCRAM credentials and leader election;
 it has no committed offsets of many groups in one request, no log-dir sizes, no client quotas, DescribeQuorum,
 DescribeCluster with fenced brokers, RemoveRaftVoter, UnregisterBroker or partition reassignment calls, and
 its topic metadata and config answers cost a Python object per replica and per config entry (see
-krafty.kraft_wire.topics). These are small flexible-version messages, encoded here as pure functions from
-typed values to bytes and back, and sent by krafty.clients.kraft. Field order follows Kafka's message
-definitions (clients/src/main/resources/common/message/*.json).
+krafty.kraft_wire.topics). It sends the requests the controller answers (creating, growing and deleting topics,
+config changes, leader elections) to the broker its metadata last named controller, which may be one a
+scale-down has since removed; any broker forwards them, so these go through the wire client to whichever
+answers. These are small flexible-version messages, encoded here as pure functions from typed values to bytes
+and back, and sent by krafty.clients.kraft. Field order follows Kafka's message definitions
+(clients/src/main/resources/common/message/*.json).
 """
 
 from krafty.kraft_wire.admin import (
@@ -90,6 +94,18 @@ from krafty.kraft_wire.quotas import (
     encode_alter_user_quotas,
     encode_describe_user_quotas,
 )
+from krafty.kraft_wire.topic_changes import (
+    CREATE_PARTITIONS,
+    CREATE_TOPICS,
+    DELETE_TOPICS,
+    NewTopic,
+    decode_create_partitions,
+    decode_create_topics,
+    decode_delete_topics,
+    encode_create_partitions,
+    encode_create_topics,
+    encode_delete_topics,
+)
 from krafty.kraft_wire.topics import (
     DESCRIBE_CONFIGS,
     METADATA,
@@ -109,6 +125,9 @@ __all__ = [
     "ALTER_CLIENT_QUOTAS",
     "ALTER_PARTITION_REASSIGNMENTS",
     "API_VERSIONS",
+    "CREATE_PARTITIONS",
+    "CREATE_TOPICS",
+    "DELETE_TOPICS",
     "DESCRIBE_CLIENT_QUOTAS",
     "DESCRIBE_CLUSTER",
     "DESCRIBE_CONFIGS",
@@ -132,6 +151,7 @@ __all__ = [
     "GroupOffsets",
     "KafkaProtocolError",
     "LogDir",
+    "NewTopic",
     "OngoingReassignment",
     "PartitionMetadata",
     "Quorum",
@@ -145,6 +165,9 @@ __all__ = [
     "decode_alter_configs",
     "decode_alter_reassignments",
     "decode_alter_user_quotas",
+    "decode_create_partitions",
+    "decode_create_topics",
+    "decode_delete_topics",
     "decode_describe_cluster",
     "decode_describe_cluster_defaults",
     "decode_describe_log_dirs",
@@ -166,6 +189,9 @@ __all__ = [
     "encode_alter_topic_configs",
     "encode_alter_user_quotas",
     "encode_api_versions",
+    "encode_create_partitions",
+    "encode_create_topics",
+    "encode_delete_topics",
     "encode_describe_cluster",
     "encode_describe_cluster_defaults",
     "encode_describe_log_dirs",

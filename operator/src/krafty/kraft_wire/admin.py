@@ -1,14 +1,12 @@
-"""Admin requests: partition reassignments (librdkafka lacks them), dynamic configs of topics and of the
-cluster-wide broker default (resource name "", which librdkafka refuses), and preferred-leader elections. The
-last two go to any broker, which forwards them to the active controller: librdkafka sends them to the broker
-its metadata last named controller, and waited on one the cluster had since removed."""
+"""Admin requests: partition reassignments, dynamic configs of topics and of the cluster-wide broker default
+(resource name "", which librdkafka refuses), and preferred-leader elections."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from krafty.kraft_wire.codec import ERROR_NAMES, Reader, Writer, check
+from krafty.kraft_wire.codec import Reader, Writer, check, error_text, item_error
 
 ALTER_PARTITION_REASSIGNMENTS = 45
 LIST_PARTITION_REASSIGNMENTS = 46
@@ -18,8 +16,6 @@ TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
 SET, DELETE = 0, 1
 PREFERRED_ELECTION = 0
 ELECTION_NOT_NEEDED = 84
-# Per-resource errors that mean the request itself went unanswered: REQUEST_TIMED_OUT, NOT_CONTROLLER
-NOT_ANSWERED = frozenset({7, 41})
 
 
 # -- Partition reassignments v0 ------------------------------------------------
@@ -55,7 +51,7 @@ def decode_alter_reassignments(r: Reader) -> dict[TopicPartition, str]:
             index, code, message = p.int32(), p.int16(), p.compact_string()
             p.skip_tags()
             if code:
-                errors[(name, index)] = f"{ERROR_NAMES.get(code, code)}: {message or ''}".strip()
+                errors[(name, index)] = error_text(code, message) or ""
 
         t.compact_array(partition)
         t.skip_tags()
@@ -148,14 +144,9 @@ def decode_alter_configs(r: Reader) -> None:
 
 
 def decode_alter_config_errors(r: Reader) -> dict[str, str | None]:
-    """Kafka's refusal per resource (None: done). An error that says the request was not answered (a broker that
-    could not reach the controller) raises for the whole request: it says nothing of the change asked."""
-    errors: dict[str, str | None] = {}
-    for name, code, message in _alter_config_results(r):
-        if code in NOT_ANSWERED:
-            check("IncrementalAlterConfigs", code, message)
-        errors[name] = f"{ERROR_NAMES.get(code, code)}: {message or ''}".strip() if code else None
-    return errors
+    """Kafka's refusal per resource (None: done)."""
+    return {name: item_error("IncrementalAlterConfigs", code, message)
+            for name, code, message in _alter_config_results(r)}
 
 
 # -- ElectLeaders v2 --------------------------------------------------------------
@@ -185,7 +176,7 @@ def decode_elect_leaders(r: Reader) -> dict[TopicPartition, str]:
             index, code, message = p.int32(), p.int16(), p.compact_string()
             p.skip_tags()
             if code and code != ELECTION_NOT_NEEDED:
-                errors[(name, index)] = f"{ERROR_NAMES.get(code, code)}: {message or ''}".strip()
+                errors[(name, index)] = error_text(code, message) or ""
 
         t.compact_array(partition)
         t.skip_tags()

@@ -10,18 +10,19 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
-# The few error codes this module's callers act on; the rest are reported by number and message.
+# The error codes the operator names in what it reports or acts on; the rest are reported by number and message.
 ERROR_NAMES = {
     0: "NONE", 3: "UNKNOWN_TOPIC_OR_PARTITION", 6: "NOT_LEADER_OR_FOLLOWER", 7: "REQUEST_TIMED_OUT",
     8: "BROKER_NOT_AVAILABLE", 14: "COORDINATOR_LOAD_IN_PROGRESS", 15: "COORDINATOR_NOT_AVAILABLE",
-    16: "NOT_COORDINATOR", 30: "GROUP_AUTHORIZATION_FAILED", 31: "CLUSTER_AUTHORIZATION_FAILED",
-    69: "GROUP_ID_NOT_FOUND", 95: "INVALID_UPDATE_VERSION", 96: "FEATURE_UPDATE_FAILED",
-    38: "INVALID_REPLICATION_FACTOR", 39: "INVALID_REPLICA_ASSIGNMENT", 41: "NOT_CONTROLLER",
-    40: "INVALID_CONFIG", 42: "INVALID_REQUEST", 56: "KAFKA_STORAGE_ERROR", 60: "REASSIGNMENT_IN_PROGRESS",
-    29: "TOPIC_AUTHORIZATION_FAILED", 44: "POLICY_VIOLATION", 80: "PREFERRED_LEADER_NOT_AVAILABLE",
-    83: "ELIGIBLE_LEADERS_NOT_AVAILABLE", 84: "ELECTION_NOT_NEEDED", 85: "NO_REASSIGNMENT_IN_PROGRESS",
-    94: "INCONSISTENT_VOTER_SET", 102: "BROKER_ID_NOT_REGISTERED", 104: "INCONSISTENT_CLUSTER_ID",
-    125: "INVALID_VOTER_KEY", 126: "DUPLICATE_VOTER", 127: "VOTER_NOT_FOUND",
+    16: "NOT_COORDINATOR", 17: "INVALID_TOPIC_EXCEPTION", 29: "TOPIC_AUTHORIZATION_FAILED",
+    30: "GROUP_AUTHORIZATION_FAILED", 31: "CLUSTER_AUTHORIZATION_FAILED", 36: "TOPIC_ALREADY_EXISTS",
+    37: "INVALID_PARTITIONS", 38: "INVALID_REPLICATION_FACTOR", 39: "INVALID_REPLICA_ASSIGNMENT",
+    40: "INVALID_CONFIG", 41: "NOT_CONTROLLER", 42: "INVALID_REQUEST", 44: "POLICY_VIOLATION",
+    56: "KAFKA_STORAGE_ERROR", 60: "REASSIGNMENT_IN_PROGRESS", 69: "GROUP_ID_NOT_FOUND",
+    80: "PREFERRED_LEADER_NOT_AVAILABLE", 83: "ELIGIBLE_LEADERS_NOT_AVAILABLE", 84: "ELECTION_NOT_NEEDED",
+    85: "NO_REASSIGNMENT_IN_PROGRESS", 89: "THROTTLING_QUOTA_EXCEEDED", 94: "INCONSISTENT_VOTER_SET",
+    95: "INVALID_UPDATE_VERSION", 96: "FEATURE_UPDATE_FAILED", 102: "BROKER_ID_NOT_REGISTERED",
+    104: "INCONSISTENT_CLUSTER_ID", 125: "INVALID_VOTER_KEY", 126: "DUPLICATE_VOTER", 127: "VOTER_NOT_FOUND",
 }
 
 
@@ -193,6 +194,26 @@ def read_response_header(reader: Reader, flexible: bool = True) -> int:
 def check(api: str, code: int, message: str | None) -> None:
     if code:
         raise KafkaProtocolError(api, code, message)
+
+
+def error_text(code: int, message: str | None = None) -> str | None:
+    """One item's error as the operator reports it (None: no error)."""
+    if not code:
+        return None
+    return f"{ERROR_NAMES.get(code, f'error {code}')}" + (f": {message}" if message else "")
+
+
+# Errors of one item of a request that say the request itself went unanswered (a broker that could not reach the
+# controller in time, or no longer the one to ask): REQUEST_TIMED_OUT, NOT_CONTROLLER
+NOT_ANSWERED = frozenset({7, 41})
+
+
+def item_error(api: str, code: int, message: str | None) -> str | None:
+    """One item's error, for a request whose items Kafka accepts or refuses one by one; an error that says the
+    request was not answered raises for the whole request (it says nothing of the item)."""
+    if code in NOT_ANSWERED:
+        raise KafkaProtocolError(api, code, message)
+    return error_text(code, message)
 
 
 def random_kafka_uuid(random_bytes: Callable[[], bytes] = lambda: uuid.uuid4().bytes) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from krafty.kraft_wire.codec import ERROR_NAMES, Reader, Writer, check
+from krafty.kraft_wire.codec import Reader, Writer, check, error_text
 
 FIND_COORDINATOR = 10
 OFFSET_FETCH = 9
@@ -32,12 +32,6 @@ class GroupOffsets:
 
     offsets: dict[tuple[str, int], int | None]
     error: str | None = None
-
-
-def _error(code: int, message: str | None = None) -> str | None:
-    if not code:
-        return None
-    return f"{ERROR_NAMES.get(code, f'error {code}')}" + (f": {message}" if message else "")
 
 
 def encode_list_groups() -> Writer:
@@ -71,7 +65,7 @@ def decode_find_coordinators(r: Reader) -> dict[str, Coordinator]:
 
     def coordinator(c: Reader) -> tuple[str, Coordinator]:
         key, node, host, port = c.compact_string() or "", c.int32(), c.compact_string() or "", c.int32()
-        error = _error(c.int16(), c.compact_string())
+        error = error_text(c.int16(), c.compact_string())
         c.skip_tags()
         return key, Coordinator(node, host, port, error)
 
@@ -112,7 +106,7 @@ def decode_offset_fetch(r: Reader) -> dict[str, GroupOffsets]:
             t.skip_tags()
 
         g.compact_array(topic)
-        error = _error(g.int16())
+        error = error_text(g.int16())
         g.skip_tags()
         return name, GroupOffsets(offsets, error)
 
