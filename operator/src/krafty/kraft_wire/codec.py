@@ -173,6 +173,36 @@ class Reader:
             self.take(self.uvarint())
 
 
+# -- reading in place, for the long answers whose most entries are skipped (a call per field costs more) --------
+
+def varint_at(data: bytes, pos: int) -> tuple[int, int]:
+    """An unsigned varint at `pos`: its value and the position after it."""
+    shift = value = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, pos
+        shift += 7
+
+
+def tags_end(data: bytes, pos: int) -> int:
+    """The position after the tagged fields at `pos`."""
+    count, pos = varint_at(data, pos)
+    for _ in range(count):
+        _, pos = varint_at(data, pos)
+        size, pos = varint_at(data, pos)
+        pos += size
+    return pos
+
+
+def string_end(data: bytes, pos: int) -> int:
+    """The position after the compact (nullable) string at `pos`."""
+    size, pos = varint_at(data, pos)
+    return pos + max(size - 1, 0)
+
+
 def request_header(api_key: int, version: int, correlation_id: int, client_id: str) -> Writer:
     """Request header v2 (flexible): the client id keeps its two-byte length."""
     return Writer().int16(api_key).int16(version).int32(correlation_id).legacy_nullable_string(client_id).tags()

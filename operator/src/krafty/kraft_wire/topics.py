@@ -16,7 +16,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from krafty.kraft_wire.codec import ERROR_NAMES, KafkaProtocolError, Reader, Writer, check
+from krafty.kraft_wire.codec import (
+    ERROR_NAMES,
+    KafkaProtocolError,
+    Reader,
+    Writer,
+    check,
+    string_end,
+    tags_end,
+    varint_at,
+)
 
 METADATA = 3
 DESCRIBE_CONFIGS = 32
@@ -47,34 +56,6 @@ class TopicConfig:
     min_isr: int  # the effective min.insync.replicas (the topic's own, or the brokers')
 
 
-# -- reading straight from the bytes ---------------------------------------------------------------------------
-
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    """An unsigned varint at `pos`: its value and the position after it."""
-    shift = value = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, pos
-        shift += 7
-
-
-def _skip_tags(data: bytes, pos: int) -> int:
-    count, pos = _varint(data, pos)
-    for _ in range(count):
-        _, pos = _varint(data, pos)
-        size, pos = _varint(data, pos)
-        pos += size
-    return pos
-
-
-def _skip_string(data: bytes, pos: int) -> int:
-    size, pos = _varint(data, pos)
-    return pos + max(size - 1, 0)
-
-
 # -- Metadata v12 --------------------------------------------------------------------------------------------------
 
 NO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"  # (a topic asked for by name)
@@ -89,21 +70,21 @@ def encode_metadata(names: Sequence[str] | None = None) -> Writer:
 
 
 def _int32_array(data: bytes, pos: int) -> tuple[tuple[int, ...], int]:
-    size, pos = _varint(data, pos)
+    size, pos = varint_at(data, pos)
     if size <= 1:
         return (), pos
     return struct.unpack_from(f">{size - 1}i", data, pos), pos + 4 * (size - 1)
 
 
 def _partitions(data: bytes, pos: int) -> tuple[list[PartitionMetadata], int]:
-    count, pos = _varint(data, pos)
+    count, pos = varint_at(data, pos)
     out = []
     for _ in range(count - 1):
         _, index, leader, _ = struct.unpack_from(">hiii", data, pos)  # error, index, leader, leader epoch
         replicas, pos = _int32_array(data, pos + 14)
         isr, pos = _int32_array(data, pos)
         _, pos = _int32_array(data, pos)  # offline replicas
-        pos = _skip_tags(data, pos)
+        pos = tags_end(data, pos)
         out.append(PartitionMetadata(index, leader, replicas, isr))
     return out, pos
 
@@ -124,16 +105,16 @@ def decode_metadata(r: Reader) -> dict[str, TopicMetadata]:
     r.int32()  # controller id
     out: dict[str, TopicMetadata] = {}
     data = r.data
-    count, pos = _varint(data, r.pos)
+    count, pos = varint_at(data, r.pos)
     for _ in range(count - 1):
         (code,) = struct.unpack_from(">h", data, pos)
         r.pos = pos + 2
         name, topic_id = r.compact_string(), r.uuid()
         partitions, pos = _partitions(data, r.pos + 1)  # (after is-internal)
-        pos = _skip_tags(data, pos + 4)  # (after the authorized operations)
+        pos = tags_end(data, pos + 4)  # (after the authorized operations)
         if code == 0 and name is not None:
             out[name] = TopicMetadata(topic_id, tuple(sorted(partitions)))
-    r.pos = _skip_tags(data, pos)
+    r.pos = tags_end(data, pos)
     return out
 
 
@@ -162,19 +143,19 @@ def _configs(data: bytes, pos: int, kept: int = DYNAMIC_TOPIC_CONFIG) -> tuple[T
     and min.insync.replicas are kept, the rest skipped (most of the answer: this loop is the pass's cost at
     thousands of topics, so a length under 128, one varint byte, is read in line, and a name is only compared
     where it matters)."""
-    count, pos = _varint(data, pos)
+    count, pos = varint_at(data, pos)
     overrides: dict[str, str] = {}
     min_isr = 1
     for _ in range(count - 1):
         size = data[pos]
         if size & 0x80:
-            size, name_at = _varint(data, pos)
+            size, name_at = varint_at(data, pos)
         else:
             name_at = pos + 1
         pos = name_end = name_at + size - 1
         size = data[pos]
         if size & 0x80:
-            size, value_at = _varint(data, pos)
+            size, value_at = varint_at(data, pos)
         else:
             value_at = pos + 1
         pos = value_end = value_at + max(size - 1, 0)  # (size 0: null)
@@ -196,19 +177,19 @@ def _configs(data: bytes, pos: int, kept: int = DYNAMIC_TOPIC_CONFIG) -> tuple[T
 def _skip_rest(data: bytes, pos: int) -> int:
     """An entry's synonyms (none asked for; skipped if a broker sends them anyway), type, documentation and
     tagged fields."""
-    synonyms, pos = _varint(data, pos)
+    synonyms, pos = varint_at(data, pos)
     for _ in range(synonyms - 1):
-        pos = _skip_string(data, pos)
-        pos = _skip_string(data, pos)
-        pos = _skip_tags(data, pos + 1)
-    return _skip_tags(data, _skip_string(data, pos + 1))
+        pos = string_end(data, pos)
+        pos = string_end(data, pos)
+        pos = tags_end(data, pos + 1)
+    return tags_end(data, string_end(data, pos + 1))
 
 
 def _decode_describe_configs(r: Reader, kept: int, ignored: int | None) -> dict[str, TopicConfig]:
     """Each resource's configuration; an error other than `ignored` is raised, a resource with it left out."""
     data = r.data
     pos = r.pos + 4  # throttle time
-    count, pos = _varint(data, pos)
+    count, pos = varint_at(data, pos)
     out: dict[str, TopicConfig] = {}
     for _ in range(count - 1):
         (code,) = struct.unpack_from(">h", data, pos)
@@ -217,12 +198,12 @@ def _decode_describe_configs(r: Reader, kept: int, ignored: int | None) -> dict[
         r.int8()  # resource type
         name = r.compact_string() or ""
         config, pos = _configs(data, r.pos, kept)
-        pos = _skip_tags(data, pos)
+        pos = tags_end(data, pos)
         if code == 0:
             out[name] = config
         elif code != ignored:
             check(f"DescribeConfigs of {name or 'the cluster defaults'}", code, message or ERROR_NAMES.get(code))
-    r.pos = _skip_tags(data, pos)
+    r.pos = tags_end(data, pos)
     return out
 
 
