@@ -7,12 +7,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from krafty.kraft_wire.codec import Reader, Writer, check, error_text, item_error
+from krafty.kraft_wire.topics import BROKER_RESOURCE, TOPIC_RESOURCE
 
 ALTER_PARTITION_REASSIGNMENTS = 45
 LIST_PARTITION_REASSIGNMENTS = 46
 INCREMENTAL_ALTER_CONFIGS = 44
 ELECT_LEADERS = 43
-TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
 SET, DELETE = 0, 1
 PREFERRED_ELECTION = 0
 ELECTION_NOT_NEEDED = 84
