@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+
 import pytest
 
 from krafty import kraft_wire as wire
@@ -224,6 +227,79 @@ def test_deletes_and_partition_answers_give_kafkas_refusal_per_topic():
     expected = {"gone": None, "never": "UNKNOWN_TOPIC_OR_PARTITION: This server does not host this topic-partition."}
     assert wire.decode_delete_topics(wire.Reader(answer)) == expected
     assert wire.decode_create_partitions(wire.Reader(answer)) == expected
+
+
+def test_every_acl_is_asked_for_with_filters_of_any():
+    # resource type ANY, no name, pattern ANY, no principal, no host, operation ANY, permission ANY, no tags
+    assert wire.encode_describe_every_acl().bytes() == bytes([1, 0, 1, 0, 0, 1, 1, 0])
+
+
+def test_acls_are_read_back_per_resource_and_made_and_deleted_as_exact_bindings():
+    alice = wire.AclEntry(2, "orders", 4, "User:alice", "*", 4, 3)
+    bob = wire.AclEntry(2, "orders", 4, "User:bob", "10.0.0.1", 3, 2)
+
+    def acl(w: wire.Writer, e: wire.AclEntry) -> None:
+        w.compact_string(e.principal).compact_string(e.host).int8(e.operation).int8(e.permission).tags()
+
+    def resource(w: wire.Writer, entries: list[wire.AclEntry]) -> None:
+        w.int8(entries[0].resource_type).compact_string(entries[0].name).int8(entries[0].pattern)
+        w.compact_array(entries, acl).tags()
+
+    answer = wire.Writer().int32(0).int16(0).compact_string(None).compact_array([[alice, bob]], resource).tags()
+    assert wire.decode_describe_acls(wire.Reader(answer.bytes())) == [alice, bob]
+    unsecured = wire.Writer().int32(0).int16(54).compact_string("No Authorizer is configured on the broker")
+    assert wire.decode_describe_acls(wire.Reader(unsecured.compact_array([], resource).tags().bytes())) == []
+    body = wire.encode_create_acls([alice]).bytes()
+    assert body == bytes([2, 2, 7]) + b"orders" + bytes([4, 11]) + b"User:alice" + bytes([2]) + b"*" + \
+        bytes([4, 3, 0, 0])
+    assert wire.encode_delete_acls([alice]).bytes() == body
+
+
+def test_acl_answers_give_kafkas_refusal_of_each_in_order():
+    def result(w: wire.Writer, row: tuple[int, str | None]) -> None:
+        w.int16(row[0]).compact_string(row[1]).tags()
+
+    created = wire.Writer().int32(0).compact_array([(0, None), (40, "bad host")], result).tags()
+    assert wire.decode_create_acls(wire.Reader(created.bytes())) == [None, "INVALID_CONFIG: bad host"]
+
+    def matching(w: wire.Writer, row: tuple[int, str | None]) -> None:
+        w.int16(row[0]).compact_string(row[1]).int8(2).compact_string("t").int8(3).compact_string("User:a")
+        w.compact_string("*").int8(3).int8(3).tags()
+
+    def filtered(w: wire.Writer, row: tuple[int, list[tuple[int, str | None]]]) -> None:
+        w.int16(row[0]).compact_string(None).compact_array(row[1], matching).tags()
+
+    rows = [(0, [(0, None)]), (0, []), (0, [(31, "not allowed")])]
+    deleted = wire.Writer().int32(0).compact_array(rows, filtered).tags()
+    assert wire.decode_delete_acls(wire.Reader(deleted.bytes())) == [None, None, "CLUSTER_AUTHORIZATION_FAILED: "
+                                                                     "not allowed"]
+
+
+def test_scram_credentials_are_read_per_user_and_set_salted_with_sha_512():
+    def info(w: wire.Writer, mechanism: int) -> None:
+        w.int8(mechanism).int32(8192).tags()
+
+    def result(w: wire.Writer, row: tuple[str, int, list[int]]) -> None:
+        w.compact_string(row[0]).int16(row[1]).compact_string(None).compact_array(row[2], info).tags()
+
+    rows = [("carol", 0, [1, 2]), ("dan", 0, [1]), ("gone", 91, [])]
+    answer = wire.Writer().int32(0).int16(0).compact_string(None).compact_array(rows, result).tags()
+    assert wire.decode_describe_scram_users(wire.Reader(answer.bytes())) == {
+        "carol": frozenset({1, 2}), "dan": frozenset({1})}
+    upsert = wire.ScramUpsert("carol", 4096, b"salt", b"salted")
+    body = wire.encode_alter_scram([upsert], ["dan"]).bytes()
+    assert body == bytes([2, 4]) + b"dan" + bytes([2, 0, 2, 6]) + b"carol" + bytes([2, 0, 0, 16, 0, 5]) + \
+        b"salt" + bytes([7]) + b"salted" + bytes([0, 0])
+
+
+def test_the_salted_password_is_rfc_5802s_hi_over_hmac_sha_512():
+    # Hi(p, s, i) = U1 ^ ... ^ Ui, U1 = HMAC(p, s + INT(1)), Uk = HMAC(p, Uk-1): what the broker keeps
+    u = hmac.new(b"pencil", b"salt" + (1).to_bytes(4, "big"), hashlib.sha512).digest()
+    hi = u
+    for _ in range(2):
+        u = hmac.new(b"pencil", u, hashlib.sha512).digest()
+        hi = bytes(a ^ b for a, b in zip(hi, u, strict=True))
+    assert wire.salted_password("pencil", b"salt", 3) == hi
 
 
 def test_list_groups_asks_for_every_group_whatever_its_state():

@@ -35,7 +35,7 @@ RECYCLE_AFTER = 60.0
 # A librdkafka handle no call has used for this long is let go with its threads and buffers (the topic pass needs
 # one only to list the groups reading a topic it deletes); the next call that needs one makes a new one.
 IDLE_AFTER = 120.0
-# librdkafka's own errors for a request that never had an answer from Kafka: the whole call failed, not a topic
+# librdkafka's own errors for a request that never had an answer from Kafka: the whole call failed, not a group
 UNANSWERED = frozenset({KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN,
                         KafkaError._RESOLVE})
 # A group's coordinator moving or loading: the group's members cannot be known now
@@ -305,15 +305,3 @@ class AdminPool(Generic[A]):
 
 def _kafka_code(error: KafkaException) -> int | None:
     return error.args[0].code() if error.args and isinstance(error.args[0], KafkaError) else None
-
-
-def _error_of(future: Any) -> str | None:
-    """The error Kafka gave for one item of a request, or None; a request Kafka never answered raises (the whole
-    call failed, and a handle that keeps failing so is replaced)."""
-    try:
-        future.result(timeout=TIMEOUT + 10)
-    except KafkaException as error:
-        if _kafka_code(error) in UNANSWERED:
-            raise
-        return describe_error(error)
-    return None

@@ -235,7 +235,10 @@ _NAMES = {wire.DESCRIBE_QUORUM: "DescribeQuorum", wire.DESCRIBE_CLUSTER: "Descri
           wire.API_VERSIONS: "ApiVersions", wire.UPDATE_FEATURES: "UpdateFeatures",
           wire.DESCRIBE_LOG_DIRS: "DescribeLogDirs", wire.METADATA: "Metadata",
           wire.DESCRIBE_CONFIGS: "DescribeConfigs", wire.CREATE_TOPICS: "CreateTopics",
-          wire.CREATE_PARTITIONS: "CreatePartitions", wire.DELETE_TOPICS: "DeleteTopics"}
+          wire.CREATE_PARTITIONS: "CreatePartitions", wire.DELETE_TOPICS: "DeleteTopics",
+          wire.DESCRIBE_ACLS: "DescribeAcls", wire.CREATE_ACLS: "CreateAcls", wire.DELETE_ACLS: "DeleteAcls",
+          wire.DESCRIBE_USER_SCRAM_CREDENTIALS: "DescribeUserScramCredentials",
+          wire.ALTER_USER_SCRAM_CREDENTIALS: "AlterUserScramCredentials"}
 CONFIG_BATCH = 1000  # topics per DescribeConfigs request (an answer of about 2 MiB)
 
 
@@ -360,6 +363,40 @@ def elect_preferred(servers: Target, partitions: Iterable[wire.TopicPartition], 
         return {}
     return call(servers, wire.ELECT_LEADERS, 2, wire.encode_elect_preferred(wanted, int(timeout * 1000)),
                 wire.decode_elect_leaders, timeout + 5)
+
+
+def acls(servers: Target, timeout: float = 15.0) -> list[wire.AclEntry]:
+    """Every ACL the cluster holds."""
+    return call(servers, wire.DESCRIBE_ACLS, 3, wire.encode_describe_every_acl(), wire.decode_describe_acls, timeout)
+
+
+def create_acls(servers: Target, entries: Sequence[wire.AclEntry], timeout: float = 15.0) -> list[str | None]:
+    """Kafka's refusal of each ACL, in order (None: created)."""
+    if not entries:
+        return []
+    return call(servers, wire.CREATE_ACLS, 3, wire.encode_create_acls(entries), wire.decode_create_acls, timeout)
+
+
+def delete_acls(servers: Target, entries: Sequence[wire.AclEntry], timeout: float = 15.0) -> list[str | None]:
+    """Kafka's refusal of each deletion, in order (None: deleted, or none held)."""
+    if not entries:
+        return []
+    return call(servers, wire.DELETE_ACLS, 3, wire.encode_delete_acls(entries), wire.decode_delete_acls, timeout)
+
+
+def scram_users(servers: Target, timeout: float = 15.0) -> dict[str, frozenset[int]]:
+    """The SCRAM mechanisms each user has a credential for."""
+    return call(servers, wire.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, wire.encode_describe_every_scram_user(),
+                wire.decode_describe_scram_users, timeout)
+
+
+def alter_scram(servers: Target, upserts: Sequence[wire.ScramUpsert], deletes: Sequence[str],
+                timeout: float = 15.0) -> dict[str, str | None]:
+    """Sets and removes SCRAM-SHA-512 credentials; Kafka's refusal per user (None: done)."""
+    if not upserts and not deletes:
+        return {}
+    return call(servers, wire.ALTER_USER_SCRAM_CREDENTIALS, 0, wire.encode_alter_scram(upserts, deletes),
+                wire.decode_alter_scram, timeout)
 
 
 def user_quotas(servers: Target, timeout: float = 15.0) -> dict[str, dict[str, float]]:

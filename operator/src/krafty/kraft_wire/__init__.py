@@ -1,17 +1,17 @@
-"""Kafka wire format for the admin requests no Python client offers, for two it answers too slowly, for those
-the operator makes while nothing changes (so that no librdkafka handle is kept for them), and for those the
-active controller answers.
+"""Kafka wire format for the admin requests no Python client offers, for two it answers too slowly, for those the
+operator makes while nothing changes (so that no librdkafka handle is kept for them), and for those the active
+controller answers.
 
-confluent-kafka covers topics, configs, groups, offsets, ACLs, SCRAM credentials and leader election;
-it has no committed offsets of many groups in one request, no log-dir sizes, no client quotas, DescribeQuorum,
-DescribeCluster with fenced brokers, RemoveRaftVoter, UnregisterBroker or partition reassignment calls, and
-its topic metadata and config answers cost a Python object per replica and per config entry (see
-krafty.kraft_wire.topics). It sends the requests the controller answers (creating, growing and deleting topics,
-config changes, leader elections) to the broker its metadata last named controller, which may be one a
-scale-down has since removed; any broker forwards them, so these go through the wire client to whichever
-answers. These are small flexible-version messages, encoded here as pure functions from typed values to bytes
-and back, and sent by krafty.clients.kraft. Field order follows Kafka's message definitions
-(clients/src/main/resources/common/message/*.json).
+confluent-kafka covers topics, configs, groups, offsets, ACLs, SCRAM credentials and leader election; it has no
+committed offsets of many groups in one request, no log-dir sizes, no client quotas, DescribeQuorum,
+DescribeCluster with fenced brokers, RemoveRaftVoter, UnregisterBroker or partition reassignment calls, and its
+topic metadata and config answers cost a Python object per replica and per config entry (see
+krafty.kraft_wire.topics). It sends every admin request it has no other target for (creating, growing and deleting
+topics, config changes, leader elections, ACLs, SCRAM credentials) to the broker its metadata last named
+controller, which may be one a scale-down has since removed; any broker answers or forwards them, so these go
+through the wire client to whichever answers. These are small flexible-version messages, encoded here as pure
+functions from typed values to bytes and back, and sent by krafty.clients.kraft. Field order follows Kafka's
+message definitions (clients/src/main/resources/common/message/*.json).
 """
 
 from krafty.kraft_wire.admin import (
@@ -119,20 +119,46 @@ from krafty.kraft_wire.topics import (
     encode_describe_topic_configs,
     encode_metadata,
 )
+from krafty.kraft_wire.users import (
+    ALTER_USER_SCRAM_CREDENTIALS,
+    CREATE_ACLS,
+    DELETE_ACLS,
+    DESCRIBE_ACLS,
+    DESCRIBE_USER_SCRAM_CREDENTIALS,
+    SCRAM_SHA_512,
+    AclEntry,
+    ScramUpsert,
+    decode_alter_scram,
+    decode_create_acls,
+    decode_delete_acls,
+    decode_describe_acls,
+    decode_describe_scram_users,
+    encode_alter_scram,
+    encode_create_acls,
+    encode_delete_acls,
+    encode_describe_every_acl,
+    encode_describe_every_scram_user,
+    salted_password,
+)
 
 __all__ = [
     "ADD_RAFT_VOTER",
     "ALTER_CLIENT_QUOTAS",
     "ALTER_PARTITION_REASSIGNMENTS",
+    "ALTER_USER_SCRAM_CREDENTIALS",
     "API_VERSIONS",
+    "CREATE_ACLS",
     "CREATE_PARTITIONS",
     "CREATE_TOPICS",
+    "DELETE_ACLS",
     "DELETE_TOPICS",
+    "DESCRIBE_ACLS",
     "DESCRIBE_CLIENT_QUOTAS",
     "DESCRIBE_CLUSTER",
     "DESCRIBE_CONFIGS",
     "DESCRIBE_LOG_DIRS",
     "DESCRIBE_QUORUM",
+    "DESCRIBE_USER_SCRAM_CREDENTIALS",
     "ELECT_LEADERS",
     "ERROR_NAMES",
     "FIND_COORDINATOR",
@@ -144,8 +170,10 @@ __all__ = [
     "METADATA_VERSION",
     "OFFSET_FETCH",
     "REMOVE_RAFT_VOTER",
+    "SCRAM_SHA_512",
     "UNREGISTER_BROKER",
     "UPDATE_FEATURES",
+    "AclEntry",
     "Broker",
     "Coordinator",
     "GroupOffsets",
@@ -157,6 +185,7 @@ __all__ = [
     "Quorum",
     "Reader",
     "ReplicaState",
+    "ScramUpsert",
     "TopicConfig",
     "TopicMetadata",
     "TopicPartition",
@@ -164,14 +193,19 @@ __all__ = [
     "decode_alter_config_errors",
     "decode_alter_configs",
     "decode_alter_reassignments",
+    "decode_alter_scram",
     "decode_alter_user_quotas",
+    "decode_create_acls",
     "decode_create_partitions",
     "decode_create_topics",
+    "decode_delete_acls",
     "decode_delete_topics",
+    "decode_describe_acls",
     "decode_describe_cluster",
     "decode_describe_cluster_defaults",
     "decode_describe_log_dirs",
     "decode_describe_quorum",
+    "decode_describe_scram_users",
     "decode_describe_topic_configs",
     "decode_describe_user_quotas",
     "decode_elect_leaders",
@@ -186,14 +220,19 @@ __all__ = [
     "encode_add_raft_voter",
     "encode_alter_cluster_defaults",
     "encode_alter_reassignments",
+    "encode_alter_scram",
     "encode_alter_topic_configs",
     "encode_alter_user_quotas",
     "encode_api_versions",
+    "encode_create_acls",
     "encode_create_partitions",
     "encode_create_topics",
+    "encode_delete_acls",
     "encode_delete_topics",
     "encode_describe_cluster",
     "encode_describe_cluster_defaults",
+    "encode_describe_every_acl",
+    "encode_describe_every_scram_user",
     "encode_describe_log_dirs",
     "encode_describe_quorum",
     "encode_describe_topic_configs",
@@ -211,6 +250,7 @@ __all__ = [
     "random_kafka_uuid",
     "read_response_header",
     "request_header",
+    "salted_password",
     "uuid_from_kafka",
     "uuid_to_kafka",
 ]
