@@ -38,10 +38,9 @@ def encode_alter_reassignments(targets: Mapping[TopicPartition, list[int] | None
     return Writer().int32(timeout_ms).compact_array(sorted(by_topic.items()), topic).tags()
 
 
-def decode_alter_reassignments(r: Reader) -> dict[TopicPartition, str]:
-    """Per-partition errors ({} when every partition was accepted)."""
-    r.int32()
-    check("AlterPartitionReassignments", r.int16(), r.compact_string())
+def _partition_errors(r: Reader, not_errors: frozenset[int] = frozenset()) -> dict[TopicPartition, str]:
+    """The errors of an answer's topics and partitions (name; index, error code, message each), through to the
+    end of the answer."""
     errors: dict[TopicPartition, str] = {}
 
     def topic(t: Reader) -> None:
@@ -50,7 +49,7 @@ def decode_alter_reassignments(r: Reader) -> dict[TopicPartition, str]:
         def partition(p: Reader) -> None:
             index, code, message = p.int32(), p.int16(), p.compact_string()
             p.skip_tags()
-            if code:
+            if code and code not in not_errors:
                 errors[(name, index)] = error_text(code, message) or ""
 
         t.compact_array(partition)
@@ -59,6 +58,13 @@ def decode_alter_reassignments(r: Reader) -> dict[TopicPartition, str]:
     r.compact_array(topic)
     r.skip_tags()
     return errors
+
+
+def decode_alter_reassignments(r: Reader) -> dict[TopicPartition, str]:
+    """Per-partition errors ({} when every partition was accepted)."""
+    r.int32()
+    check("AlterPartitionReassignments", r.int16(), r.compact_string())
+    return _partition_errors(r)
 
 
 @dataclass(frozen=True)
@@ -167,20 +173,4 @@ def decode_elect_leaders(r: Reader) -> dict[TopicPartition, str]:
     """Partitions whose election failed, with the error; one whose preferred replica already leads is not one."""
     r.int32()
     check("ElectLeaders", r.int16(), None)
-    errors: dict[TopicPartition, str] = {}
-
-    def topic(t: Reader) -> None:
-        name = t.compact_string() or ""
-
-        def partition(p: Reader) -> None:
-            index, code, message = p.int32(), p.int16(), p.compact_string()
-            p.skip_tags()
-            if code and code != ELECTION_NOT_NEEDED:
-                errors[(name, index)] = error_text(code, message) or ""
-
-        t.compact_array(partition)
-        t.skip_tags()
-
-    r.compact_array(topic)
-    r.skip_tags()
-    return errors
+    return _partition_errors(r, frozenset({ELECTION_NOT_NEEDED}))
