@@ -87,8 +87,8 @@ def decode_create_acls(r: Reader) -> list[str | None]:
 
 
 def encode_delete_acls(acls: Sequence[AclEntry]) -> Writer:
-    """Each ACL as a filter that matches it alone."""
-    return Writer().compact_array(list(acls), _write_acl).tags()
+    """Each ACL as a filter that matches it alone: a filter's fields are a binding's, in the same order."""
+    return encode_create_acls(acls)
 
 
 def decode_delete_acls(r: Reader) -> list[str | None]:
