@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import math
 import os
 import re
@@ -19,6 +20,7 @@ from krafty.clients.lag import LagReader
 from krafty.decide.lag import GroupSelection, LagRead, LogRange, Retention, SelectedGroups, by_topic, partition_lag
 from krafty_testkit import kafka_admin
 from krafty_testkit.local_kafka import Layout, LocalKafkaCluster
+from krafty_testkit.procfs import librdkafka_threads
 from krafty_testkit.waiting import wait_for
 
 GROUPS = ("g1", "g2", "g3")
@@ -66,10 +68,12 @@ def _as_tool_shows(read: LagRead, group: str) -> dict[tuple[str, int], tuple[int
 
 def test_the_groups_are_those_every_broker_coordinates_and_none_keeps_no_librdkafka_handle(local_kafka):
     cluster = local_kafka(Layout.dedicated(1, 3))
-    # Given no consumer group, Then a read lists none, and holds no librdkafka handle for log ranges
+    # Given no consumer group, Then a read lists none, and makes no librdkafka handle
     reader = LagReader(Connection(cluster.bootstrap_servers))
+    gc.collect()  # (the handles of the tests before, destroyed now with their threads, not while this one counts)
+    before = librdkafka_threads()
     assert reader.read().selected == SelectedGroups((), 0, 0)
-    assert reader._handle is None
+    assert librdkafka_threads() <= before
     # Given groups whose coordinators are spread over the brokers, Then a read lists them as Kafka's tool does
     kafka_admin.create_topic(cluster.admin(), "listed", 1, 3)
     producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
@@ -149,12 +153,34 @@ def test_log_ends_are_read_right_after_leaders_move(lagged: LocalKafkaCluster):
             refused.append(f"{tp.partition}: {error.args[0].name()}")
     assert refused, "the cached leader epochs were still accepted: this test no longer shows the trap"
     print(f"\nlist_offsets with cached leader epochs after the election: refused for {refused}")
-    # And the lag reader, whose epochs are as old, still reads every partition right
+    # And the lag reader, which sends no leader epoch (it asks each leader through the wire client), reads every
+    # partition right
     ranges = reader.log_ranges(partitions)
     shown = lagged.tool("kafka-get-offsets.sh", "--bootstrap-server", lagged.bootstrap_servers, "--topic",
                         "lagged").stdout
     ends = {("lagged", int(p)): int(end) for p, end in re.findall(r"^lagged:(\d+):(\d+)$", shown, re.M)}
     assert ranges == {tp: LogRange(0, ends[tp]) for tp in partitions}
+
+
+def test_a_read_of_groups_with_nothing_unread_keeps_no_librdkafka_handle(lagged: LocalKafkaCluster):
+    # Given groups that have read every record of their topic
+    for group in ("done-1", "done-2"):
+        consume_and_commit(lagged.bootstrap_servers, group, "lagged", 300)
+    reader = LagReader(Connection(lagged.bootstrap_servers), GroupSelection(include=("done-.*",)))
+    gc.collect()  # (the handles of the tests before, destroyed now with their threads, not while this one counts)
+    before = librdkafka_threads()
+    # When their lag is read
+    read = reader.read()
+    # Then it is whole: each group's offsets, the log range of each of its partitions, the topic's retention
+    shown = tool_offsets(lagged, "done-1")
+    ends = {tp: end for tp, (_, end) in shown.items()}
+    assert {tp: committed for tp, (committed, _) in shown.items()} == ends
+    assert read.committed == {"done-1": ends, "done-2": ends}
+    assert read.logs == {tp: LogRange(0, end) for tp, end in ends.items()}
+    assert read.retention == {"lagged": Retention(7 * 24 * 3600.0)}
+    # And no librdkafka handle was made for it (an Admin client asked for every topic's metadata each pass, at
+    # thousands of topics most of the pass): no record to fetch a timestamp of, so no consumer either
+    assert librdkafka_threads() <= before
 
 
 def test_only_the_selected_groups_are_read_and_the_others_are_counted(lagged: LocalKafkaCluster):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import re
 import signal
@@ -10,7 +9,6 @@ import socket
 import threading
 import time
 import weakref
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,6 +26,7 @@ from krafty.naming import CANARY_TOPIC, THROTTLED_REPLICAS_KEYS
 from krafty_testkit import kafka_admin
 from krafty_testkit.kafka_proxy import KafkaProxy
 from krafty_testkit.local_kafka import Layout, LocalKafkaCluster
+from krafty_testkit.procfs import librdkafka_threads
 from krafty_testkit.traffic import client_config
 from krafty_testkit.waiting import wait_for
 
@@ -156,7 +155,7 @@ def test_a_client_whose_calls_go_through_the_wire_client_keeps_no_librdkafka_han
     now = [0.0]
     admin = KafkaAdmin(Connection(cluster.bootstrap_servers), clock=lambda: now[0])
     gc.collect()  # (the handles of the tests before, destroyed now with their threads, not while this one counts)
-    before = _librdkafka_threads()
+    before = librdkafka_threads()
     assert admin.topic_state()[0]
     assert "calm" in wait_for(lambda: admin.describe_topics(["calm"]), bool, 30, "topic calm described")
     assert isinstance(admin.dynamic_cluster_defaults(), dict)
@@ -169,11 +168,11 @@ def test_a_client_whose_calls_go_through_the_wire_client_keeps_no_librdkafka_han
     assert admin.delete_topics(["fleeting"]) == {"fleeting": None}
     # Then it holds no librdkafka handle (a thread per broker, their buffers) ...
     assert admin._handle is None
-    assert _librdkafka_threads() <= before
+    assert librdkafka_threads() <= before
     # ... until a call that needs one (the groups reading a topic about to be deleted)
     assert admin.groups_reading({"calm"}) == {"calm": []}
     assert admin._handle is not None
-    assert _librdkafka_threads() > before
+    assert librdkafka_threads() > before
     # And it lets the handle go, with its threads, once no call has used it for IDLE_AFTER
     now[0] += IDLE_AFTER - 1
     assert admin.topic_overrides(["calm"])["calm"]["retention.ms"] == "3600000"
@@ -181,7 +180,7 @@ def test_a_client_whose_calls_go_through_the_wire_client_keeps_no_librdkafka_han
     now[0] += 1
     assert admin.topic_overrides(["calm"])["calm"]["retention.ms"] == "3600000"
     assert admin._handle is None
-    wait_for(_librdkafka_threads, lambda n: n <= before, 10, "librdkafka's threads ended")
+    wait_for(librdkafka_threads, lambda n: n <= before, 10, "librdkafka's threads ended")
 
 
 def test_changes_the_controller_answers_do_not_wait_on_the_broker_librdkafka_last_named_controller(
@@ -258,25 +257,16 @@ def test_the_groups_reading_a_topic_are_not_said_to_be_none_while_a_broker_does_
     wait_for(admin.registered_brokers, lambda found: found == {0, 1, 2}, 60, "every broker registered again")
 
 
-def _librdkafka_threads() -> int:
-    names = []
-    for task in Path("/proc/self/task").iterdir():
-        # A thread that ended meanwhile: gone from /proc (FileNotFoundError), or its entry not yet (ESRCH on read)
-        with contextlib.suppress(FileNotFoundError, ProcessLookupError):
-            names.append((task / "comm").read_text())
-    return sum(name.startswith("rdk:") for name in names)
-
-
 def test_a_deleted_clusters_client_is_closed_though_something_still_holds_it():
     # Given the client of a cluster that is deleted since (its brokers' address no longer resolves), still held
     # by something the garbage collector has not reached (the operator's handles of deleted clusters went on
     # connecting for as long as it ran)
-    before = _librdkafka_threads()
+    before = librdkafka_threads()
     pool = AdminPool(KafkaAdmin)
     held = pool.get(Connection("gone-brokers.ns.svc.cluster.local:9091"))
     other = pool.get(Connection("kept-brokers.ns.svc.cluster.local:9091"))
     handle = weakref.ref(held.client)
-    assert _librdkafka_threads() > before
+    assert librdkafka_threads() > before
     # When its cluster is released
     pool.release("ns", "gone")
     # Then its librdkafka handle is gone with its threads, a call says it is closed, and another cluster's stays
@@ -287,7 +277,7 @@ def test_a_deleted_clusters_client_is_closed_though_something_still_holds_it():
     assert pool.get(Connection("kept-brokers.ns.svc.cluster.local:9091")) is other
     assert not other.closed
     pool.release("ns", "kept")
-    assert _librdkafka_threads() <= before
+    assert librdkafka_threads() <= before
 
 
 def _cluster_defaults_by_the_cli(cluster: LocalKafkaCluster) -> dict[str, str]:

@@ -493,3 +493,36 @@ def test_describe_topic_configs_answer_raises_any_error_but_an_unknown_topic():
     body = wire.Writer().int32(0).compact_array([(29, "secret", [])], _config_result).tags()
     with pytest.raises(wire.KafkaProtocolError, match="DescribeConfigs of secret: TOPIC_AUTHORIZATION_FAILED: refused"):
         wire.decode_describe_topic_configs(wire.Reader(body.bytes()))
+
+
+def test_describe_topic_values_answer_keeps_the_values_in_effect_wherever_they_are_set():
+    rows = [(0, "orders", [("cleanup.policy", "compact,delete", 1, []), ("retention.ms", "604800000", 5, [])]),
+            (0, "logs", [("cleanup.policy", "delete", 5, []), ("retention.ms", "3600000", 3, [])]),
+            (3, "just-deleted", [])]
+    body = wire.Writer().int32(0).compact_array(rows, _config_result).tags()
+    assert wire.decode_describe_topic_values(wire.Reader(body.bytes())) == {
+        "orders": {"cleanup.policy": "compact,delete", "retention.ms": "604800000"},
+        "logs": {"cleanup.policy": "delete", "retention.ms": "3600000"}}
+
+
+def test_list_offsets_asks_each_partition_once_by_topic_with_no_leader_epoch():
+    body = wire.encode_list_offsets([("b", 1), ("a", 0), ("b", 0)], wire.LATEST).bytes()
+    partition = b"".join(i.to_bytes(4, "big") + (-1).to_bytes(4, "big", signed=True)
+                         + (-1).to_bytes(8, "big", signed=True) + bytes([0]) for i in (1, 0))
+    # replica id -1 (a client), read uncommitted, topics by name in order, each partition: index, epoch -1, time
+    assert body == ((-1).to_bytes(4, "big", signed=True) + bytes([0, 3, 2]) + b"a" + bytes([2])
+                    + (0).to_bytes(4, "big") + (-1).to_bytes(4, "big", signed=True)
+                    + (-1).to_bytes(8, "big", signed=True) + bytes([0, 0, 2]) + b"b" + bytes([3]) + partition
+                    + bytes([0, 0]))
+
+
+def test_list_offsets_answer_gives_each_partitions_offset_or_kafkas_error():
+    def partition(w: wire.Writer, row: tuple[int, int, int]) -> None:
+        w.int32(row[0]).int16(row[1]).int64(-1).int64(row[2]).int32(7).tags()
+
+    topics = [("t", [(0, 0, 42), (1, 6, -1)])]
+    body = wire.Writer().int32(0).compact_array(
+        topics, lambda w, t: w.compact_string(t[0]).compact_array(t[1], partition).tags()).tags()
+    reader = wire.Reader(body.bytes())
+    assert wire.decode_list_offsets(reader) == {("t", 0): 42, ("t", 1): "NOT_LEADER_OR_FOLLOWER"}
+    assert reader.pos == len(reader.data)

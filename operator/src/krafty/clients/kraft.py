@@ -238,7 +238,7 @@ _NAMES = {wire.DESCRIBE_QUORUM: "DescribeQuorum", wire.DESCRIBE_CLUSTER: "Descri
           wire.CREATE_PARTITIONS: "CreatePartitions", wire.DELETE_TOPICS: "DeleteTopics",
           wire.DESCRIBE_ACLS: "DescribeAcls", wire.CREATE_ACLS: "CreateAcls", wire.DELETE_ACLS: "DeleteAcls",
           wire.DESCRIBE_USER_SCRAM_CREDENTIALS: "DescribeUserScramCredentials",
-          wire.ALTER_USER_SCRAM_CREDENTIALS: "AlterUserScramCredentials"}
+          wire.ALTER_USER_SCRAM_CREDENTIALS: "AlterUserScramCredentials", wire.LIST_OFFSETS: "ListOffsets"}
 CONFIG_BATCH = 1000  # topics per DescribeConfigs request (an answer of about 2 MiB)
 
 
@@ -265,10 +265,22 @@ def topic_configs(brokers: Target, topics: Sequence[str], timeout: float = 30.0,
                   keys: Sequence[str] | None = None) -> dict[str, wire.TopicConfig]:
     """The configs set on each topic (of `keys` only, when given) and its effective min.insync.replicas (asked
     for among `keys`); a topic not known (yet) is left out."""
-    out: dict[str, wire.TopicConfig] = {}
+    return _describe_topics(brokers, topics, keys, wire.decode_describe_topic_configs, timeout)
+
+
+def topic_config_values(brokers: Target, topics: Sequence[str], keys: Sequence[str], timeout: float = 15.0
+                        ) -> dict[str, dict[str, str]]:
+    """The values in effect of `keys` for each topic (set on it, for the brokers, or Kafka's defaults); a topic not
+    known is left out."""
+    return _describe_topics(brokers, topics, keys, wire.decode_describe_topic_values, timeout)
+
+
+def _describe_topics(brokers: Target, topics: Sequence[str], keys: Sequence[str] | None,
+                     decode: Callable[[wire.Reader], Mapping[str, T]], timeout: float) -> dict[str, T]:
+    out: dict[str, T] = {}
     for start in range(0, len(topics), CONFIG_BATCH):
         body = wire.encode_describe_topic_configs(topics[start:start + CONFIG_BATCH], keys)
-        out.update(call(brokers, wire.DESCRIBE_CONFIGS, 4, body, wire.decode_describe_topic_configs, timeout))
+        out.update(call(brokers, wire.DESCRIBE_CONFIGS, 4, body, decode, timeout))
     return out
 
 
@@ -471,4 +483,43 @@ def committed_offsets(target: Target, groups: Sequence[str], timeout: float = 10
         except (KafkaUnavailable, wire.KafkaProtocolError) as error:
             answers = {group: wire.GroupOffsets({}, f"coordinator {address}: {error}") for group in members}
         found.update({group: answers[group] for group in members if group in answers})
+    return found
+
+
+def log_ranges(target: Target, partitions: Iterable[wire.TopicPartition], timeout: float = 10.0
+               ) -> dict[wire.TopicPartition, tuple[int, int] | str]:
+    """Where each partition's log starts and ends (its log start offset and high watermark), or why that is not
+    known: the metadata of their topics, then each leader asked for its partitions' earliest and latest offsets."""
+    wanted = sorted(set(partitions))
+    if not wanted:
+        return {}
+    connection = Connection(target) if isinstance(target, str) else target
+    brokers = {b.node_id: f"{b.host}:{b.port}" for b in describe_brokers(connection, timeout) if not b.fenced}
+    metadata = topic_metadata(connection, timeout, sorted({topic for topic, _ in wanted}))
+    found: dict[wire.TopicPartition, tuple[int, int] | str] = {}
+    by_leader: dict[str, list[wire.TopicPartition]] = {}
+    for topic, index in wanted:
+        known = metadata.get(topic)
+        leader = next((p.leader for p in known.partitions if p.partition == index), None) if known else None
+        if leader is None:
+            found[(topic, index)] = "not in the metadata"
+        elif leader not in brokers:
+            found[(topic, index)] = "no leader" if leader < 0 else f"leader {leader} not registered"
+        else:
+            by_leader.setdefault(brokers[leader], []).append((topic, index))
+    for address, led in sorted(by_leader.items()):
+        try:
+            starts, ends = (call(connection.to(address), wire.LIST_OFFSETS, 6, wire.encode_list_offsets(led, at),
+                                 wire.decode_list_offsets, timeout) for at in (wire.EARLIEST, wire.LATEST))
+        except (KafkaUnavailable, wire.KafkaProtocolError) as error:
+            found.update((tp, f"leader {address}: {error}") for tp in led)
+            continue
+        for tp in led:
+            start, end = starts.get(tp, "not in the answer"), ends.get(tp, "not in the answer")
+            if isinstance(start, str):
+                found[tp] = start
+            elif isinstance(end, str):
+                found[tp] = end
+            else:
+                found[tp] = (start, end)
     return found

@@ -12,16 +12,14 @@ import logging
 import threading
 import time
 from collections.abc import Iterable
-from concurrent.futures import TimeoutError as FutureTimeout
 
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, Message, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec, ResourceType
 
 from krafty import metrics
 from krafty.clients import kraft
 from krafty.clients.connection import Connection
 from krafty.clients.errors import KafkaUnavailable, describe_error
-from krafty.clients.kafka_admin import Recycler, admin_config
+from krafty.clients.kafka_admin import admin_config
 from krafty.decide.lag import (
     DEFAULT_GROUPS,
     NO_RECORD,
@@ -41,20 +39,19 @@ log = logging.getLogger(__name__)
 TIMEOUT = 10.0
 STAMP_BUDGET = 5.0  # seconds a read spends fetching the timestamps of first unread records
 RETENTION_REFRESH = 60.0  # seconds between reads of a topic's retention
+RETENTION_KEYS = ("cleanup.policy", "retention.ms")
 CLIENT_ID = "krafty-operator-lag"
 
 
 class LagReader:
     """The clients of one cluster's lag pass: the wire client (the groups, listed by each broker; their committed
-    offsets in a batched OffsetFetch: one request per group coordinator, every selected group in it), an
-    AdminClient (log ranges, retention) made once a group has committed offsets, and a consumer that joins no group
-    (the timestamps of first unread records: fetched once, kept while wanted)."""
+    offsets in a batched OffsetFetch: one request per group coordinator, every selected group in it; the log ranges
+    of their partitions, from each leader; their topics' retention), and a consumer that joins no group (the
+    timestamps of first unread records: fetched once, kept while wanted)."""
 
     def __init__(self, connection: Connection, selection: GroupSelection = DEFAULT_GROUPS) -> None:
         self.connection = connection
         self.selection = selection
-        self._handle: AdminClient | None = None
-        self._admin_recycler = Recycler()
         self._stamps = RecordStamps(connection)
         self._retention: dict[str, tuple[float, Retention]] = {}  # topic -> (read at, monotonic), retention
         self._lock = threading.Lock()
@@ -81,8 +78,6 @@ class LagReader:
                     log.info("committed offsets of group %s unreadable: %s", group, answer.error)
                     unknown_groups.add(group)
             wanted = {tp for offsets in committed.values() for tp in offsets}
-            if wanted:  # (every topic's metadata: at thousands of partitions, not for nothing)
-                self._refresh_metadata()
             logs = self.log_ranges(wanted)
             at = time.time()
             return LagRead(committed, frozenset(unknown_groups), logs, selected, at,
@@ -102,73 +97,28 @@ class LagReader:
         if not topics:
             return {}
         try:
-            futures = self._admin.describe_configs([ConfigResource(ResourceType.TOPIC, t) for t in topics],
-                                                   request_timeout=TIMEOUT)
-        except KafkaException as error:
-            log.info("topic configs unreadable: %s", describe_error(error))
+            values = kraft.topic_config_values(self.connection, topics, RETENTION_KEYS, TIMEOUT)
+        except (KafkaUnavailable, KafkaProtocolError) as error:
+            log.info("topic configs unreadable: %s", error)
             return {}
-        found = {}
-        for resource, future in futures.items():
-            try:
-                entries = future.result(timeout=TIMEOUT + 5)
-            except (KafkaException, FutureTimeout) as error:
-                log.info("configs of topic %s unreadable: %s", resource.name, describe_error(error))
-                continue
-            found[resource.name] = retention_of({name: entry.value for name, entry in entries.items()})
-        return found
+        return {topic: retention_of(configs) for topic, configs in values.items()}
 
     def log_ranges(self, partitions: Iterable[TopicPartitionKey]) -> dict[TopicPartitionKey, LogRange | None]:
-        """The (log start, log end) of each partition; None where Kafka did not answer.
-
-        librdkafka sends ListOffsets with the leader epoch it has cached; after a leader moves, the
-        broker refuses it (FENCED_LEADER_EPOCH) until the client's metadata is refreshed, which
-        librdkafka does on its own only every few minutes. Partitions that fail are asked once more
-        after a fresh metadata request."""
-        wanted = sorted(set(partitions))
-        if not wanted:
-            return {}
-        ranges = self._list_offsets(wanted)
-        failed = [tp for tp, value in ranges.items() if value is None]
-        if failed and self._refresh_metadata():
-            ranges.update(self._list_offsets(failed))
-        return ranges
-
-    @property
-    def _admin(self) -> AdminClient:
-        if self._handle is None:
-            self._handle = AdminClient(admin_config(self.connection, CLIENT_ID))
-        return self._handle
-
-    def _refresh_metadata(self) -> bool:
-        """A fresh metadata request: it refreshes the leader epochs that ListOffsets sends (after a roll,
-        librdkafka's own refresh comes minutes later and every log range would be refused). A handle that
-        keeps failing it is replaced."""
+        """The (log start, log end) of each partition; None where it could not be read (logged)."""
+        wanted = set(partitions)
         try:
-            self._admin.list_topics(timeout=TIMEOUT)
-        except KafkaException as error:
-            log.info("metadata refresh failed: %s", describe_error(error))
-            if self._admin_recycler.failed():
-                self._handle = None
-            return False
-        self._admin_recycler.succeeded()
-        return True
-
-    def _list_offsets(self, wanted: list[TopicPartitionKey]) -> dict[TopicPartitionKey, LogRange | None]:
-        found: dict[TopicPartitionKey, list[int | None]] = {tp: [None, None] for tp in wanted}
-        for index, spec in enumerate((OffsetSpec.earliest(), OffsetSpec.latest())):
-            try:
-                futures = self._admin.list_offsets({TopicPartition(t, p): spec for t, p in wanted},
-                                                   request_timeout=TIMEOUT)
-            except KafkaException as error:
-                log.info("log offsets unreadable: %s", describe_error(error))
-                break
-            for tp, future in futures.items():
-                try:
-                    found[(tp.topic, tp.partition)][index] = future.result(timeout=TIMEOUT + 5).offset
-                except (KafkaException, FutureTimeout) as error:
-                    log.info("log offsets of %s-%d unreadable: %s", tp.topic, tp.partition, describe_error(error))
-        return {tp: (LogRange(start, end) if start is not None and end is not None else None)
-                for tp, (start, end) in found.items()}
+            ranges = kraft.log_ranges(self.connection, wanted, TIMEOUT)
+        except (KafkaUnavailable, KafkaProtocolError) as error:
+            log.info("log offsets unreadable: %s", error)
+            return dict.fromkeys(wanted)
+        found: dict[TopicPartitionKey, LogRange | None] = {}
+        for (topic, partition), answer in ranges.items():
+            if isinstance(answer, str):
+                log.info("log offsets of %s-%d unreadable: %s", topic, partition, answer)
+                found[(topic, partition)] = None
+            else:
+                found[(topic, partition)] = LogRange(*answer)
+        return found
 
 
 class RecordStamps:

@@ -62,6 +62,10 @@ class Writer:
         self.parts.append(struct.pack(">i", v))
         return self
 
+    def int64(self, v: int) -> Writer:
+        self.parts.append(struct.pack(">q", v))
+        return self
+
     def float64(self, v: float) -> Writer:
         self.parts.append(struct.pack(">d", v))
         return self

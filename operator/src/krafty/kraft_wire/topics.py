@@ -33,6 +33,7 @@ TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
 DYNAMIC_TOPIC_CONFIG = 1  # a config's source: set on the topic itself
 DYNAMIC_DEFAULT_BROKER_CONFIG = 3  # a config's source: set for every broker of the cluster
+EVERY_SOURCE = -1  # (kept by _configs: the entries of every source, the values in effect)
 UNKNOWN_TOPIC = 3
 _MIN_ISR = b"min.insync.replicas"
 
@@ -139,10 +140,10 @@ def encode_describe_cluster_defaults() -> Writer:
 
 
 def _configs(data: bytes, pos: int, kept: int = DYNAMIC_TOPIC_CONFIG) -> tuple[TopicConfig, int]:
-    """One resource's config entries: those whose source is `kept` (for a topic, those set on the topic itself)
-    and min.insync.replicas are kept, the rest skipped (most of the answer: this loop is the pass's cost at
-    thousands of topics, so a length under 128, one varint byte, is read in line, and a name is only compared
-    where it matters)."""
+    """One resource's config entries: those whose source is `kept` (for a topic, those set on the topic itself;
+    EVERY_SOURCE: all) and min.insync.replicas are kept, the rest skipped (most of the answer: this loop is the
+    pass's cost at thousands of topics, so a length under 128, one varint byte, is read in line, and a name is only
+    compared where it matters)."""
     count, pos = varint_at(data, pos)
     overrides: dict[str, str] = {}
     min_isr = 1
@@ -167,7 +168,7 @@ def _configs(data: bytes, pos: int, kept: int = DYNAMIC_TOPIC_CONFIG) -> tuple[T
             pos = _skip_rest(data, pos)
         if not size:
             continue
-        if source == kept:
+        if kept in (source, EVERY_SOURCE):
             overrides[data[name_at:name_end].decode()] = data[value_at:value_end].decode()
         if name_end - name_at == len(_MIN_ISR) and data.startswith(_MIN_ISR, name_at):
             min_isr = int(data[value_at:value_end])
@@ -211,6 +212,12 @@ def decode_describe_topic_configs(r: Reader) -> dict[str, TopicConfig]:
     """Each topic's configuration; a topic the broker does not know (just created, or deleted) is left out,
     any other error is raised."""
     return _decode_describe_configs(r, DYNAMIC_TOPIC_CONFIG, UNKNOWN_TOPIC)
+
+
+def decode_describe_topic_values(r: Reader) -> dict[str, dict[str, str]]:
+    """Each topic's values in effect of the configs asked for (set on the topic, for the brokers, or Kafka's
+    defaults); a topic the broker does not know is left out, any other error is raised."""
+    return {name: config.overrides for name, config in _decode_describe_configs(r, EVERY_SOURCE, UNKNOWN_TOPIC).items()}
 
 
 def decode_describe_cluster_defaults(r: Reader) -> dict[str, str]:
