@@ -13,7 +13,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from krafty_testkit.k8s_kafka import NAMESPACE, ClientPod, KafkaClusterHandle, topic_resource, wait_topic_ready
+from krafty_testkit.k8s_kafka import (
+    NAMESPACE,
+    ClientPod,
+    KafkaClusterHandle,
+    delete_topics,
+    topic_resource,
+    wait_topic_ready,
+)
 from krafty_testkit.kube import KubeCluster
 from krafty_testkit.waiting import wait_for
 
@@ -125,6 +132,7 @@ def loaded_cluster(kube: KubeCluster, name: str, spec: dict[str, Any], load: Loa
                                config={"min.insync.replicas": load.min_isr})])
     wait_topic_ready(kube, load.topic)
     yield handle
+    delete_topics(kube, load.topic)
     handle.delete(600)
 
 

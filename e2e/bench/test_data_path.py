@@ -39,6 +39,7 @@ from krafty_testkit.k8s_kafka import (
     NAMESPACE,
     KafkaClusterHandle,
     cluster_spec,
+    delete_topics,
     topic_resource,
     wait_topic_ready,
 )
@@ -112,6 +113,7 @@ def krafty(operator: KubeCluster) -> Iterator[KafkaClusterHandle]:
     operator.apply([topic_resource("perf", "path", partitions=6, replicas=3, config={"min.insync.replicas": 2})])
     wait_topic_ready(operator, "perf")
     yield handle
+    delete_topics(operator, "perf")
     handle.delete(600)
 
 

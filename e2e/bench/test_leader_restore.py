@@ -13,7 +13,14 @@ from typing import Any
 
 import pytest
 
-from krafty_testkit.k8s_kafka import ClientPod, KafkaClusterHandle, cluster_spec, topic_resource, wait_topic_ready
+from krafty_testkit.k8s_kafka import (
+    ClientPod,
+    KafkaClusterHandle,
+    cluster_spec,
+    delete_topics,
+    topic_resource,
+    wait_topic_ready,
+)
 from krafty_testkit.kube import KubeCluster
 from krafty_testkit.plugin import report_table
 from krafty_testkit.waiting import wait_for
@@ -98,5 +105,6 @@ def test_preferred_leaders_after_a_roll(operator: KubeCluster, client: ClientPod
     report_table("After a rolling restart: last broker Ready -> every partition on its preferred leader "
                  "(36 partitions, RF 3)", ["who restores leadership", "seconds"],
                  [[name, "not reached" if t is None else f"{t:.1f}"] for name, t in rows])
+    delete_topics(operator, *[f"lead-{i}" for i in range(3)])
     handle.delete()
     assert all(t is not None for _, t in rows), rows

@@ -17,6 +17,7 @@ from krafty_testkit.k8s_kafka import (
     ClientPod,
     KafkaClusterHandle,
     cluster_spec,
+    delete_topics,
     topic_resource,
     wait_topic_ready,
 )
@@ -44,6 +45,7 @@ def test_time_to_ready_and_first_write(operator: KubeCluster, client: ClientPod)
     wait_topic_ready(operator, "first-write", timeout=300)
     first_write(client, handle.bootstrap, "first-write")
     write_operator = time.monotonic() - began
+    delete_topics(operator, "first-write")
     handle.delete()
     # Hand-written: the same manifests applied directly, the topic made with Kafka's tool
     fresh_namespace(operator)

@@ -16,6 +16,7 @@ from krafty_testkit.k8s_kafka import (
     NAMESPACE,
     KafkaClusterHandle,
     cluster_spec,
+    delete_topics,
     topic_resource,
     wait_topic_ready,
 )
@@ -82,6 +83,7 @@ def test_producer_throughput_and_latency_through_tls_against_plaintext(operator:
                     steady[side].append(at_rate)
     finally:
         operator.kubectl("delete", "pod", POD, "-n", NAMESPACE, "--ignore-not-found", "--wait=false")
+        delete_topics(operator, "perf")
         handle.delete(timeout=600)
     rate = {side: statistics.median(r for r, _ in runs) for side, runs in results.items()}
     p99 = {side: statistics.median(p for _, p in runs) for side, runs in results.items()}

@@ -284,6 +284,12 @@ def topic_resource(name: str, cluster: str, namespace: str = NAMESPACE, **spec: 
             "spec": {"clusterRef": {"name": cluster}, **spec}}
 
 
+def delete_topics(kube: KubeCluster, *names: str, timeout: float = 120, namespace: str = NAMESPACE) -> None:
+    """Topic resources and their Kafka topics, while their cluster still runs (a Topic whose KafkaCluster is gone
+    stays, saying ClusterNotFound, in the namespace the next tests share)."""
+    kube.kubectl("delete", "topics", "-n", namespace, "--ignore-not-found", "--wait=true", *names, timeout=timeout)
+
+
 def wait_topic_ready(kube: KubeCluster, name: str, timeout: float = 180, namespace: str = NAMESPACE) -> dict[str, Any]:
     def status() -> dict[str, Any]:
         return dict(kube.kubectl_json("get", "topic", name, "-n", namespace).get("status") or {})
