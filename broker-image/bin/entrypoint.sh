@@ -84,7 +84,10 @@ fi
 # loopback only, because the readiness probe reads it.
 bind=127.0.0.1
 [[ "${KRAFTY_METRICS:-true}" == true ]] && bind=0.0.0.0
-export KAFKA_OPTS="-javaagent:$kafka_home/agent/jmx_prometheus_javaagent.jar=$bind:9404:$kafka_home/config/jmx-exporter.yaml ${KAFKA_OPTS:-}"
+agent="-javaagent:$kafka_home/agent/jmx_prometheus_javaagent.jar=$bind:9404:$kafka_home/config/jmx-exporter.yaml"
+# Peers' names looked up again after a second, not 30 (a restarted peer has a new address): node.java.security.
+dns="-Djava.security.properties=$kafka_home/config/node.java.security"
+export KAFKA_OPTS="$agent $dns ${KAFKA_OPTS:-}"
 export KAFKA_LOG4J_OPTS="-Dlog4j2.configurationFile=$kafka_home/config/log4j2.yaml"
 log "starting node $node_id ($(sed -n 's/^process\.roles=//p' "$props"))"
 exec "$kafka_home/bin/kafka-server-start.sh" "$props"

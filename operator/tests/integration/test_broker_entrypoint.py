@@ -1,5 +1,6 @@
 """The broker image's entrypoint formats a node's storage with the real kafka-storage tool, and waits for a
-certificate that names its node's address when a TLS nodeport listener needs one."""
+certificate that names its node's address when a TLS nodeport listener needs one; the JVM settings it gives a node
+(config/node.java.security) make a peer's new address seen within seconds."""
 
 from __future__ import annotations
 
@@ -13,6 +14,23 @@ from krafty_testkit.kube import ROOT
 from krafty_testkit.waiting import wait_for
 
 ENTRYPOINT = ROOT / "broker-image" / "bin" / "entrypoint.sh"
+NODE_SECURITY = ROOT / "broker-image" / "config" / "node.java.security"
+# Looks a peer up, moves it in the JVM's hosts file (as a restarted pod gets a new address), looks it up again
+# 2.5 s later: prints both addresses.
+MOVED = """
+import java.net.InetAddress;
+import java.nio.file.Files;
+import java.nio.file.Path;
+
+public class Moved {
+    public static void main(String[] args) throws Exception {
+        String before = InetAddress.getByName("peer").getHostAddress();
+        Files.writeString(Path.of(args[0]), "10.0.0.2 peer\\n");
+        Thread.sleep(2500);
+        System.out.println(before + " " + InetAddress.getByName("peer").getHostAddress());
+    }
+}
+"""
 
 
 def _node_files(tmp_path: Path, cluster_id: str) -> tuple[dict[str, str], Path]:
@@ -78,3 +96,21 @@ def test_a_broker_on_a_node_its_certificate_does_not_name_waits_until_the_mounte
     assert meta.is_file(), output
     assert "waiting for a certificate that names node address 10.9.0.7" in output
     assert "the certificate names node address 10.9.0.7" in output
+
+
+def test_a_nodes_jvm_looks_a_peer_up_again_after_it_moved(tmp_path: Path) -> None:
+    source, hosts = tmp_path / "Moved.java", tmp_path / "hosts"
+    source.write_text(MOVED)
+
+    def addresses(*options: str) -> list[str]:
+        hosts.write_text("10.0.0.1 peer\n")
+        java = f"{os.environ['JAVA_HOME']}/bin/java" if os.environ.get("JAVA_HOME") else "java"
+        return subprocess.run([java, *options, f"-Djdk.net.hosts.file={hosts}", str(source), str(hosts)],
+                              capture_output=True, text=True, check=True, timeout=120).stdout.split()
+
+    # A JVM with the JDK's defaults keeps the old address (for 30 s): a follower told to fetch from a broker that
+    # had just restarted connected to its old pod's address, and waited out its connection timeout, again and again
+    assert addresses() == ["10.0.0.1", "10.0.0.1"]
+    # The settings the entrypoint gives a node's JVM look the name up again
+    assert addresses(f"-Djava.security.properties={NODE_SECURITY}") == ["10.0.0.1", "10.0.0.2"]
+    assert f"-Djava.security.properties=$kafka_home/config/{NODE_SECURITY.name}" in ENTRYPOINT.read_text()

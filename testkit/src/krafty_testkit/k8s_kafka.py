@@ -157,6 +157,16 @@ class KafkaClusterHandle:
                                        f"kafka.krafty.io/cluster={self.name},kafka.krafty.io/pool={pool}")["items"]
         return sorted(items, key=lambda p: p["metadata"]["name"])
 
+    def unanswered_connections(self, since: str) -> list[str]:
+        """The lines of the cluster's nodes' logs, since an RFC 3339 time, where a node gave up connecting to a peer
+        that never answered (an address no pod has any more, such as a restarted peer's old one)."""
+        found = []
+        for pod in self.pods("controller") + self.pods("broker"):
+            name = pod["metadata"]["name"]
+            log = self.kube.kubectl("logs", name, "-n", self.namespace, "-c", "kafka", f"--since-time={since}")
+            found += [f"{name}: {line}" for line in log.splitlines() if "socket connection setup timeout" in line]
+        return found
+
     def connection(self) -> dict[str, str]:
         """The connection ConfigMap the operator publishes for applications."""
         return dict(self.kube.kubectl_json("get", "configmap", f"{self.name}-kafka-connection", "-n",
