@@ -496,11 +496,11 @@ def log_ranges(target: Target, partitions: Iterable[wire.TopicPartition], timeou
     connection = Connection(target) if isinstance(target, str) else target
     brokers = {b.node_id: f"{b.host}:{b.port}" for b in describe_brokers(connection, timeout) if not b.fenced}
     metadata = topic_metadata(connection, timeout, sorted({topic for topic, _ in wanted}))
+    leaders = {(topic, p.partition): p.leader for topic, known in metadata.items() for p in known.partitions}
     found: dict[wire.TopicPartition, tuple[int, int] | str] = {}
     by_leader: dict[str, list[wire.TopicPartition]] = {}
     for topic, index in wanted:
-        known = metadata.get(topic)
-        leader = next((p.leader for p in known.partitions if p.partition == index), None) if known else None
+        leader = leaders.get((topic, index))
         if leader is None:
             found[(topic, index)] = "not in the metadata"
         elif leader not in brokers:
