@@ -24,4 +24,4 @@ ENV PATH=/opt/krafty/bin:$PATH PYTHONPATH=/opt/krafty/app PYTHONUNBUFFERED=1 PYT
     MALLOC_ARENA_MAX=2
 USER 1001:1001
 EXPOSE 8080 8081
-ENTRYPOINT ["python3", "-m", "krafty.main"]
+ENTRYPOINT ["python3", "-m", "krafty.runtime.main"]

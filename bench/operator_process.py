@@ -78,8 +78,9 @@ def running_operator(apiserver: LocalApiServer, namespace: str, kafka: str | dic
     env = {**os.environ, "KUBECONFIG": str(apiserver.kubeconfig),
            "KRAFTY_KAFKA_BOOTSTRAP": kafka if isinstance(kafka, str) else json.dumps(kafka)}
     with log.open("w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "krafty.main", "--namespace", namespace, "--metrics-port",
-                                 str(port), "--health-port", "0"], env=env, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen([sys.executable, "-m", "krafty.runtime.main", "--namespace", namespace,
+                                 "--metrics-port", str(port), "--health-port", "0"], env=env, stdout=out,
+                                stderr=subprocess.STDOUT)
     running = Operator(proc, port)
     try:
         wait_for(running.writes, lambda _: True, 60, "the operator's metrics endpoint", interval=1)

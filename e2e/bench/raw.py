@@ -8,12 +8,13 @@ import datetime
 import json
 from typing import Any
 
-from krafty import naming, pki
-from krafty.kraft_wire import random_kafka_uuid
+from krafty import naming
 from krafty.model import KafkaClusterSpec
 from krafty.model.context import ClusterContext, Voter
+from krafty.pki import signing
 from krafty.render.cluster import children
 from krafty.render.secrets import secret
+from krafty.wire import random_kafka_uuid
 from krafty_testkit.k8s_kafka import BROKER_IMAGE
 from krafty_testkit.kube import KubeCluster
 
@@ -30,12 +31,12 @@ def raw_certificates(ctx: ClusterContext) -> list[dict[str, Any]]:
     """What a hand-written deployment with the same mutual TLS between its nodes needs: a CA and node
     certificates, made once with the same code."""
     now, year = datetime.datetime.now(datetime.UTC), datetime.timedelta(days=365)
-    ca = pki.new_ca("raw cluster CA", now, year)
+    ca = signing.new_ca("raw cluster CA", now, year)
     nodes: dict[str, str] = {}
     for pool in ctx.pools():
         for ordinal in range(ctx.replicas(pool)):
             names = naming.node_dns_names(ctx.name, ctx.namespace, pool, ordinal, ctx.cluster_domain)
-            pair = pki.issue(ca, naming.node_common_name(ctx.name), names, now, year)
+            pair = signing.issue(ca, naming.node_common_name(ctx.name), names, now, year)
             cert, key = naming.node_certificate_keys(pool, ordinal)
             nodes |= {cert: pair.cert, key: pair.key}
     return [secret(ctx, naming.node_certificates(ctx.name), nodes),

@@ -12,7 +12,7 @@ import time
 import pytest
 from reaching import PLAIN_LISTENER, TLS_LISTENER, TLS_PORT, kcat, kcat_fails, published, tls_address
 
-from krafty import certs
+from krafty.pki import certs
 from krafty_testkit.k8s_kafka import (
     NAMESPACE,
     OPERATOR_NAMESPACE,

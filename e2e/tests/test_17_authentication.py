@@ -13,8 +13,8 @@ import datetime
 import pytest
 from reaching import MTLS_LISTENER, SCRAM_LISTENER, kcat, kcat_fails
 
-from krafty import pki
-from krafty.pki import KeyPair
+from krafty.pki import signing
+from krafty.pki.certs import KeyPair
 from krafty_testkit.k8s_kafka import NAMESPACE, ClientPod, KafkaClusterHandle, topic_resource, wait_topic_ready
 from krafty_testkit.kube import KubeCluster
 
@@ -70,7 +70,7 @@ def test_a_certificate_of_the_clients_ca_is_served_and_others_are_turned_away(
     address = prod.bootstrap_at(MTLS_LISTENER["port"])
     # Given a certificate for "alice" signed by prod's clients CA
     clients_ca = secret_pair(operator, "prod-clients-ca", "ca.crt", "ca.key")
-    alice = pki.issue(clients_ca, "alice", (), datetime.datetime.now(datetime.UTC), datetime.timedelta(days=1))
+    alice = signing.issue(clients_ca, "alice", (), datetime.datetime.now(datetime.UTC), datetime.timedelta(days=1))
     with_alice = [*trusted, "-X", f"ssl.certificate.location={put(client, 'alice.crt', alice.cert)}",
                   "-X", f"ssl.key.location={put(client, 'alice.key', alice.key)}"]
     # Then kcat with it produces and reads back through the mtls listener

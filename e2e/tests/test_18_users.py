@@ -22,7 +22,7 @@ import pytest
 from page_views import events
 from reaching import MTLS_LISTENER, SCRAM_LISTENER, kcat, kcat_fails
 
-from krafty import certs, pki
+from krafty.pki import certs, signing
 from krafty.render.kafka_config import render_properties
 from krafty_testkit.k8s_kafka import (
     NAMESPACE,
@@ -206,8 +206,8 @@ def test_each_user_works_with_its_own_secret_and_strangers_are_refused(
     assert "Processed a total of 20 messages" in ConsoleTools(operator, secure, "admin", users["admin"]).consume(
         "ledger", "admin-console", 20)
     # And a certificate the clients CA did not sign is refused, and so is a wrong password
-    stranger_ca = pki.new_ca("stranger", datetime.datetime.now(datetime.UTC), datetime.timedelta(days=1))
-    stranger = pki.issue(stranger_ca, "writer", (), datetime.datetime.now(datetime.UTC), datetime.timedelta(days=1))
+    stranger_ca = signing.new_ca("stranger", datetime.datetime.now(datetime.UTC), datetime.timedelta(days=1))
+    stranger = signing.issue(stranger_ca, "writer", (), datetime.datetime.now(datetime.UTC), datetime.timedelta(days=1))
     forged = Kcat(client, secure, "forged", {**users["writer"], "tls.crt": stranger.cert, "tls.key": stranger.key})
     assert "Failed to acquire metadata" in kcat_fails(client, "-b", forged.address, *forged.settings)
     wrong = {**users["reader"], "sasl.jaas.config": users["reader"]["sasl.jaas.config"].replace(

@@ -15,7 +15,7 @@ TOPIC_PLURAL = "topics"
 USER_KIND = "KafkaUser"
 USER_PLURAL = "kafkausers"
 FIELD_MANAGER = "krafty-operator"
-# The Lease in each watched namespace that names the operator install acting there (krafty.leadership)
+# The Lease in each watched namespace that names the operator install acting there (krafty.runtime.leadership)
 NAMESPACE_CLAIM = "krafty-operator-claim"
 
 # Annotations users set

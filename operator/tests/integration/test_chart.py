@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 import yaml
 
-from krafty import permissions
 from krafty.model.versions import SUPPORTED_KAFKA_VERSIONS
 from krafty.render.cluster import children
+from krafty.runtime import permissions
 from krafty_testkit.apiserver import LocalApiServer
 from krafty_testkit.tools import checkov, helm
 

@@ -19,11 +19,12 @@ import kubernetes
 import pytest
 from prometheus_client import REGISTRY
 
-from krafty import certs, naming, pki
+from krafty import naming
 from krafty.clients.connection import Connection
 from krafty.clients.kube import Kube
 from krafty.naming import Pool
-from krafty.plan import Pace, PassResult
+from krafty.pki import certs, signing
+from krafty.planning.cluster import Pace, PassResult
 from krafty.reconcile.applied import Applied
 from krafty.reconcile.cluster import ClusterReconciler, Endpoints, Outcome, Settings
 from krafty.reconcile.connection import Reached
@@ -325,7 +326,7 @@ def test_a_ca_the_user_brings_is_checked_then_moved_to_with_both_trusted(
     assert (degraded["reason"], "Secret absent-ca" in degraded["message"]) == ("CaUnusable", True)
     assert data(naming.cluster_ca(CLUSTER))[naming.CA_CERT_KEY] == own
     # When the user's CA is there (a kubernetes.io/tls Secret, as cert-manager writes it)
-    mine = pki.new_ca("my own CA", datetime.datetime.now(datetime.UTC), datetime.timedelta(days=90))
+    mine = signing.new_ca("my own CA", datetime.datetime.now(datetime.UTC), datetime.timedelta(days=90))
     apiserver.apply({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
                      "metadata": {"name": "my-ca", "namespace": NS},
                      "stringData": {"tls.crt": mine.cert, "tls.key": mine.key}})

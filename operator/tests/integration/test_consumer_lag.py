@@ -13,7 +13,7 @@ import pytest
 from confluent_kafka import Consumer, ElectionType, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from krafty import kraft_wire as wire
+from krafty import wire
 from krafty.clients import kraft
 from krafty.clients.connection import Connection
 from krafty.clients.lag import LagReader

@@ -21,8 +21,8 @@ from krafty.clients.canary import Canary, CanarySettings
 from krafty.clients.connection import Connection
 from krafty.clients.errors import KafkaUnavailable
 from krafty.clients.kafka_admin import IDLE_AFTER, AdminPool, KafkaAdmin, Recycler
-from krafty.kraft_wire import KafkaProtocolError
 from krafty.naming import CANARY_TOPIC, THROTTLED_REPLICAS_KEYS
+from krafty.wire import KafkaProtocolError
 from krafty_testkit import kafka_admin
 from krafty_testkit.kafka_proxy import KafkaProxy
 from krafty_testkit.local_kafka import Layout, LocalKafkaCluster

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from krafty.kafka_configs import catalog
+from krafty.model.kafka_configs import catalog
 from krafty.model.versions import DEFAULT_KAFKA_VERSION, SUPPORTED_KAFKA_VERSIONS
 from krafty_testkit.kafka_dist import pinned_kafka_versions, pinned_versions
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from krafty import kraft_wire as wire
+from krafty import wire
 from krafty.clients import kraft
 from krafty.model import versions
 from krafty_testkit.kafka_dist import pinned_kafka_versions

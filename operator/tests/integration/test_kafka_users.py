@@ -8,8 +8,8 @@ import pytest
 from krafty import naming
 from krafty.clients.connection import Connection
 from krafty.clients.kafka_users import UserAdmin
+from krafty.facts.observed import Acl
 from krafty.model.user import AclEffect, AclOperation, AclPatternType, AclResourceType
-from krafty.observed import Acl
 from krafty_testkit.local_kafka import Layout, LocalKafkaCluster
 from krafty_testkit.waiting import wait_for
 

@@ -7,8 +7,8 @@ import threading
 import kubernetes
 
 from krafty.clients.kube import CONNECTIONS, Kube, load_config
-from krafty.handlers import WORKERS
 from krafty.reconcile.status import WRITERS
+from krafty.runtime.handlers import WORKERS
 
 
 def opened(kube: Kube) -> int:

@@ -1,4 +1,4 @@
-"""Leader election among operator replicas (krafty.leadership) against a real API server: one leads, a standby
+"""Leader election among operator replicas (krafty.runtime.leadership) against a real API server: one leads, a standby
 takes over when the leader dies or lets go, and a leader whose Lease was taken stops acting; of two installs
 watching one namespace, one acts there."""
 
@@ -12,10 +12,10 @@ from collections.abc import Iterator
 import kubernetes
 import pytest
 
-from krafty import metrics
 from krafty.clients.kube import Kube
 from krafty.decide.leadership import Role
-from krafty.leadership import Elector, LeaseSettings, NamespaceClaims
+from krafty.runtime.leadership import Elector, LeaseSettings, NamespaceClaims
+from krafty.telemetry import metrics
 from krafty_testkit.apiserver import LocalApiServer
 from krafty_testkit.waiting import wait_for
 

@@ -7,7 +7,7 @@ import pytest
 
 from krafty import naming
 from krafty.clients.kube import Kube
-from krafty.plan import PassResult
+from krafty.planning.cluster import PassResult
 from krafty.reconcile import rack
 from krafty.reconcile.cluster import ClusterReconciler, Settings
 from krafty_testkit.apiserver import LocalApiServer

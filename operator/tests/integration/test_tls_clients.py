@@ -11,12 +11,12 @@ from dataclasses import replace
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from krafty import pki
 from krafty.clients import kraft
 from krafty.clients.connection import Connection
 from krafty.clients.errors import KafkaUnavailable
 from krafty.clients.kafka_admin import KafkaAdmin
 from krafty.clients.lag import LagReader
+from krafty.pki import signing
 from krafty_testkit.local_kafka import Layout, LocalKafkaCluster
 from krafty_testkit.traffic import client_config
 from krafty_testkit.waiting import wait_for
@@ -62,11 +62,11 @@ def test_clients_without_the_right_certificate_or_trust_are_turned_away(cluster:
     good = cluster.connection
     assert good.tls is not None
     now, day = datetime.datetime.now(datetime.UTC), datetime.timedelta(days=1)
-    other = pki.new_ca("another CA", now, day)
+    other = signing.new_ca("another CA", now, day)
     if wrong == "trust in another CA":
         bad = Connection(good.servers, replace(good.tls, ca=other.cert))
     else:
-        stranger = pki.issue(other, "krafty-operator", [], now, day)
+        stranger = signing.issue(other, "krafty-operator", [], now, day)
         bad = Connection(good.servers, replace(good.tls, cert=stranger.cert, key=stranger.key))
     with pytest.raises(KafkaUnavailable):
         kraft.describe_quorum(bad.to(cluster.controller_bootstrap_servers), timeout=5)

@@ -18,14 +18,14 @@ from confluent_kafka import Consumer
 from confluent_kafka.admin import NewTopic
 from prometheus_client import REGISTRY
 
-from krafty import kraft_wire as wire
-from krafty import metrics, naming
+from krafty import naming, wire
 from krafty.clients.connection import Connection
 from krafty.clients.kafka_admin import KafkaAdmin
 from krafty.clients.kube import Kube
 from krafty.reconcile import status as writer
 from krafty.reconcile.connection import fixed
 from krafty.reconcile.topics import DELETION_RETRY, TopicReconciler
+from krafty.telemetry import metrics
 from krafty_testkit import kafka_admin, traffic
 from krafty_testkit.apiserver import LocalApiServer
 from krafty_testkit.kafka_proxy import KafkaProxy

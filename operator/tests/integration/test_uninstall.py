@@ -1,4 +1,4 @@
-"""The chart's uninstall hook (krafty.uninstall) against a real API server: it deletes the release's
+"""The chart's uninstall hook (krafty.cli.uninstall) against a real API server: it deletes the release's
 KafkaClusters and Topics, waits while an operator tears them down, and never leaves them stranded."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from krafty import naming, uninstall
+from krafty import naming
+from krafty.cli import uninstall
 from krafty.clients.kube import Kube
 from krafty_testkit.apiserver import LocalApiServer
 

@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 
-from krafty import naming, pki
+from krafty import naming
 from krafty.clients.connection import Connection
 from krafty.clients.kafka_users import UserAdmin
 from krafty.clients.kube import Kube
+from krafty.pki import signing
 from krafty.reconcile.connection import fixed
 from krafty.reconcile.users import UserReconciler
 from krafty_testkit.apiserver import LocalApiServer
@@ -41,7 +42,7 @@ def kube(apiserver: LocalApiServer) -> Kube:
                      "spec": {"brokers": {"replicas": 3}, "listeners": [
                          {"name": "scram", "port": 9095, "tls": True, "authentication": "scram-sha-512"}]}})
     now, year = datetime.datetime.now(datetime.UTC), datetime.timedelta(days=365)
-    clients, cluster = pki.new_ca("clients", now, year), pki.new_ca("cluster", now, year)
+    clients, cluster = signing.new_ca("clients", now, year), signing.new_ca("cluster", now, year)
     apiserver.apply(_secret(naming.clients_ca(CLUSTER), {naming.CA_CERT_KEY: clients.cert,
                                                          naming.CA_KEY_KEY: clients.key}))
     apiserver.apply(_secret(naming.cluster_ca_cert(CLUSTER), {naming.CA_CERT_KEY: cluster.cert}))

@@ -13,11 +13,11 @@ from krafty.clients.canary import MAX_SAMPLES, Canary, CanarySettings, p99
 from krafty.clients.connection import Connection
 from krafty.decide import canary
 from krafty.decide.canary import GatePosition, TopicChange
+from krafty.facts.observed import CanaryReading, PartitionState, PodPhase
 from krafty.model import KafkaClusterSpec
 from krafty.model.cluster import CanaryGate
 from krafty.naming import CANARY_TOPIC
-from krafty.observed import CanaryReading, PartitionState, PodPhase
-from krafty.plan import Announce, ChangeCanaryTopic, Facts, Pace, PassResult, RestartNode, plan
+from krafty.planning.cluster import Announce, ChangeCanaryTopic, Facts, Pace, PassResult, RestartNode, plan
 
 from .test_plan import BROKERS, CONTROLLERS, ctx, node, observe, partitions
 

@@ -12,10 +12,10 @@ import pytest
 from cryptography import x509
 from cryptography.x509.verification import PolicyBuilder, Store, VerificationError
 
-from krafty import certs, pki
 from krafty.decide import certificates
 from krafty.decide.certificates import CaHeld, IssueReason, Subject
 from krafty.model.cluster import Validity
+from krafty.pki import certs, signing
 
 NOW = datetime.datetime(2026, 11, 24, tzinfo=datetime.UTC)
 DAY = datetime.timedelta(days=1)
@@ -25,7 +25,7 @@ SUBJECT = Subject("broker-0", "prod-kafka", ("prod-broker-0.prod-brokers.kafka.s
 
 @functools.cache
 def _ca(name: str, days: int) -> certs.KeyPair:
-    return pki.new_ca(name, NOW, days * DAY)
+    return signing.new_ca(name, NOW, days * DAY)
 
 
 def ca(name: str = "ca", days: int = 365) -> certs.KeyPair:
@@ -34,7 +34,7 @@ def ca(name: str = "ca", days: int = 365) -> certs.KeyPair:
 
 def node(signer: certs.KeyPair, days: int = 365, names: tuple[str, ...] = SUBJECT.alt_names,
          common_name: str = SUBJECT.common_name) -> certs.KeyPair:
-    return pki.issue(signer, common_name, names, NOW, days * DAY)
+    return signing.issue(signer, common_name, names, NOW, days * DAY)
 
 
 def test_a_node_certificate_is_signed_by_its_ca_and_carries_its_names():
@@ -166,7 +166,7 @@ def test_the_previous_clients_ca_goes_once_every_user_certificate_is_new_and_han
                                                                                         expected):
     held = CaHeld(ca("new"), ca("old"),
                   trusted_by_all=certificates.short_fingerprint(ca("new").cert) if trusted else "")
-    certs = [pki.issue(ca(signer), "writer", (), NOW, DAY).cert for signer in users]
+    certs = [signing.issue(ca(signer), "writer", (), NOW, DAY).cert for signer in users]
     assert certificates.clients_moved(held, certs, now, HANDOVER) is expected
 
 
@@ -197,26 +197,26 @@ def _verifies(trusted: certs.KeyPair, sent: str, name: str) -> bool:
 def test_during_a_renewal_clients_of_either_ca_verify_the_nodes():
     # Given a CA renewed: the new one cross-signed by the one before, sent after each node certificate
     old, new = ca("old"), ca("new")
-    held = CaHeld(new, old, cross=pki.cross_sign(new, old))
-    served = pki.issue(new, "prod-kafka", ["prod-broker-0.prod-brokers"], NOW, 30 * DAY,
+    held = CaHeld(new, old, cross=signing.cross_sign(new, old))
+    served = signing.issue(new, "prod-kafka", ["prod-broker-0.prod-brokers"], NOW, 30 * DAY,
                        certificates.chain(held, new, NOW))
     # Then a client that trusts only the old CA, and one that trusts only the new one, both accept it
     assert _verifies(old, served.cert, "prod-broker-0.prod-brokers")
     assert _verifies(new, served.cert, "prod-broker-0.prod-brokers")
     # While without the cross-signed CA the old CA's client refuses it, and nobody accepts a wrong name
-    alone = pki.issue(new, "prod-kafka", ["prod-broker-0.prod-brokers"], NOW, 30 * DAY)
+    alone = signing.issue(new, "prod-kafka", ["prod-broker-0.prod-brokers"], NOW, 30 * DAY)
     assert not _verifies(old, alone.cert, "prod-broker-0.prod-brokers")
     assert not _verifies(new, served.cert, "elsewhere")
 
 
 def test_a_certificate_is_sent_with_the_cross_signed_ca_only_while_it_is_valid_and_signed_by_the_current():
     old, new = ca("old"), ca("new")
-    held = CaHeld(new, old, cross=pki.cross_sign(new, old))
+    held = CaHeld(new, old, cross=signing.cross_sign(new, old))
     assert certificates.chain(held, new, NOW) == (held.cross,)
     assert certificates.chain(held, old, NOW) == ()  # step 1: the CA before still signs, alone
     assert certificates.chain(held, new, NOW + 400 * DAY) == ()  # the CA before has expired
     # A certificate sent without the chain it should have is issued again
-    bare = pki.issue(new, SUBJECT.common_name, SUBJECT.alt_names, NOW, 365 * DAY)
+    bare = signing.issue(new, SUBJECT.common_name, SUBJECT.alt_names, NOW, 365 * DAY)
     assert certificates.certificate_reason(SUBJECT, bare, new, NOW, VALIDITY, (held.cross,)) is (
         IssueReason.CHAIN_CHANGED)
 

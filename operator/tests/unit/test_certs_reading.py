@@ -1,4 +1,4 @@
-"""Certificates and keys read without a cryptography library (`krafty.certs`), against what `cryptography` reads
+"""Certificates and keys read without a cryptography library (`krafty.pki.certs`), against what `cryptography` reads
 of the same material; and the process that makes them (`krafty.clients.pki_process`)."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import NameOID
 
-from krafty import certs, pki
 from krafty.clients.pki_process import Issuer
+from krafty.pki import certs, signing
 
 NOW = datetime.datetime(2026, 11, 28, 12, 0, 0, tzinfo=datetime.UTC)
 DAY = datetime.timedelta(days=1)
@@ -57,9 +57,9 @@ def _foreign_ca(key: rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey, name: str =
 
 
 def test_what_is_read_of_the_operators_certificates_is_what_cryptography_reads():
-    ca = pki.new_ca("prod cluster CA", NOW, 365 * DAY)
-    node = pki.issue(ca, "prod-kafka", ["prod-broker-0.prod-brokers", "10.1.2.3", "fd00::3"], NOW, 30 * DAY)
-    cross = pki.cross_sign(pki.new_ca("prod cluster CA", NOW, 365 * DAY), ca)
+    ca = signing.new_ca("prod cluster CA", NOW, 365 * DAY)
+    node = signing.issue(ca, "prod-kafka", ["prod-broker-0.prod-brokers", "10.1.2.3", "fd00::3"], NOW, 30 * DAY)
+    cross = signing.cross_sign(signing.new_ca("prod cluster CA", NOW, 365 * DAY), ca)
     for pem in (ca.cert, node.cert, cross):
         assert astuple(certs.facts(pem)) == _cryptography_facts(pem)
     assert certs.facts(node.cert).alt_names == ("prod-broker-0.prod-brokers", "10.1.2.3", "fd00::3")
@@ -76,19 +76,19 @@ def test_a_ca_another_tool_made_is_read_with_its_key_in_each_form_cert_manager_w
     assert astuple(certs.facts(cert)) == _cryptography_facts(cert)
     assert certs.facts(cert).not_after.year == 2060  # a GeneralizedTime
     assert certs.matches(pair)
-    assert not certs.matches(certs.KeyPair(cert, pki.new_ca("other", NOW, DAY).key))
-    issued = pki.issue(certs.KeyPair(cert, key.private_bytes(PEM, serialization.PrivateFormat.PKCS8, NONE).decode()),
-                       "writer", (), NOW, DAY)
+    assert not certs.matches(certs.KeyPair(cert, signing.new_ca("other", NOW, DAY).key))
+    signer = certs.KeyPair(cert, key.private_bytes(PEM, serialization.PrivateFormat.PKCS8, NONE).decode())
+    issued = signing.issue(signer, "writer", (), NOW, DAY)
     assert certs.signed_by(issued.cert, cert)
 
 
 def test_a_ca_renewed_under_the_same_name_signs_nothing_its_predecessor_signed():
-    old, new = (pki.new_ca("prod cluster CA", NOW, 365 * DAY) for _ in range(2))
-    node = pki.issue(old, "prod-kafka", ["prod-brokers"], NOW, 30 * DAY)
+    old, new = (signing.new_ca("prod cluster CA", NOW, 365 * DAY) for _ in range(2))
+    node = signing.issue(old, "prod-kafka", ["prod-brokers"], NOW, 30 * DAY)
     assert certs.signed_by(node.cert, old.cert)
     assert not certs.signed_by(node.cert, new.cert)  # same issuer name, another key
-    assert not certs.signed_by(node.cert, pki.new_ca("staging cluster CA", NOW, DAY).cert)
-    assert certs.signed_by(pki.cross_sign(new, old), old.cert)
+    assert not certs.signed_by(node.cert, signing.new_ca("staging cluster CA", NOW, DAY).cert)
+    assert certs.signed_by(signing.cross_sign(new, old), old.cert)
 
 
 @pytest.mark.parametrize(("cert", "said"), [
@@ -103,7 +103,7 @@ def test_an_unreadable_certificate_is_a_pki_error_that_says_what_it_is(cert, sai
 
 def test_a_certificate_read_again_in_a_later_pass_is_not_parsed_again():
     # Given a certificate read once
-    ca = pki.new_ca("read again", NOW, DAY)
+    ca = signing.new_ca("read again", NOW, DAY)
     first = certs.facts(ca.cert)
     parsed = certs._certificate.cache_info().misses
     # When it is read again, Then the same is read without parsing it again
@@ -117,7 +117,7 @@ def test_a_certificate_read_again_in_a_later_pass_is_not_parsed_again():
     ("-----BEGIN EC PRIVATE KEY-----\nMAA=\n-----END EC PRIVATE KEY-----\n", "not a private key"),
 ])
 def test_an_unreadable_key_is_a_pki_error_that_says_what_it_is(key, said):
-    ca = pki.new_ca("ca", NOW, DAY)
+    ca = signing.new_ca("ca", NOW, DAY)
     with pytest.raises(certs.PkiError, match=said):
         certs.matches(certs.KeyPair(ca.cert, key))
 
@@ -172,7 +172,7 @@ def test_a_pass_that_issues_nothing_starts_no_process():
 
 
 def test_the_operators_process_never_loads_a_cryptography_library():
-    loaded = subprocess.run([sys.executable, "-c", "import sys, krafty.main; print(*sorted(sys.modules))"],
+    loaded = subprocess.run([sys.executable, "-c", "import sys, krafty.runtime.main; print(*sorted(sys.modules))"],
                             capture_output=True, text=True, check=True).stdout.split()
     assert "krafty.reconcile.pki" in loaded
-    assert [m for m in loaded if m.startswith("cryptography") or m in ("krafty.pki", "krafty.pki_worker")] == []
+    assert [m for m in loaded if m.startswith("cryptography") or m in ("krafty.pki.signing", "krafty.pki.worker")] == []

@@ -13,15 +13,15 @@ from pydantic import ValidationError
 from krafty import naming
 from krafty.decide import external
 from krafty.decide.roll import Awaits, Wait
+from krafty.facts.observed import ExternalServiceState
+from krafty.facts.service_state import external_service
 from krafty.model import KafkaClusterSpec
 from krafty.model.context import ClusterContext, Endpoint
+from krafty.model.validation import validate_cluster
 from krafty.naming import Pool
-from krafty.observed import ExternalServiceState
-from krafty.plan import ApplyChildren, Facts, Pace, plan
+from krafty.planning.cluster import ApplyChildren, Facts, Pace, plan
 from krafty.render.cluster import children
 from krafty.render.kafka_config import node_properties
-from krafty.service_state import external_service
-from krafty.validation import validate_cluster
 
 from ..conftest import context, example
 from .test_plan import BROKERS, observe, statefulset_replicas

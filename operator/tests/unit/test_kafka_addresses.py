@@ -7,8 +7,8 @@ import pytest
 
 from krafty.clients.connection import Connection, TlsIdentity
 from krafty.clients.errors import KafkaUnavailable
-from krafty.handlers import _kafka_addresses
 from krafty.reconcile.connection import Reached, fixed
+from krafty.runtime.handlers import _kafka_addresses
 
 
 def test_one_address_serves_every_cluster():

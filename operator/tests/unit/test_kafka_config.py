@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from krafty.kafka_configs import catalog
 from krafty.model.context import ClusterContext
+from krafty.model.kafka_configs import catalog
 from krafty.naming import Pool
 from krafty.render.kafka_config import dynamic_broker_config, node_properties, restart_hash
 from krafty.render.workloads import statefulset

@@ -7,7 +7,7 @@ import hmac
 
 import pytest
 
-from krafty import kraft_wire as wire
+from krafty import wire
 
 
 def test_uvarint_round_trip():

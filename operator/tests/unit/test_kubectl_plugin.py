@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from krafty.kubectl_plugin import OPERATOR_SELECTOR, group_lag, leads, parse_args
+from krafty.cli.kubectl import OPERATOR_SELECTOR, group_lag, leads, parse_args
 
 
 @pytest.mark.parametrize("argv", [

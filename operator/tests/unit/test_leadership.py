@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from krafty.decide.leadership import LeaseAct, LeaseRecord, Role, decide, lost
-from krafty.scheduler import Scheduler
+from krafty.runtime.scheduler import Scheduler
 
 ME = "krafty-operator-abc"
 OTHER = "krafty-operator-xyz"

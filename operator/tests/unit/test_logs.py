@@ -6,7 +6,7 @@ import json
 import logging
 import sys
 
-from krafty.logs import JsonFormatter, configure
+from krafty.telemetry.logs import JsonFormatter, configure
 
 
 def _line(record: logging.LogRecord) -> dict[str, object]:

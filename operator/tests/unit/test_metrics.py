@@ -9,9 +9,9 @@ from prometheus_client import REGISTRY, generate_latest
 from prometheus_client.registry import CollectorRegistry
 
 from krafty.decide.lag import LagRead, LogRange, Retention, SelectedGroups, partition_lag
-from krafty.metrics import ClusterFacts, KafkaCollector, timed_pass
+from krafty.facts.observed import ClusterObservation, NodeState, PartitionState, PodPhase, QuorumState, VoterState
 from krafty.naming import Pool
-from krafty.observed import ClusterObservation, NodeState, PartitionState, PodPhase, QuorumState, VoterState
+from krafty.telemetry.metrics import ClusterFacts, KafkaCollector, timed_pass
 
 
 def _collector() -> tuple[KafkaCollector, CollectorRegistry]:

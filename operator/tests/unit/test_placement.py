@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from krafty.decide.placement import balance, infeasible_topics, moved_replicas, replica_spread
-from krafty.observed import PartitionState
+from krafty.facts.observed import PartitionState
 
 
 def round_robin(topic: str, partitions: int, rf: int, brokers: list[int]) -> list[PartitionState]:

@@ -13,10 +13,7 @@ import pytest
 
 from krafty import naming
 from krafty.decide.configs import ConfigDiff
-from krafty.model.cluster import ClientAuthentication, SecurityProtocol
-from krafty.model.context import ClusterContext, Sizes, Voter
-from krafty.naming import Pool
-from krafty.observed import (
+from krafty.facts.observed import (
     BrokerRegistration,
     ChangeKind,
     ClusterObservation,
@@ -29,7 +26,10 @@ from krafty.observed import (
     VolumeState,
     VoterState,
 )
-from krafty.plan import (
+from krafty.model.cluster import ClientAuthentication, SecurityProtocol
+from krafty.model.context import ClusterContext, Sizes, Voter
+from krafty.naming import Pool
+from krafty.planning.cluster import (
     AddVoter,
     Announce,
     ApplyChildren,

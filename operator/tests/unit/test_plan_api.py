@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from krafty.plan_api import PATH, _spec_of
+from krafty.runtime.plan_api import PATH, _spec_of
 
 SPEC = {"brokers": {"replicas": 3}}
 

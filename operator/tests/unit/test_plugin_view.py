@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from krafty import naming, plugin_view, preview
-from krafty.plan import Facts, plan
+from krafty import naming
+from krafty.cli import view
+from krafty.planning import preview
+from krafty.planning.cluster import Facts, plan
 
 from .test_plan import BROKERS, ctx, node, observe, partitions
 from .test_preview import edited, live, running_pods, templates
@@ -22,7 +24,7 @@ def body_during_a_roll(**annotations: str) -> dict[str, Any]:
 
 
 def test_status_shows_roll_progress_as_n_of_m_with_the_node_next_and_the_rest():
-    screen = plugin_view.status_screen(body_during_a_roll())
+    screen = view.status_screen(body_during_a_roll())
     assert "Roll:       2/6 nodes on the current configuration; restarting prod-controller-1; then prod-broker-0, " \
            "prod-broker-1, prod-broker-2" in screen
     assert "Quorum:     leader 1001 (epoch 7), voters 1000, 1001, 1002, largest follower lag 0" in screen
@@ -38,9 +40,9 @@ def test_status_shows_roll_progress_as_n_of_m_with_the_node_next_and_the_rest():
 
 
 def test_status_says_when_the_cluster_is_paused_and_lists_each_groups_lag():
-    lag = [plugin_view.GroupLag("pageviews", "views", 1200, 95.0, 3 * 3600.0),
-           plugin_view.GroupLag("audit", "views", None, None, float("inf"))]
-    screen = plugin_view.status_screen(body_during_a_roll(**{naming.PAUSED_ANNOTATION: "true"}), lag)
+    lag = [view.GroupLag("pageviews", "views", 1200, 95.0, 3 * 3600.0),
+           view.GroupLag("audit", "views", None, None, float("inf"))]
+    screen = view.status_screen(body_during_a_roll(**{naming.PAUSED_ANNOTATION: "true"}), lag)
     assert "PAUSED: the operator changes nothing until `kubectl krafty resume`" in screen
     rows = {line.split()[0]: line.split()[1:] for line in screen.splitlines() if line.startswith(("pageviews",
                                                                                                   "audit"))}
@@ -52,15 +54,15 @@ def test_status_shows_the_canarys_figures_and_its_gate():
     body["status"]["canary"] = {"windowSeconds": 30, "written": 450, "failed": 0, "produceP99Milliseconds": 1234,
                                 "endToEndP99Milliseconds": None, "gate": "Holding", "message": "..."}
     assert ("Canary:     write p99 1,234 ms, end-to-end p99 - over 30 s (450 written, 0 failed); gate Holding"
-            in plugin_view.status_screen(body))
-    assert "Canary:" not in plugin_view.status_screen(body_during_a_roll())
+            in view.status_screen(body))
+    assert "Canary:" not in view.status_screen(body_during_a_roll())
 
 
 def test_no_roll_is_said_as_none():
     c = ctx()
     decided = plan(c, observe(c), Facts(BROKERS))
-    assert plugin_view.roll_progress(decided.status) is None
-    screen = plugin_view.status_screen({"metadata": {"name": "prod", "namespace": "kafka"},
+    assert view.roll_progress(decided.status) is None
+    screen = view.status_screen({"metadata": {"name": "prod", "namespace": "kafka"},
                                         "status": decided.status})
     assert "Roll:       none" in screen
 
@@ -69,7 +71,7 @@ def test_the_plan_screen_lists_restarts_in_order_with_what_would_hold_them():
     now = ctx()
     proposed = edited(now, **{"queued.max.requests": "600"})
     obs = preview.proposed_nodes(live(now, partitions=partitions(min_isr=3)), templates(proposed), running_pods(now))
-    screen = plugin_view.plan_screen("kafka/prod", preview.preview(proposed, obs, Facts(BROKERS)).as_json())
+    screen = view.plan_screen("kafka/prod", preview.preview(proposed, obs, Facts(BROKERS)).as_json())
     lines = screen.splitlines()
     assert lines[0] == "Plan for kafka/prod: these changes"
     assert lines[1] == "  3 restarts, one at a time, in this order:"
@@ -78,6 +80,6 @@ def test_the_plan_screen_lists_restarts_in_order_with_what_would_hold_them():
         ["3", "prod-broker-2", "2", "ConfigChanged"]]
     assert all("would drop below min.insync.replicas=3" in line for line in lines[3:6])
     assert lines[-1].startswith("  first: prod-broker-0 waits")
-    refused = plugin_view.plan_screen("kafka/prod", preview.refused("no: because").as_json())
+    refused = view.plan_screen("kafka/prod", preview.refused("no: because").as_json())
     assert refused.splitlines() == ["Plan for kafka/prod: REFUSED, nothing would change", "  refused: no: because",
                                     "  first: nothing: the spec is refused"]

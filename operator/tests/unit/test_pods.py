@@ -12,10 +12,10 @@ import yaml
 
 from krafty import naming
 from krafty.decide import roll
+from krafty.facts.observed import ChangeKind, NodeState, PendingChange, PodPhase, ServedListener
+from krafty.facts.pods import authorizes, host_down, pending_changes, phase, served_listeners, trouble
 from krafty.model.cluster import ClientAuthentication, SecurityProtocol
 from krafty.naming import Pool
-from krafty.observed import ChangeKind, NodeState, PendingChange, PodPhase, ServedListener
-from krafty.pods import authorizes, host_down, pending_changes, phase, served_listeners, trouble
 from krafty.render.workloads import statefulset
 
 from ..conftest import CRDS, context, example

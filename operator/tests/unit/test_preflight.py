@@ -7,12 +7,13 @@ from typing import Any
 
 import pytest
 
-from krafty import naming, pods
+from krafty import naming
 from krafty.decide import roll
 from krafty.decide.preflight import FAILED_REASON, gate
+from krafty.facts import pods
+from krafty.facts.observed import ChangeKind, NodeState, PendingChange, PodPhase, Preflight, PreflightOutcome
 from krafty.naming import Pool
-from krafty.observed import ChangeKind, NodeState, PendingChange, PodPhase, Preflight, PreflightOutcome
-from krafty.plan import DeletePreflights, Facts, RestartNode, StartPreflight, plan
+from krafty.planning.cluster import DeletePreflights, Facts, RestartNode, StartPreflight, plan
 from krafty.render.cluster import children
 from krafty.render.preflight import COMMAND, preflight_pod
 

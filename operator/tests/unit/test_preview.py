@@ -9,11 +9,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from krafty import naming, preview
+from krafty import naming
 from krafty.decide.roll import RestartReason
 from krafty.model.context import ClusterContext
 from krafty.naming import Pool
-from krafty.plan import Facts, Held, admit
+from krafty.planning import preview
+from krafty.planning.cluster import Facts, Held, admit
 from krafty.render.cluster import children
 from krafty.render.kafka_config import dynamic_broker_config
 

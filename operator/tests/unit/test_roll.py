@@ -20,8 +20,7 @@ from krafty.decide.roll import (
     next_step,
     restart_order,
 )
-from krafty.naming import Pool
-from krafty.observed import (
+from krafty.facts.observed import (
     ChangeKind,
     ClusterObservation,
     NodeState,
@@ -31,6 +30,7 @@ from krafty.observed import (
     QuorumState,
     VoterState,
 )
+from krafty.naming import Pool
 
 
 def node(node_id: int, *, outdated: bool = True, ready: bool = True, running: bool = True,

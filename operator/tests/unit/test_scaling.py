@@ -5,8 +5,7 @@ from __future__ import annotations
 from krafty import naming
 from krafty.decide.cluster_status import scaling_fields
 from krafty.decide.scaling import ScaleInput, plan
-from krafty.naming import Pool
-from krafty.observed import (
+from krafty.facts.observed import (
     BrokerRegistration,
     ClusterObservation,
     NodeState,
@@ -15,7 +14,8 @@ from krafty.observed import (
     QuorumState,
     VoterState,
 )
-from krafty.plan import Facts
+from krafty.naming import Pool
+from krafty.planning.cluster import Facts
 
 
 def broker(node_id: int, registered: bool = True) -> NodeState:

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from krafty.clients.errors import KafkaUnavailable
-from krafty.scheduler import Scheduler
+from krafty.runtime.scheduler import Scheduler
 
 
 def _run_once(error: Exception, caplog: pytest.LogCaptureFixture) -> logging.LogRecord:
@@ -21,12 +21,12 @@ def _run_once(error: Exception, caplog: pytest.LogCaptureFixture) -> logging.Log
         raise error
 
     scheduler = Scheduler(failing, workers=1)
-    with caplog.at_level(logging.WARNING, logger="krafty.scheduler"):
+    with caplog.at_level(logging.WARNING, logger="krafty.runtime.scheduler"):
         scheduler.start()
         scheduler.poke(("lag", "ns", "c"))
         assert done.wait(5)
         scheduler.stop()
-    [record] = [r for r in caplog.records if r.name == "krafty.scheduler"]
+    [record] = [r for r in caplog.records if r.name == "krafty.runtime.scheduler"]
     return record
 
 

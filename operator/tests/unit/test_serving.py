@@ -1,4 +1,4 @@
-"""The operator's HTTP endpoints (krafty.serving): served, idle while nobody asks, stopped at once."""
+"""The operator's HTTP endpoints (krafty.runtime.serving): served, idle while nobody asks, stopped at once."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import socket
 import time
 import urllib.request
 
-from krafty import metrics, serving
+from krafty.runtime import serving
+from krafty.telemetry import metrics
 
 
 def free_port() -> int:

@@ -16,8 +16,8 @@ from krafty.decide.topics import (
     records_to_create,
     settle,
 )
+from krafty.facts.observed import PartitionState
 from krafty.model import KafkaClusterSpec, TopicSpec
-from krafty.observed import PartitionState
 
 
 def cluster(partitions: int = 3, replication: int = 3) -> KafkaClusterSpec:

@@ -9,10 +9,10 @@ import pytest
 
 from krafty.decide.upgrade import VersionFacts, VersionPhase, plan, refusal
 from krafty.model import KafkaClusterSpec, versions
-from krafty.plan import FinalizeMetadata, Pace, PassResult
-from krafty.plan import plan as cluster_plan
+from krafty.model.validation import validate_cluster
+from krafty.planning.cluster import FinalizeMetadata, Pace, PassResult
+from krafty.planning.cluster import plan as cluster_plan
 from krafty.reconcile.cluster import Intervals, Outcome
-from krafty.validation import validate_cluster
 
 from .test_plan import BROKERS, CONTROLLERS, Facts, ctx, kinds, node, observe
 

@@ -9,11 +9,11 @@ import pytest
 from pydantic import ValidationError
 
 from krafty.decide.users import KafkaUsers, Password, UserResource, held, password_digest, plan
-from krafty.kraft_wire import Reader, Writer, decode_alter_user_quotas, decode_describe_user_quotas
-from krafty.kraft_wire.quotas import encode_alter_user_quotas
+from krafty.facts.observed import Acl
 from krafty.model import KafkaClusterSpec
 from krafty.model.user import AclEffect, AclOperation, AclPatternType, AclResourceType, KafkaUserSpec
-from krafty.observed import Acl
+from krafty.wire import Reader, Writer, decode_alter_user_quotas, decode_describe_user_quotas
+from krafty.wire.quotas import encode_alter_user_quotas
 
 LISTENERS = [{"name": "mtls", "port": 9094, "tls": True, "authentication": "tls"},
              {"name": "scram", "port": 9095, "tls": True, "authentication": "scram-sha-512"}]

@@ -9,7 +9,7 @@ import yaml
 
 from krafty import naming
 from krafty.model import KafkaClusterSpec, TopicSpec
-from krafty.validation import check_config, validate_cluster, validate_topic
+from krafty.model.validation import check_config, validate_cluster, validate_topic
 
 from ..conftest import CRDS
 

@@ -10,11 +10,11 @@ import pytest
 
 from krafty import naming
 from krafty.decide.roll import RestartReason
+from krafty.facts.observed import StorageClassState, VolumeResize, VolumeState
+from krafty.facts.volume_claims import storage_class_state, volume_state
 from krafty.model.context import ClusterContext
 from krafty.naming import Pool
-from krafty.observed import StorageClassState, VolumeResize, VolumeState
-from krafty.plan import Announce, ApplyChildren, ExpandVolumes, Facts, Pace, RestartNode, plan
-from krafty.volume_claims import storage_class_state, volume_state
+from krafty.planning.cluster import Announce, ApplyChildren, ExpandVolumes, Facts, Pace, RestartNode, plan
 
 from .test_plan import BROKERS, CONTROLLERS, ctx, observe, partitions
 

@@ -1,10 +1,10 @@
-"""The topic pass's view of what the watch delivered (krafty.watched)."""
+"""The topic pass's view of what the watch delivered (krafty.runtime.watched)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from krafty.watched import ServingBrokers, Watched
+from krafty.runtime.watched import ServingBrokers, Watched
 
 
 def body(namespace: str, name: str, version: str) -> dict[str, Any]:

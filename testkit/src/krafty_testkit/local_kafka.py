@@ -8,7 +8,7 @@ through controller.quorum.bootstrap.servers and the controllers are
 formatted with --initial-controllers.
 
 With tls=True every listener speaks mutual TLS, as the operator's nodes do between themselves: a CA, node
-certificates and a client certificate made with krafty.pki, keys read by Kafka through its directory config
+certificates and a client certificate made with krafty.pki.signing, keys read by Kafka through its directory config
 provider; `connection` is what a client needs.
 
 Readiness is decided by asking the cluster, never by sleeping: every running
@@ -37,9 +37,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from krafty import kraft_wire, pki
+from krafty import wire
 from krafty.clients import kraft
 from krafty.clients.connection import Connection, TlsIdentity
+from krafty.pki import signing
 from krafty_testkit import kafka_dist
 from krafty_testkit.traffic import client_config
 
@@ -110,7 +111,7 @@ class Node:
     directory: Path
     broker_port: int | None
     controller_port: int | None
-    directory_id: str = field(default_factory=kraft_wire.random_kafka_uuid)
+    directory_id: str = field(default_factory=wire.random_kafka_uuid)
     process: subprocess.Popen[bytes] | None = None
     metrics_port: int | None = None
     version: str | None = None  # the Kafka it runs; None: the pinned default
@@ -190,7 +191,7 @@ class LocalKafkaCluster:
         self.host = "localhost" if tls else "127.0.0.1"
         self.identity: TlsIdentity | None = None
         self.heap = heap
-        self.cluster_id = kraft_wire.random_kafka_uuid()
+        self.cluster_id = wire.random_kafka_uuid()
         self.extra_config = dict(config or {})
         roles = layout.node_roles()
         purposes = []
@@ -214,15 +215,15 @@ class LocalKafkaCluster:
     def _make_certificates(self) -> TlsIdentity:
         """A CA, a certificate per node (files under workdir/tls) and the client's, valid for a day."""
         now, day = datetime.datetime.now(datetime.UTC), datetime.timedelta(days=1)
-        ca = pki.new_ca("testkit CA", now, day)
+        ca = signing.new_ca("testkit CA", now, day)
         folder = self.workdir / "tls"
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "ca.crt").write_text(ca.cert)
         for node_id in self.nodes:
-            pair = pki.issue(ca, "testkit-kafka", ["localhost"], now, day)
+            pair = signing.issue(ca, "testkit-kafka", ["localhost"], now, day)
             (folder / f"node-{node_id}.crt").write_text(pair.cert)
             (folder / f"node-{node_id}.key").write_text(pair.key)
-        client = pki.issue(ca, "testkit-client", [], now, day)
+        client = signing.issue(ca, "testkit-client", [], now, day)
         return TlsIdentity(ca.cert, client.cert, client.key)
 
     @property
@@ -437,7 +438,7 @@ class LocalKafkaCluster:
         description = self.admin().describe_cluster(request_timeout=5).result(timeout=10)
         return {node.id for node in description.nodes}
 
-    def quorum(self) -> kraft_wire.Quorum:
+    def quorum(self) -> wire.Quorum:
         """The metadata quorum as the running controllers report it."""
         return kraft.describe_quorum(self.connection.to(self.running_controller_bootstrap()))
 

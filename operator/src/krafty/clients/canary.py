@@ -22,12 +22,12 @@ from dataclasses import dataclass
 
 from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
-from krafty import metrics
 from krafty.clients.connection import Connection
 from krafty.clients.errors import describe_error
 from krafty.clients.kafka_admin import admin_config
+from krafty.facts.observed import CanaryReading
 from krafty.naming import CANARY_TOPIC
-from krafty.observed import CanaryReading
+from krafty.telemetry import metrics
 
 log = logging.getLogger(__name__)
 CLIENT_ID = "krafty-operator-canary"

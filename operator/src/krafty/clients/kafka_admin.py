@@ -19,13 +19,13 @@ from typing import Any, Generic, TypeVar, cast
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
-from krafty import kraft_wire as wire
-from krafty import metrics, naming
+from krafty import naming, wire
 from krafty.clients import kraft
 from krafty.clients.connection import Connection
 from krafty.clients.errors import KafkaUnavailable, describe_error
-from krafty.kraft_wire import KafkaProtocolError
-from krafty.observed import PartitionState
+from krafty.facts.observed import PartitionState
+from krafty.telemetry import metrics
+from krafty.wire import KafkaProtocolError
 
 log = logging.getLogger(__name__)
 TIMEOUT = 15.0

@@ -7,11 +7,11 @@ from __future__ import annotations
 import secrets
 from collections.abc import Iterable, Mapping
 
-from krafty import kraft_wire as wire
+from krafty import wire
 from krafty.clients import kraft
 from krafty.clients.kafka_admin import TIMEOUT, KafkaAdmin, _wire_call
+from krafty.facts.observed import Acl
 from krafty.model.user import AclEffect, AclOperation, AclPatternType, AclResourceType
-from krafty.observed import Acl
 
 SCRAM_ITERATIONS = 8192
 SALT_BYTES = 32

@@ -1,4 +1,4 @@
-"""Admin requests no Python client has, over a TCP or TLS connection (see krafty.kraft_wire).
+"""Admin requests no Python client has, over a TCP or TLS connection (see krafty.wire).
 
 Each call tries the given servers in turn (brokers forward these requests to
 the active controller; controllers answer them directly), and each address a
@@ -31,10 +31,10 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TypeVar
 
-from krafty import kraft_wire as wire
-from krafty import metrics
+from krafty import wire
 from krafty.clients.connection import Connection
 from krafty.clients.errors import KafkaUnavailable
+from krafty.telemetry import metrics
 
 T = TypeVar("T")
 

@@ -20,7 +20,8 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 
-from krafty import metrics, naming
+from krafty import naming
+from krafty.telemetry import metrics
 
 _API_VERSIONS = {
     "ServiceAccount": "v1", "ConfigMap": "v1", "Secret": "v1", "Service": "v1", "Pod": "v1", "Event": "v1",

@@ -15,7 +15,6 @@ from collections.abc import Iterable
 
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from krafty import metrics
 from krafty.clients import kraft
 from krafty.clients.connection import Connection
 from krafty.clients.errors import KafkaUnavailable, describe_error
@@ -33,7 +32,8 @@ from krafty.decide.lag import (
     select_groups,
     unread_records,
 )
-from krafty.kraft_wire import KafkaProtocolError
+from krafty.telemetry import metrics
+from krafty.wire import KafkaProtocolError
 
 log = logging.getLogger(__name__)
 TIMEOUT = 10.0

@@ -1,5 +1,5 @@
-"""Keys and certificates made in a short-lived process of the operator's own (`krafty.pki_worker`): the operator's
-process reads certificates (`krafty.certs`) but never loads the cryptography library that makes them, which
+"""Keys and certificates made in a short-lived process of the operator's own (`krafty.pki.worker`): the operator's
+process reads certificates (`krafty.pki.certs`) but never loads the cryptography library that makes them, which
 would stay in its memory for as long as it runs. The process starts at a pass's first request and ends with
 the pass; a pass with nothing to issue starts none."""
 
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import IO, Any
 
-from krafty.certs import KeyPair, PkiError
+from krafty.pki.certs import KeyPair, PkiError
 
 ANSWER_SECONDS = 60.0  # a key and a certificate take milliseconds; a process that says nothing for this long is stuck
 
@@ -25,7 +25,7 @@ class PkiProcessFailed(RuntimeError):
 
 
 class Issuer:
-    """Makes CAs and certificates (see `krafty.pki` for what each is); use as a context manager: the process
+    """Makes CAs and certificates (see `krafty.pki.signing` for what each is); use as a context manager: the process
     it started ends on exit."""
 
     def __init__(self, answer_seconds: float = ANSWER_SECONDS) -> None:
@@ -59,7 +59,7 @@ class Issuer:
 
     def _started(self) -> subprocess.Popen[str]:
         if self._process is None or self._process.poll() is not None:
-            self._process = subprocess.Popen([sys.executable, "-m", "krafty.pki_worker"], stdin=subprocess.PIPE,
+            self._process = subprocess.Popen([sys.executable, "-m", "krafty.pki.worker"], stdin=subprocess.PIPE,
                                              stdout=subprocess.PIPE, text=True)
             self.started += 1
         return self._process

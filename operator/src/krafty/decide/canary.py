@@ -13,9 +13,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from krafty.facts.observed import CanaryReading, PartitionState
 from krafty.model.cluster import CanaryGate
 from krafty.naming import CANARY_TOPIC
-from krafty.observed import CanaryReading, PartitionState
 
 MAX_REPLICAS = 3
 

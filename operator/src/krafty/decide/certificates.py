@@ -23,9 +23,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from krafty import certs
-from krafty.certs import KeyPair
 from krafty.model.cluster import Validity
+from krafty.pki import certs
+from krafty.pki.certs import KeyPair
 
 
 class IssueReason(StrEnum):

@@ -11,10 +11,10 @@ from krafty.decide.scaling import ScalePlan
 from krafty.decide.status import AVAILABLE, DEGRADED, PROGRESSING, READY, Condition
 from krafty.decide.upgrade import VersionPhase, VersionPlan
 from krafty.decide.volumes import Growth
+from krafty.facts.observed import ClusterObservation, NodeState, PodPhase
 from krafty.model import format_bytes, versions
 from krafty.model.cluster import Listener
 from krafty.model.context import ClusterContext
-from krafty.observed import ClusterObservation, NodeState, PodPhase
 
 
 def _in_sync(node: NodeState, obs: ClusterObservation) -> bool | None:

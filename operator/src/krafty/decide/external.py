@@ -24,9 +24,9 @@ import datetime
 from collections.abc import Iterable, Mapping, Sequence
 
 from krafty import naming
+from krafty.facts.observed import ExternalServiceState, NodeState
 from krafty.model.cluster import Listener, ListenerType
 from krafty.model.context import Endpoint
-from krafty.observed import ExternalServiceState, NodeState
 
 ADDRESS_WAIT_SECONDS = 60
 

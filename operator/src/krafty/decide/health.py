@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from krafty.observed import PartitionState
+from krafty.facts.observed import PartitionState
 
 
 @dataclass(frozen=True)

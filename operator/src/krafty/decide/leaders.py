@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from krafty.observed import PartitionState
+from krafty.facts.observed import PartitionState
 
 
 def electable(partitions: Iterable[PartitionState], alive: set[int]) -> list[PartitionState]:

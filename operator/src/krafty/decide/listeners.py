@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from krafty.facts.observed import NodeState, ServedListener
 from krafty.model.cluster import Listener
-from krafty.observed import NodeState, ServedListener
 
 
 def _served_everywhere(listener: Listener, brokers: Sequence[NodeState]) -> bool:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
-from krafty.observed import PartitionState
+from krafty.facts.observed import PartitionState
 
 TopicPartition = tuple[str, int]
 

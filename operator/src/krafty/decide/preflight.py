@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from krafty.decide import roll
+from krafty.facts.observed import NodeState, Preflight, PreflightOutcome
 from krafty.naming import Pool
-from krafty.observed import NodeState, Preflight, PreflightOutcome
 
 FAILED_REASON = "PreflightFailed"
 

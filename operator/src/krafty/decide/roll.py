@@ -16,8 +16,8 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from krafty.decide.leaders import electable, imbalance_by_broker, partitions_to_rebalance
+from krafty.facts.observed import ChangeKind, ClusterObservation, NodeState, PartitionState, PodPhase, QuorumState
 from krafty.naming import Pool
-from krafty.observed import ChangeKind, ClusterObservation, NodeState, PartitionState, PodPhase, QuorumState
 
 # A voter this many offsets behind the leader still counts as caught up.
 MAX_VOTER_LAG = 1000

@@ -28,8 +28,8 @@ from enum import StrEnum
 from krafty import naming
 from krafty.decide import placement
 from krafty.decide.roll import MAX_VOTER_LAG
+from krafty.facts.observed import ClusterObservation, PartitionState, VoterState
 from krafty.naming import Pool
-from krafty.observed import ClusterObservation, PartitionState, VoterState
 
 TopicPartition = tuple[str, int]
 NAMED_TOPICS = 5  # a refused scale-down names this many of the topics in the way, then counts the rest

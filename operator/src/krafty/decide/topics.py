@@ -19,10 +19,10 @@ from dataclasses import dataclass, field, replace
 
 from krafty.decide.configs import diff
 from krafty.decide.health import summarize, unhealthy
+from krafty.facts.observed import PartitionState
 from krafty.model import KafkaClusterSpec, TopicSpec
+from krafty.model.validation import validate_topic
 from krafty.naming import THROTTLED_REPLICAS_KEYS, kafka_topic_name
-from krafty.observed import PartitionState
-from krafty.validation import validate_topic
 
 MAX_PROBLEM_PARTITIONS = 50
 MOVE_BATCH = 100  # partitions whose replicas one pass may start moving

@@ -16,9 +16,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from krafty import naming
+from krafty.facts.observed import Acl
 from krafty.model.cluster import ClientAuthentication, KafkaClusterSpec, Listener
 from krafty.model.user import KafkaUserSpec, Quotas, UserAuthenticationType
-from krafty.observed import Acl
 
 # Kafka's quota keys: the Quotas fields' names in snake case
 QUOTA_KEYS = tuple(Quotas.model_fields)

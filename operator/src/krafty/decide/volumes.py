@@ -20,10 +20,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from krafty import naming
+from krafty.facts.observed import ClusterObservation, StorageClassState, VolumeResize, VolumeState
 from krafty.model.common import format_bytes, parse_quantity
 from krafty.model.context import Sizes
 from krafty.naming import Pool
-from krafty.observed import ClusterObservation, StorageClassState, VolumeResize, VolumeState
 
 # The kubelet grows a mounted file system within seconds when the driver can do it online; one still waiting after
 # this grows only when its pod starts again.

@@ -1,6 +1,6 @@
 """Carrying out a cluster plan: each action in order, each logged and emitted as an Event.
 
-Nothing here decides: every action says what to do and why (krafty.plan).
+Nothing here decides: every action says what to do and why (krafty.planning.cluster).
 An action Kafka cannot carry out now is reported (a warning Event) and the
 actions after it wait for the next pass, which plans again from what it
 then reads.
@@ -13,16 +13,17 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from krafty import metrics, naming
-from krafty import plan as planned
+from krafty import naming
 from krafty.clients import kraft
 from krafty.clients.errors import KafkaUnavailable
 from krafty.clients.kafka_admin import KafkaAdmin
 from krafty.clients.kube import Kube, api_message
 from krafty.decide.canary import TopicChange
-from krafty.kraft_wire import METADATA_VERSION, KafkaProtocolError
 from krafty.model.context import ClusterContext
+from krafty.planning import cluster as planned
 from krafty.reconcile.applied import Applied, cluster_key
+from krafty.telemetry import metrics
+from krafty.wire import METADATA_VERSION, KafkaProtocolError
 
 # The canary's records are a few bytes each: an hour of them is kept, in segments of ten minutes.
 CANARY_TOPIC_CONFIG = {"retention.ms": "3600000", "segment.ms": "600000"}

@@ -1,6 +1,6 @@
 """One reconcile pass of a KafkaCluster: observe once, plan purely, act, write status once.
 
-    paused? invalid spec? identity? -> observe (Kubernetes, then Kafka) -> krafty.plan.plan
+    paused? invalid spec? identity? -> observe (Kubernetes, then Kafka) -> krafty.planning.cluster.plan
     -> krafty.reconcile.act (the plan's actions, in order) -> status and metrics
 
 Everything is read from the cluster each pass (and the few facts to remember
@@ -18,8 +18,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from krafty import metrics, naming
-from krafty import preview as previewing
+from krafty import naming
 from krafty.clients.canary import Canaries, CanarySettings
 from krafty.clients.connection import Connection
 from krafty.clients.kafka_admin import AdminPool, KafkaAdmin
@@ -27,13 +26,13 @@ from krafty.clients.kube import Kube, api_message
 from krafty.clients.pki_process import Issuer
 from krafty.decide import external, identity, listeners
 from krafty.decide.status import DEGRADED, READY, Condition
-from krafty.kraft_wire import random_kafka_uuid
+from krafty.facts.observed import CanaryReading, ExternalServiceState
+from krafty.facts.pods import node_pods
 from krafty.model import KafkaClusterSpec
 from krafty.model.context import ClusterContext, OperatorPeer
 from krafty.naming import Pool
-from krafty.observed import CanaryReading, ExternalServiceState
-from krafty.plan import Announce, ApplyChildren, ClusterPlan, Facts, Held, Pace, PassResult, admit, plan
-from krafty.pods import node_pods
+from krafty.planning import preview as previewing
+from krafty.planning.cluster import Announce, ApplyChildren, ClusterPlan, Facts, Held, Pace, PassResult, admit, plan
 from krafty.reconcile import observe as observing
 from krafty.reconcile import rack
 from krafty.reconcile import status as writer
@@ -43,6 +42,8 @@ from krafty.reconcile.connection import Reached
 from krafty.reconcile.pki import CaUnusable, ClusterPki, PkiPass
 from krafty.reconcile.pki import held as pki_held
 from krafty.reconcile.teardown import teardown_pass
+from krafty.telemetry import metrics
+from krafty.wire import random_kafka_uuid
 
 log = logging.getLogger(__name__)
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import logging
 
-from krafty import metrics
 from krafty.clients import kraft
 from krafty.clients.errors import KafkaUnavailable
-from krafty.kraft_wire import KafkaProtocolError, LogDir
 from krafty.reconcile.lag import Locate
+from krafty.telemetry import metrics
+from krafty.wire import KafkaProtocolError, LogDir
 
 log = logging.getLogger(__name__)
 DISK_INTERVAL = 30.0

@@ -7,7 +7,6 @@ import logging
 import threading
 from collections.abc import Callable
 
-from krafty import metrics
 from krafty.clients.connection import Connection
 from krafty.clients.errors import KafkaUnavailable
 from krafty.clients.lag import LagReader
@@ -23,6 +22,7 @@ from krafty.decide.lag import (
     risk_message,
     unreadable,
 )
+from krafty.telemetry import metrics
 
 log = logging.getLogger(__name__)
 LAG_INTERVAL = 10.0

@@ -15,15 +15,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from krafty import naming, pods, service_state, volume_claims
+from krafty import naming
 from krafty.clients import kraft
 from krafty.clients.errors import KafkaUnavailable
 from krafty.clients.kafka_admin import KafkaAdmin
 from krafty.clients.kube import Kube
-from krafty.kraft_wire import METADATA_VERSION, KafkaProtocolError
-from krafty.model.context import ClusterContext, Sizes
-from krafty.naming import Pool
-from krafty.observed import (
+from krafty.facts import pods, service_state, volume_claims
+from krafty.facts.observed import (
     BrokerRegistration,
     ClusterObservation,
     ExternalServiceState,
@@ -34,6 +32,9 @@ from krafty.observed import (
     VolumeState,
     VoterState,
 )
+from krafty.model.context import ClusterContext, Sizes
+from krafty.naming import Pool
+from krafty.wire import METADATA_VERSION, KafkaProtocolError
 
 log = logging.getLogger(__name__)
 

@@ -12,17 +12,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from krafty import certs, naming
-from krafty import pods as pods_of
-from krafty.certs import KeyPair
+from krafty import naming
 from krafty.clients.connection import TlsIdentity
 from krafty.clients.kube import Kube
 from krafty.clients.pki_process import Issuer
 from krafty.decide import certificates
 from krafty.decide.certificates import CaHeld, IssueReason, Subject
+from krafty.facts import pods as pods_of
 from krafty.model.cluster import CertificateAuthority
 from krafty.model.context import ClusterContext
 from krafty.naming import Pool
+from krafty.pki import certs
+from krafty.pki.certs import KeyPair
 from krafty.reconcile.applied import Applied, cluster_key
 from krafty.render.cluster import Child
 from krafty.render.secrets import annotations_of, decoded, owned_by, secret, tls_secret

@@ -17,7 +17,7 @@ applying N Topics costs Kafka work for N topics, not N for each pass.
 The pass also holds each Topic's finalizer and lets deleted ones go, the Kafka
 topics of those with deletionPolicy Delete deleted first in one request; kopf
 only watches, so a new Topic costs the API server no writes of kopf's own. The
-Topics are read from what that watch has delivered (krafty.watched), not listed.
+Topics are read from what that watch has delivered (krafty.runtime.watched), not listed.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from krafty import metrics, naming
+from krafty import naming
 from krafty.clients import kraft
 from krafty.clients.connection import Connection
 from krafty.clients.errors import KafkaUnavailable
@@ -43,6 +43,7 @@ from krafty.model import DeletionPolicy, KafkaClusterSpec, TopicSpec
 from krafty.model.common import deleting, spec_of
 from krafty.reconcile import status as writer
 from krafty.reconcile.connection import Locate
+from krafty.telemetry import metrics
 
 BUSY_INTERVAL = 5.0
 CHECK_INTERVAL = 30.0
@@ -112,7 +113,7 @@ class TopicReconciler:
                  watched_cluster: Callable[[str, str], dict[str, Any] | None] | None = None,
                  look_at_all_every: float = CHECK_INTERVAL, clock: Callable[[], float] = time.monotonic) -> None:
         """`watched`: a namespace's Topics, `watched_cluster`: a KafkaCluster (namespace, name), as the operator's
-        watch has them (krafty.watched); without them each pass reads them from the API server.
+        watch has them (krafty.runtime.watched); without them each pass reads them from the API server.
         `look_at_all_every`: seconds between passes that look at every Topic (0: every pass does)."""
         self.kube = kube
         self.locate = locate

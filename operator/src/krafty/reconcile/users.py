@@ -16,8 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from krafty import naming, pods
-from krafty.certs import KeyPair
+from krafty import naming
 from krafty.clients.connection import Connection
 from krafty.clients.errors import KafkaUnavailable
 from krafty.clients.kafka_users import UserAdmin
@@ -26,9 +25,11 @@ from krafty.clients.pki_process import Issuer
 from krafty.decide import certificates, users
 from krafty.decide.certificates import Subject
 from krafty.decide.status import READY, Condition
+from krafty.facts import pods
 from krafty.model import KafkaClusterSpec
 from krafty.model.common import deleting, spec_of
 from krafty.model.user import KafkaUserSpec, UserAuthenticationType
+from krafty.pki.certs import KeyPair
 from krafty.reconcile import status as writer
 from krafty.reconcile.connection import Locate
 from krafty.reconcile.pki import ca_held

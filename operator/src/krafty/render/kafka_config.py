@@ -5,10 +5,10 @@ from __future__ import annotations
 import hashlib
 
 from krafty import naming
-from krafty.kafka_configs import catalog
 from krafty.model import LeaderBalanceMode
 from krafty.model.cluster import SCRAM_MECHANISM, ClientAuthentication, SecurityProtocol
 from krafty.model.context import ClusterContext
+from krafty.model.kafka_configs import catalog
 from krafty.naming import Pool
 
 # Keys that identify a node rather than configure it: equal in shape on every node,

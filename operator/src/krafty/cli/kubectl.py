@@ -1,0 +1,237 @@
+"""kubectl krafty: a KafkaCluster as the operator sees it, and what a change to it would do.
+
+    kubectl krafty status CLUSTER [-n NS] [-o text|json]
+    kubectl krafty plan CLUSTER -f new.yaml [-n NS] [-o text|json]
+    kubectl krafty restart POD [-n NS]
+    kubectl krafty pause CLUSTER [-n NS]
+    kubectl krafty resume CLUSTER [-n NS]
+
+An executable named kubectl-krafty on PATH (installed with the operator's Python package), which kubectl
+runs as a plugin. It uses the current kubeconfig context. `plan` and the consumer lag of `status` ask the
+leading operator replica through the API server's pod proxy, so nothing needs to reach the cluster's
+network: the plan is the operator's own (krafty.planning.preview over its live observation, the children applied as
+a dry run), never a second implementation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import pathlib
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import kubernetes
+import yaml
+from kubernetes.client.exceptions import ApiException
+from prometheus_client.parser import text_string_to_metric_families
+
+from krafty import naming
+from krafty.cli import view
+from krafty.clients.kube import REQUEST_TIMEOUT, Kube, api_message
+from krafty.facts.pods import RESTART_ANNOTATION
+
+OPERATOR_SELECTOR = "app.kubernetes.io/name=krafty-operator"  # the chart's operator pods
+PLAN_TIMEOUT = (5.0, 120.0)  # the operator observes the cluster (Kafka included) to answer
+
+
+class PluginError(RuntimeError):
+    """Something the user can act on, printed without a traceback."""
+
+
+def _default_namespace() -> str:
+    try:
+        _, context = kubernetes.config.list_kube_config_contexts()
+    except (kubernetes.config.ConfigException, OSError):
+        return "default"
+    return str((context or {}).get("context", {}).get("namespace") or "default")
+
+
+class Plugin:
+    def __init__(self, kube: Kube, operator_selector: str = OPERATOR_SELECTOR) -> None:
+        self.kube = kube
+        self.selector = dict(part.split("=", 1) for part in operator_selector.split(",") if "=" in part)
+
+    def cluster(self, namespace: str, name: str) -> dict[str, Any]:
+        body = self.kube.get(naming.CLUSTER_KIND, name, namespace)
+        if body is None:
+            raise PluginError(f"no {naming.CLUSTER_KIND} {name} in namespace {namespace}")
+        return body
+
+    def _proxy(self, pod: dict[str, Any], port: str, path: str, method: str = "GET", body: Any = None,
+               timeout: tuple[float, float] = REQUEST_TIMEOUT) -> tuple[int, str]:
+        """A request to a port (by name) of an operator pod, through the API server's pod proxy."""
+        meta = pod["metadata"]
+        ports = {p.get("name"): p["containerPort"] for c in pod["spec"]["containers"] for p in c.get("ports") or []}
+        if port not in ports:
+            raise PluginError(f"operator pod {meta['namespace']}/{meta['name']} has no port named {port}: "
+                              "upgrade the operator's chart")
+        path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}:{ports[port]}/proxy{path}"
+        api = self.kube.api_client
+        try:
+            verb, url, headers, payload, _ = api.param_serialize(
+                method=method, resource_path=path, body=body, auth_settings=["BearerToken"],
+                header_params={"Content-Type": "application/json", "Accept": "application/json, text/plain"})
+            response = api.call_api(verb, url, header_params=headers, body=payload, _request_timeout=timeout)
+        except ApiException as error:
+            return int(error.status), str(error.body or error.reason)
+        return int(response.status), bytes(response.read() or b"").decode()
+
+    def leader(self, namespace: str, cluster: str) -> tuple[dict[str, Any], str]:
+        """The leading operator replica that operates the cluster, and its metrics (whichever install that is)."""
+        running = [p for p in self.kube.list("Pod", None, self.selector)
+                   if (p.get("status") or {}).get("phase") == "Running"]
+        if not running:
+            raise PluginError(f"no running operator pod ({','.join(f'{k}={v}' for k, v in self.selector.items())}"
+                              "): is the operator installed?")
+        for pod in running:
+            code, text = self._proxy(pod, "metrics", "/metrics")
+            if code == 200 and leads(text, namespace, cluster):
+                return pod, text
+        raise PluginError(f"no leading operator replica reports {namespace}/{cluster} (is its namespace watched, "
+                          "or has it just started?)")
+
+    def status(self, namespace: str, name: str, as_json: bool) -> str:
+        body = self.cluster(namespace, name)
+        try:
+            lag = group_lag(self.leader(namespace, name)[1], namespace, name)
+        except PluginError as error:
+            lag, note = [], f"\n(consumer lag unknown: {error})"
+        else:
+            note = ""
+        if as_json:
+            return json.dumps({"status": body.get("status") or {}, "lag": [vars(g) for g in lag]}, indent=2)
+        return view.status_screen(body, lag) + note
+
+    def plan(self, namespace: str, name: str, document: dict[str, Any], as_json: bool) -> str:
+        self.cluster(namespace, name)
+        pod, _ = self.leader(namespace, name)
+        code, text = self._proxy(pod, "plan", f"/namespaces/{namespace}/kafkaclusters/{name}/plan", "POST",
+                                 document, timeout=PLAN_TIMEOUT)
+        try:
+            answer = json.loads(text)
+        except ValueError:
+            answer = {"message": text}
+        if code != 200:
+            raise PluginError(f"the operator could not plan ({code}): {answer.get('message', text)}")
+        return json.dumps(answer, indent=2) if as_json else view.plan_screen(f"{namespace}/{name}", answer)
+
+    def restart(self, namespace: str, pod: str) -> str:
+        found = self.kube.get("Pod", pod, namespace)
+        if found is None or naming.ROLE_LABEL not in (found["metadata"].get("labels") or {}):
+            raise PluginError(f"{namespace}/{pod} is not a Kafka node of a krafty cluster")
+        moment = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        self.kube.merge_patch("Pod", pod, namespace, {"metadata": {"annotations": {RESTART_ANNOTATION: moment}}})
+        return (f"{pod} annotated for a restart: the operator restarts it when the roll allows (every other node "
+                "back and in sync, no partition taken offline or below min.insync.replicas)")
+
+    def pause(self, namespace: str, name: str, paused: bool) -> str:
+        self.cluster(namespace, name)
+        self.kube.merge_patch(naming.CLUSTER_KIND, name, namespace,
+                              {"metadata": {"annotations": {naming.PAUSED_ANNOTATION: "true" if paused else None}}})
+        return (f"{namespace}/{name} paused: the operator changes nothing until it is resumed" if paused else
+                f"{namespace}/{name} resumed")
+
+
+def leads(metrics: str, namespace: str, cluster: str) -> bool:
+    """Whether these are the metrics of the leading replica, and it operates the cluster."""
+    samples = [s for family in text_string_to_metric_families(metrics) for s in family.samples]
+    return (any(s.name == "krafty_operator_leader" and s.value == 1 for s in samples)
+            and any(s.labels.get("namespace") == namespace and s.labels.get("cluster") == cluster for s in samples))
+
+
+def group_lag(metrics: str, namespace: str, cluster: str) -> list[view.GroupLag]:
+    """Each group's lag on each topic of the cluster, from the operator's metrics."""
+    records: dict[tuple[str, str], float] = {}
+    seconds: dict[tuple[str, str], float] = {}
+    left: dict[tuple[str, str], float] = {}
+    wanted = {"krafty_consumergroup_lag_sum": (records, max), "krafty_consumergroup_lag_seconds": (seconds, max),
+              "krafty_consumergroup_retention_seconds_left": (left, min)}
+    for family in text_string_to_metric_families(metrics):
+        for sample in family.samples:
+            labels = sample.labels
+            if (sample.name not in wanted or labels.get("namespace") != namespace
+                    or labels.get("cluster") != cluster):
+                continue
+            into, pick = wanted[sample.name]
+            key = (labels["group"], labels["topic"])
+            into[key] = pick(into[key], sample.value) if key in into else sample.value
+    keys = sorted(set(records) | set(seconds) | set(left))
+    return [view.GroupLag(group, topic, records.get((group, topic)), seconds.get((group, topic)),
+                                 left.get((group, topic))) for group, topic in keys]
+
+
+def _document(path: str) -> dict[str, Any]:
+    """The KafkaCluster (or its spec) in a YAML or JSON file; - for standard input."""
+    try:
+        text = sys.stdin.read() if path == "-" else pathlib.Path(path).read_text(encoding="utf-8")
+        found = yaml.safe_load(text)
+    except (OSError, yaml.YAMLError) as error:
+        raise PluginError(f"cannot read {path}: {error}") from error
+    if not isinstance(found, dict):
+        raise PluginError(f"{path} holds no KafkaCluster")
+    return found
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    # The common flags go before or after the command, as with kubectl (SUPPRESS: a command's parser does not
+    # overwrite what was given before it)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("-n", "--namespace", default=argparse.SUPPRESS,
+                        help="the namespace (default: the kubeconfig context's)")
+    common.add_argument("--operator-selector", default=argparse.SUPPRESS,
+                        help=f"labels of the operator's pods (default {OPERATOR_SELECTOR})")
+    parser = argparse.ArgumentParser(prog="kubectl krafty", description=__doc__.split("\n\n")[0], parents=[common])
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    def command(name: str, text: str) -> argparse.ArgumentParser:
+        return commands.add_parser(name, help=text, parents=[common])
+
+    status = command("status", "the cluster on one screen: nodes, roll, quorum, partitions, lag")
+    plan = command("plan", "what the operator would do if a spec were applied")
+    for sub in (status, plan):
+        sub.add_argument("cluster")
+        sub.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    plan.add_argument("-f", "--filename", required=True, help="the KafkaCluster to preview (YAML or JSON; -: stdin)")
+    command("restart", "restart one Kafka node when the roll allows").add_argument("pod")
+    for verb in ("pause", "resume"):
+        command(verb, f"{verb} the operator's changes to a cluster").add_argument("cluster")
+    args = parser.parse_args(argv)
+    args.namespace = getattr(args, "namespace", None)
+    args.operator_selector = getattr(args, "operator_selector", OPERATOR_SELECTOR)
+    return args
+
+
+def run(args: argparse.Namespace, plugin: Plugin, namespace: str) -> str:
+    match args.command:
+        case "status":
+            return plugin.status(namespace, args.cluster, args.output == "json")
+        case "plan":
+            return plugin.plan(namespace, args.cluster, _document(args.filename), args.output == "json")
+        case "restart":
+            return plugin.restart(namespace, args.pod)
+        case _:
+            return plugin.pause(namespace, args.cluster, args.command == "pause")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
+    try:
+        kubernetes.config.load_kube_config()
+        plugin = Plugin(Kube(), args.operator_selector)
+        print(run(args, plugin, args.namespace or _default_namespace()))
+    except PluginError as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(1)
+    except ApiException as error:
+        print(f"error: the API server refused: {api_message(error)}", file=sys.stderr)
+        sys.exit(1)
+    except kubernetes.config.ConfigException as error:
+        print(f"error: no usable kubeconfig: {error}", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
