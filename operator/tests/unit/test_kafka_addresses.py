@@ -8,7 +8,7 @@ import pytest
 from krafty.clients.connection import Connection, TlsIdentity
 from krafty.clients.errors import KafkaUnavailable
 from krafty.reconcile.connection import Reached, fixed
-from krafty.runtime.handlers import _kafka_addresses
+from krafty.runtime.settings import OperatorSettings
 
 
 def test_one_address_serves_every_cluster():
@@ -24,13 +24,14 @@ def test_each_cluster_has_its_own_address_and_one_not_named_is_unavailable_with_
         locate("a", "payments")
 
 
-def test_the_variable_is_read_as_one_address_or_as_a_json_object(monkeypatch):
-    monkeypatch.delenv("KRAFTY_KAFKA_BOOTSTRAP", raising=False)
-    assert _kafka_addresses() is None
-    monkeypatch.setenv("KRAFTY_KAFKA_BOOTSTRAP", "127.0.0.1:9092,127.0.0.1:9093")
-    assert _kafka_addresses() == "127.0.0.1:9092,127.0.0.1:9093"
-    monkeypatch.setenv("KRAFTY_KAFKA_BOOTSTRAP", ' {"a/orders": "127.0.0.1:9092"}')
-    assert _kafka_addresses() == {"a/orders": "127.0.0.1:9092"}
+def _bootstrap(value: str | None) -> object:
+    return OperatorSettings.from_environment({} if value is None else {"KRAFTY_KAFKA_BOOTSTRAP": value}).kafka_bootstrap
+
+
+def test_the_variable_is_read_as_one_address_or_as_a_json_object():
+    assert _bootstrap(None) is None
+    assert _bootstrap("127.0.0.1:9092,127.0.0.1:9093") == "127.0.0.1:9092,127.0.0.1:9093"
+    assert _bootstrap(' {"a/orders": "127.0.0.1:9092"}') == {"a/orders": "127.0.0.1:9092"}
 
 
 @pytest.mark.parametrize(("value", "message"), [
@@ -39,10 +40,9 @@ def test_the_variable_is_read_as_one_address_or_as_a_json_object(monkeypatch):
     ('{"a/orders": ""}', 'maps each "namespace/cluster"'),
     ('{"a/orders": ["127.0.0.1:9092"]}', 'maps each "namespace/cluster"'),
 ])
-def test_a_malformed_table_stops_the_operator_with_what_is_wrong(monkeypatch, value, message):
-    monkeypatch.setenv("KRAFTY_KAFKA_BOOTSTRAP", value)
+def test_a_malformed_table_stops_the_operator_with_what_is_wrong(value, message):
     with pytest.raises(SystemExit, match=message):
-        _kafka_addresses()
+        _bootstrap(value)
 
 
 def test_a_cluster_its_cluster_pass_reached_is_located_so_without_reading_and_forgotten_once_gone():

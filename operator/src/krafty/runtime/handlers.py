@@ -9,13 +9,10 @@ pokes a pass, never the operator's own status writes.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import re
 import sys
 import time
-import uuid
 from collections.abc import Mapping
 from http.server import ThreadingHTTPServer
 from typing import Any
@@ -27,12 +24,9 @@ from krafty.clients import kube as kube_client
 from krafty.clients.connection import Connection
 from krafty.clients.kafka_admin import AdminPool, KafkaAdmin
 from krafty.clients.kafka_users import UserAdmin
-from krafty.decide.lag import GroupSelection
 from krafty.decide.leadership import Role
 from krafty.model import KafkaClusterSpec
 from krafty.model.common import spec_of
-from krafty.model.context import OperatorPeer
-from krafty.model.versions import SUPPORTED_KAFKA_VERSIONS
 from krafty.planning.cluster import PassResult
 from krafty.reconcile import connection
 from krafty.reconcile.cluster import ClusterReconciler, Endpoints, Intervals, Settings
@@ -41,8 +35,9 @@ from krafty.reconcile.lag import LagPass
 from krafty.reconcile.topics import TopicReconciler
 from krafty.reconcile.users import UserReconciler
 from krafty.runtime import plan_api, serving
-from krafty.runtime.leadership import Elector, LeaseSettings, NamespaceClaims
+from krafty.runtime.leadership import Elector, NamespaceClaims
 from krafty.runtime.scheduler import Scheduler
+from krafty.runtime.settings import OperatorSettings
 from krafty.runtime.watched import ServingBrokers, Watched
 from krafty.telemetry import metrics
 
@@ -52,69 +47,6 @@ BUSY_INTERVAL = 5.0
 IDLE_INTERVAL = 30.0
 REFUSED_INTERVAL = 30.0  # a namespace another install operates: look again this often
 JOBS = ("cluster", "topics", "users", "lag", "disks")
-DEFAULT_API_PORT = 8082  # the plan endpoint (krafty.runtime.plan_api)
-
-
-def _operator_peer() -> OperatorPeer | None:
-    """The chart tells the operator its namespace and pod labels (the cluster's NetworkPolicy names them)."""
-    namespace = os.environ.get("KRAFTY_OPERATOR_NAMESPACE")
-    selector = os.environ.get("KRAFTY_OPERATOR_POD_SELECTOR")
-    return OperatorPeer.parse(namespace, selector) if namespace and selector else None
-
-
-def _lease_settings() -> LeaseSettings | None:
-    """The chart names the Lease and the pod; without them (one process run by hand) there is no election."""
-    name = os.environ.get("KRAFTY_LEADER_LEASE")
-    namespace = os.environ.get("KRAFTY_OPERATOR_NAMESPACE")
-    pod = os.environ.get("KRAFTY_POD_NAME")
-    if not (name and namespace and pod):
-        return None
-    # The pod's name and this process's own mark: a container restarted in the same pod is a new candidate,
-    # not the holder of its predecessor's Lease (that one waits out its duration like any dead leader's)
-    identity = f"{pod}_{uuid.uuid4().hex[:8]}"
-    duration = int(os.environ.get("KRAFTY_LEASE_DURATION_SECONDS", "15"))
-    return LeaseSettings(namespace, name, identity, duration_seconds=duration, renew_deadline=duration * 2 / 3,
-                         retry_period=max(1.0, duration / 7.5))
-
-
-def _group_selection() -> GroupSelection:
-    """The chart's lag.includeGroups / excludeGroups (JSON lists of regular expressions) and lag.maxGroups;
-    a pattern that does not compile stops the operator at start, naming it."""
-    patterns = {key: tuple(json.loads(os.environ.get(f"KRAFTY_LAG_{key.upper()}_GROUPS") or "[]"))
-                for key in ("include", "exclude")}
-    for pattern in (*patterns["include"], *patterns["exclude"]):
-        try:
-            re.compile(pattern)
-        except re.error as error:
-            raise SystemExit(f"lag group pattern {pattern!r} is not a regular expression: {error}") from error
-    return GroupSelection(patterns["include"], patterns["exclude"], int(os.environ.get("KRAFTY_LAG_MAX_GROUPS", "200")))
-
-
-def _broker_images() -> dict[str, str]:
-    """The broker image of each Kafka version the operator runs: the chart's brokerImage.repository tagged with
-    the version, unless brokerImage.overrides names another (KRAFTY_BROKER_IMAGES, JSON)."""
-    overrides = json.loads(os.environ.get("KRAFTY_BROKER_IMAGES") or "{}")
-    unknown = sorted(set(overrides) - set(SUPPORTED_KAFKA_VERSIONS))
-    if unknown:
-        raise SystemExit(f"brokerImage.overrides names Kafka {', '.join(unknown)}, which this operator does not run "
-                         f"({', '.join(SUPPORTED_KAFKA_VERSIONS)})")
-    repository = os.environ.get("KRAFTY_BROKER_REPOSITORY", "krafty/kafka")
-    return {version: overrides.get(version, f"{repository}:{version}") for version in SUPPORTED_KAFKA_VERSIONS}
-
-
-def _kafka_addresses() -> str | dict[str, str] | None:
-    """KRAFTY_KAFKA_BOOTSTRAP, for an operator outside the cluster: the addresses of every cluster's brokers
-    ("host:port,...") or of each cluster's (a JSON object: {"namespace/cluster": "host:port,..."})."""
-    value = os.environ.get("KRAFTY_KAFKA_BOOTSTRAP") or None
-    if value is None or not value.lstrip().startswith("{"):
-        return value
-    try:
-        table = json.loads(value)
-    except json.JSONDecodeError as error:
-        raise SystemExit(f"KRAFTY_KAFKA_BOOTSTRAP is not a JSON object: {error}") from error
-    if not all(key.count("/") == 1 and isinstance(servers, str) and servers for key, servers in table.items()):
-        raise SystemExit('KRAFTY_KAFKA_BOOTSTRAP maps each "namespace/cluster" to "host:port,..."')
-    return dict(table)
 
 
 def _cluster_of(key: Any) -> tuple[str, str]:
@@ -132,22 +64,18 @@ def _stop_acting() -> None:
 class Operator:
     """Process-wide state: the API client, the passes and the scheduler (kept in kopf's memo)."""
 
-    def __init__(self) -> None:
+    def __init__(self, config: OperatorSettings) -> None:
         kube_client.load_config()
         self.kube = kube_client.Kube()
+        self.config = config
         # Outside the cluster (development, benchmarks) pod DNS names do not resolve: KRAFTY_KAFKA_BOOTSTRAP
         # points the topic and lag passes at a Kafka the operator can reach, and with KRAFTY_KAFKA_CONTROLLERS
         # the cluster pass too.
-        override = _kafka_addresses()
-        controllers = os.environ.get("KRAFTY_KAFKA_CONTROLLERS")
-        if controllers and not isinstance(override, str):
-            raise SystemExit("KRAFTY_KAFKA_CONTROLLERS needs KRAFTY_KAFKA_BOOTSTRAP: one cluster's brokers")
-        endpoints = Endpoints(override, controllers) if isinstance(override, str) and controllers else None
-        settings = Settings(broker_images=_broker_images(),
-                            cluster_domain=os.environ.get("KRAFTY_CLUSTER_DOMAIN", "cluster.local"),
-                            rack_binding=os.environ.get("KRAFTY_RACK_BINDING") or None,
-                            operator=_operator_peer(),
-                            endpoints=endpoints)
+        override = config.kafka_bootstrap
+        endpoints = (Endpoints(override, config.kafka_controllers)
+                     if isinstance(override, str) and config.kafka_controllers else None)
+        settings = Settings(broker_images=config.broker_images or {}, cluster_domain=config.cluster_domain,
+                            rack_binding=config.rack_binding, operator=config.operator, endpoints=endpoints)
         if override:
             locate, reached = connection.fixed(override), None
         else:
@@ -162,9 +90,9 @@ class Operator:
                                       self.watched_clusters.get)
         self.user_admins = AdminPool(UserAdmin)
         self.users = UserReconciler(self.kube, locate, self.user_admins.get, cluster_domain=settings.cluster_domain)
-        self.lag = LagPass(self.kafka_connection, self.tell_cluster, _group_selection())
+        self.lag = LagPass(self.kafka_connection, self.tell_cluster, config.lag_groups)
         self.disks = DiskPass(self.kafka_connection)
-        lease = _lease_settings()
+        lease = config.lease
         # Each cluster's passes (cluster, topics, users, lag, disks) use at most two workers at once
         self.scheduler = Scheduler(self.run, workers=WORKERS, leading=lease is None, group=_cluster_of, per_group=2)
         self.elector = None if lease is None else Elector(self.kube, lease, self.scheduler.lead, _stop_acting)
@@ -179,8 +107,7 @@ class Operator:
         self.scheduler.start()
         if self.elector is not None:
             self.elector.start()
-        port = int(os.environ.get("KRAFTY_API_PORT") or DEFAULT_API_PORT)
-        self.plan_api = plan_api.serve(port, self.kube, self.clusters.preview)
+        self.plan_api = plan_api.serve(self.config.api_port, self.kube, self.clusters.preview)
 
     def stop(self) -> None:
         """Finishes the passes under way, then lets go of the namespaces and the Lease (a standby takes over
@@ -295,7 +222,7 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
     settings.posting.level = logging.WARNING
     settings.watching.server_timeout = 300
     settings.networking.request_timeout = 60
-    memo.operator = Operator()
+    memo.operator = Operator(OperatorSettings.from_environment())
     memo.operator.start()
 
 

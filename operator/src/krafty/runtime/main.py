@@ -7,11 +7,11 @@ All kopf settings live in the @kopf.on.startup handler (krafty.runtime.handlers)
 from __future__ import annotations
 
 import argparse
-import os
 
 import kopf
 
 from krafty.runtime import handlers, serving
+from krafty.runtime.settings import OperatorSettings
 from krafty.telemetry import logs
 
 
@@ -29,7 +29,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    namespaces = args.namespace or [n for n in os.environ.get("KRAFTY_WATCH_NAMESPACES", "").split(",") if n]
+    namespaces = args.namespace or list(OperatorSettings.from_environment().watch_namespaces)
     logs.configure(json_lines=args.log_format == "json", verbose=args.verbose)
     serving.metrics(args.metrics_port)
     assert handlers.configure  # the handlers register themselves on import
