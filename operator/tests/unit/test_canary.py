@@ -17,7 +17,8 @@ from krafty.facts.observed import CanaryReading, PartitionState, PodPhase
 from krafty.model import KafkaClusterSpec
 from krafty.model.cluster import CanaryGate
 from krafty.naming import CANARY_TOPIC
-from krafty.planning.cluster import Announce, ChangeCanaryTopic, Facts, Pace, PassResult, RestartNode, plan
+from krafty.planning.actions import Announce, ChangeCanaryTopic, RestartNode
+from krafty.planning.cluster import Facts, Pace, PassResult, plan
 
 from .test_plan import BROKERS, CONTROLLERS, ctx, node, observe, partitions
 

@@ -19,7 +19,8 @@ from krafty.model import KafkaClusterSpec
 from krafty.model.context import ClusterContext, Endpoint
 from krafty.model.validation import validate_cluster
 from krafty.naming import Pool
-from krafty.planning.cluster import ApplyChildren, Facts, Pace, plan
+from krafty.planning.actions import ApplyChildren
+from krafty.planning.cluster import Facts, Pace, plan
 from krafty.render.cluster import children
 from krafty.render.kafka_config import node_properties
 

@@ -29,25 +29,20 @@ from krafty.facts.observed import (
 from krafty.model.cluster import ClientAuthentication, SecurityProtocol
 from krafty.model.context import ClusterContext, Sizes, Voter
 from krafty.naming import Pool
-from krafty.planning.cluster import (
+from krafty.planning.actions import (
     AddVoter,
     Announce,
     ApplyChildren,
     DeleteVolumes,
     ElectLeaders,
-    Facts,
-    Held,
     MoveReplicas,
-    Pace,
-    PassResult,
     RemoveThrottles,
     RemoveVoter,
     RestartNode,
     SetClusterDefaults,
     Unregister,
-    admit,
-    plan,
 )
+from krafty.planning.cluster import Facts, Held, Pace, PassResult, admit, plan
 from krafty.render.kafka_config import dynamic_broker_config
 
 from ..conftest import context, example

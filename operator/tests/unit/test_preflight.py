@@ -13,7 +13,8 @@ from krafty.decide.preflight import FAILED_REASON, gate
 from krafty.facts import pods
 from krafty.facts.observed import ChangeKind, NodeState, PendingChange, PodPhase, Preflight, PreflightOutcome
 from krafty.naming import Pool
-from krafty.planning.cluster import DeletePreflights, Facts, RestartNode, StartPreflight, plan
+from krafty.planning.actions import DeletePreflights, RestartNode, StartPreflight
+from krafty.planning.cluster import Facts, plan
 from krafty.render.cluster import children
 from krafty.render.preflight import COMMAND, preflight_pod
 

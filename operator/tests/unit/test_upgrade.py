@@ -10,7 +10,8 @@ import pytest
 from krafty.decide.upgrade import VersionFacts, VersionPhase, plan, refusal
 from krafty.model import KafkaClusterSpec, versions
 from krafty.model.validation import validate_cluster
-from krafty.planning.cluster import FinalizeMetadata, Pace, PassResult
+from krafty.planning.actions import FinalizeMetadata
+from krafty.planning.cluster import Pace, PassResult
 from krafty.planning.cluster import plan as cluster_plan
 from krafty.reconcile.cluster import Intervals, Outcome
 

@@ -14,7 +14,8 @@ from krafty.facts.observed import StorageClassState, VolumeResize, VolumeState
 from krafty.facts.volume_claims import storage_class_state, volume_state
 from krafty.model.context import ClusterContext
 from krafty.naming import Pool
-from krafty.planning.cluster import Announce, ApplyChildren, ExpandVolumes, Facts, Pace, RestartNode, plan
+from krafty.planning.actions import Announce, ApplyChildren, ExpandVolumes, RestartNode
+from krafty.planning.cluster import Facts, Pace, plan
 
 from .test_plan import BROKERS, CONTROLLERS, ctx, observe, partitions
 

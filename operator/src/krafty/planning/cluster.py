@@ -27,11 +27,30 @@ from krafty import naming
 from krafty.decide import canary, cluster_status, external, listeners, preflight, roll, scaling, upgrade, volumes
 from krafty.decide.configs import ConfigDiff, diff
 from krafty.decide.status import DEGRADED, PROGRESSING, READY, Condition
-from krafty.facts.observed import ClusterObservation, NodeState, VoterState
+from krafty.facts.observed import ClusterObservation
 from krafty.model import KafkaClusterSpec, LeaderBalanceMode
 from krafty.model.context import ClusterContext, Sizes
 from krafty.model.validation import validate_cluster
 from krafty.naming import Pool
+from krafty.planning.actions import (
+    Action,
+    AddVoter,
+    Announce,
+    ApplyChildren,
+    ChangeCanaryTopic,
+    DeletePreflights,
+    DeleteVolumes,
+    ElectLeaders,
+    ExpandVolumes,
+    FinalizeMetadata,
+    MoveReplicas,
+    RemoveThrottles,
+    RemoveVoter,
+    RestartNode,
+    SetClusterDefaults,
+    StartPreflight,
+    Unregister,
+)
 from krafty.render.cluster import Child, children
 from krafty.render.kafka_config import dynamic_broker_config
 from krafty.render.preflight import preflight_pod
@@ -55,110 +74,6 @@ class Facts:
         return cls(tuple(balanced) if balanced is not None else None, bool(scaling_status.get("leadersPending")),
                    datetime.datetime.fromisoformat(since) if since else None,
                    datetime.datetime.fromisoformat(calm) if calm else None)
-
-
-# -- actions: what the pass does, in order ------------------------------------------------------
-@dataclass(frozen=True)
-class ApplyChildren:
-    children: tuple[Child, ...]
-
-
-@dataclass(frozen=True)
-class Announce:
-    """An Event (and a log line) for something decided without an action of its own."""
-
-    reason: str
-    message: str
-    warning: bool = False
-
-
-@dataclass(frozen=True)
-class SetClusterDefaults:
-    changes: ConfigDiff
-
-
-@dataclass(frozen=True)
-class MoveReplicas:
-    reassign: Mapping[tuple[str, int], list[int]]
-    throttle_rate: int  # bytes/s per broker while the replicas move
-    message: str
-
-    @property
-    def topics(self) -> tuple[str, ...]:
-        return tuple(sorted({topic for topic, _ in self.reassign}))
-
-
-@dataclass(frozen=True)
-class RemoveThrottles:
-    topics: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class RemoveVoter:
-    voter: VoterState
-
-
-@dataclass(frozen=True)
-class AddVoter:
-    voter: VoterState  # a caught-up observer
-    host: str  # its controller listener's address, as the other voters will reach it
-
-
-@dataclass(frozen=True)
-class Unregister:
-    brokers: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class DeleteVolumes:
-    claims: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class ExpandVolumes:
-    claims: tuple[tuple[str, str], ...]  # (claim, size)
-
-
-@dataclass(frozen=True)
-class StartPreflight:
-    pod: Mapping[str, Any]
-    message: str
-
-
-@dataclass(frozen=True)
-class DeletePreflights:
-    pods: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class RestartNode:
-    node: NodeState
-    reason: roll.RestartReason
-    message: str
-
-
-@dataclass(frozen=True)
-class ElectLeaders:
-    partitions: tuple[tuple[str, int], ...]
-    message: str
-
-
-@dataclass(frozen=True)
-class FinalizeMetadata:
-    """Raise metadata.version: every node runs the release that finalizes it."""
-
-    level: int
-    message: str
-
-
-@dataclass(frozen=True)
-class ChangeCanaryTopic:
-    topic: canary.CanaryTopic
-
-
-Action = (ApplyChildren | Announce | SetClusterDefaults | MoveReplicas | RemoveThrottles | RemoveVoter | AddVoter
-          | Unregister | DeleteVolumes | ExpandVolumes | StartPreflight | DeletePreflights | RestartNode | ElectLeaders
-          | FinalizeMetadata | ChangeCanaryTopic)
 
 
 class PassResult(StrEnum):

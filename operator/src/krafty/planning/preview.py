@@ -27,7 +27,8 @@ from krafty.facts import pods
 from krafty.facts.observed import ClusterObservation, NodeState
 from krafty.model.context import ClusterContext, Sizes
 from krafty.naming import Pool
-from krafty.planning import cluster as planned
+from krafty.planning.actions import Announce, ExpandVolumes, SetClusterDefaults
+from krafty.planning.cluster import ClusterPlan, Facts, Held, PassResult, growth_of, plan, with_resizes
 
 PROPOSED_REVISION = "proposed"  # the revision a changed pod template would get (any name unlike a real one)
 
@@ -69,10 +70,10 @@ class Preview:
                 "preflight": [p.value for p in self.preflight], "firstStep": self.first_step}
 
 
-def held(spec_held: planned.Held) -> Preview:
+def held(spec_held: Held) -> Preview:
     """A spec the operator would not even observe for: invalid, or the cluster paused."""
     message = spec_held.conditions[-1].message
-    if spec_held.result is planned.PassResult.PAUSED:
+    if spec_held.result is PassResult.PAUSED:
         return Preview(Verdict.NOTHING, first_step=f"nothing until resumed: {message}")
     return Preview(Verdict.REFUSED, refused=(message,), first_step="nothing: the spec is refused")
 
@@ -102,22 +103,22 @@ def proposed_nodes(obs: ClusterObservation, templates: Mapping[Pool, Mapping[str
                    revisions={**obs.revisions, **dict.fromkeys(changed, PROPOSED_REVISION)})
 
 
-def preview(ctx: ClusterContext, obs: ClusterObservation, facts: planned.Facts) -> Preview:
+def preview(ctx: ClusterContext, obs: ClusterObservation, facts: Facts) -> Preview:
     """The plan of the proposed spec (ctx) over what runs (obs, from proposed_nodes)."""
-    decided = planned.plan(ctx, obs, facts)
-    if decided.result is planned.PassResult.INVALID:
+    decided = plan(ctx, obs, facts)
+    if decided.result is PassResult.INVALID:
         return refused(decided.conditions[0].message)
-    obs = planned.with_resizes(obs, planned.growth_of(ctx, obs))
+    obs = with_resizes(obs, growth_of(ctx, obs))
     restarts = tuple(_restart(n, obs) for n in roll.restart_order(obs.nodes, obs.quorum))
     # A warning that is not the roll waiting on what runs now: what the spec asks cannot be
     waiting = decided.step.reason if isinstance(decided.step, roll.Blocked) else None
-    refusals = [a.message for a in decided.actions if isinstance(a, planned.Announce) and a.warning
+    refusals = [a.message for a in decided.actions if isinstance(a, Announce) and a.warning
                 and a.reason != waiting]
     scale_refused = decided.scale.phase is ScalePhase.BLOCKED
     if scale_refused:
         refusals.insert(0, decided.scale.message)
-    dynamic = next((a.changes.describe() for a in decided.actions if isinstance(a, planned.SetClusterDefaults)), [])
-    grows = next((a.claims for a in decided.actions if isinstance(a, planned.ExpandVolumes)), ())
+    dynamic = next((a.changes.describe() for a in decided.actions if isinstance(a, SetClusterDefaults)), [])
+    grows = next((a.claims for a in decided.actions if isinstance(a, ExpandVolumes)), ())
     scales = not scale_refused and Sizes.of(ctx.spec) != Sizes.running(ctx.spec, obs.statefulset_replicas)
     changes = bool(restarts or dynamic or grows or scales)
     verdict = Verdict.REFUSED if refusals and not changes else Verdict.CHANGES if changes else Verdict.NOTHING
@@ -134,7 +135,7 @@ def _restart(node: NodeState, obs: ClusterObservation) -> PlannedRestart:
     return PlannedRestart(node.pod, node.node_id, reason, why, blocked.message if blocked else None)
 
 
-def _first_step(decided: planned.ClusterPlan) -> str:
+def _first_step(decided: ClusterPlan) -> str:
     step = decided.step
     if isinstance(step, roll.Restart):
         return f"restart {step.node.pod}"

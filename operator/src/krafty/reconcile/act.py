@@ -8,8 +8,8 @@ then reads.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, assert_never
 
 from kubernetes.client.exceptions import ApiException
 
@@ -20,7 +20,26 @@ from krafty.clients.kafka_admin import KafkaAdmin
 from krafty.clients.kube import Kube, api_message
 from krafty.decide.canary import TopicChange
 from krafty.model.context import ClusterContext
-from krafty.planning import cluster as planned
+from krafty.planning.actions import (
+    Action,
+    AddVoter,
+    Announce,
+    ApplyChildren,
+    ChangeCanaryTopic,
+    DeletePreflights,
+    DeleteVolumes,
+    ElectLeaders,
+    ExpandVolumes,
+    FinalizeMetadata,
+    KafkaAction,
+    MoveReplicas,
+    RemoveThrottles,
+    RemoveVoter,
+    RestartNode,
+    SetClusterDefaults,
+    StartPreflight,
+    Unregister,
+)
 from krafty.reconcile.applied import Applied, cluster_key
 from krafty.telemetry import metrics
 from krafty.wire import METADATA_VERSION, KafkaProtocolError
@@ -41,37 +60,68 @@ class Actor:
         self.refused: list[str] = []  # what the API server refused to apply, with its reason
         # A StatefulSet sent changed: its pods' revisions as observed before are stale (a roll may be due)
         self.workloads_changed = False
-        self._steps: dict[type, Callable[[Any], None]] = {
-            planned.ApplyChildren: self._apply_children, planned.Announce: self._announce,
-            planned.SetClusterDefaults: self._set_defaults, planned.MoveReplicas: self._move,
-            planned.RemoveThrottles: self._unthrottle, planned.RemoveVoter: self._remove_voter,
-            planned.AddVoter: self._add_voter,
-            planned.Unregister: self._unregister, planned.DeleteVolumes: self._delete_volumes,
-            planned.ExpandVolumes: self._expand_volumes,
-            planned.StartPreflight: self._start_preflight, planned.DeletePreflights: self._delete_preflights,
-            planned.RestartNode: self._restart,
-            planned.ElectLeaders: self._elect, planned.FinalizeMetadata: self._finalize,
-            planned.ChangeCanaryTopic: self._canary_topic,
-        }
 
-    def run(self, actions: Iterable[planned.Action]) -> bool:
+    def run(self, actions: Iterable[Action]) -> bool:
         """Carries out the actions in order, up to the first one Kafka cannot carry out (what comes after
         may rely on it: a controller stops only once it is no longer a voter); returns whether all ran."""
         for action in actions:
             try:
-                self._steps[type(action)](action)
+                self._on_kubernetes(action)
             except (KafkaUnavailable, KafkaProtocolError) as error:
                 self.say(f"{type(action).__name__}Failed", f"not done, nor what follows it this pass: {error}",
                          warning=True)
                 return False
         return True
 
+    def _on_kubernetes(self, action: Action) -> None:
+        """The actions that change Kubernetes objects (or only tell); the others go to Kafka."""
+        match action:
+            case ApplyChildren():
+                self._apply_children(action)
+            case Announce():
+                self.say(action.reason, action.message, action.warning)
+            case DeleteVolumes():
+                self._delete_volumes(action)
+            case ExpandVolumes():
+                self._expand_volumes(action)
+            case StartPreflight():
+                self._start_preflight(action)
+            case DeletePreflights():
+                self._delete_preflights(action)
+            case RestartNode():
+                self._restart(action)
+            case _:
+                self._on_kafka(action)
+
+    def _on_kafka(self, action: KafkaAction) -> None:
+        match action:
+            case SetClusterDefaults():
+                self._set_defaults(action)
+            case MoveReplicas():
+                self._move(action)
+            case RemoveThrottles():
+                self._unthrottle(action)
+            case RemoveVoter():
+                self._remove_voter(action)
+            case AddVoter():
+                self._add_voter(action)
+            case Unregister():
+                self._unregister(action)
+            case ElectLeaders():
+                self._elect(action)
+            case FinalizeMetadata():
+                self._finalize(action)
+            case ChangeCanaryTopic():
+                self._canary_topic(action)
+            case _:
+                assert_never(action)
+
     def say(self, reason: str, message: str, warning: bool = False, node: str | None = None) -> None:
         """A decision or its outcome, as an Event on the KafkaCluster and in the operator's log."""
         self.kube.event(self.body, naming.CLUSTER_KIND, reason, message, warning=warning, node=node)
 
     # -- the steps ------------------------------------------------------------------------
-    def _apply_children(self, action: planned.ApplyChildren) -> None:
+    def _apply_children(self, action: ApplyChildren) -> None:
         """Sends each child that changed since it was last sent (or was sent too long ago: see Applied)."""
         cluster = cluster_key(self.body)
         for child in action.children:
@@ -96,14 +146,11 @@ class Actor:
             self.applied.done(*cluster, child)
             self.workloads_changed |= changed
 
-    def _announce(self, action: planned.Announce) -> None:
-        self.say(action.reason, action.message, action.warning)
-
-    def _set_defaults(self, action: planned.SetClusterDefaults) -> None:
+    def _set_defaults(self, action: SetClusterDefaults) -> None:
         self.admin.alter_dynamic_cluster_defaults(dict(action.changes.set), action.changes.unset)
         self.say("DynamicConfigApplied", "applied without a restart: " + ", ".join(action.changes.describe()))
 
-    def _move(self, action: planned.MoveReplicas) -> None:
+    def _move(self, action: MoveReplicas) -> None:
         rate = str(action.throttle_rate)
         self.admin.alter_dynamic_cluster_defaults(dict.fromkeys(naming.THROTTLE_RATE_KEYS, rate), [])
         self.admin.alter_topic_configs({t: dict.fromkeys(naming.THROTTLED_REPLICAS_KEYS, "*") for t in action.topics})
@@ -112,23 +159,23 @@ class Actor:
                    + (f"; refused for {len(errors)}: {'; '.join(list(errors.values())[:3])}" if errors else ""))
         self.say("ReplicasMoving", message, warning=bool(errors))
 
-    def _unthrottle(self, action: planned.RemoveThrottles) -> None:
+    def _unthrottle(self, action: RemoveThrottles) -> None:
         self.admin.alter_topic_configs({t: dict.fromkeys(naming.THROTTLED_REPLICAS_KEYS) for t in action.topics})
         self.admin.alter_dynamic_cluster_defaults({}, naming.THROTTLE_RATE_KEYS)
         self.say("ReplicasMoved", f"replica moves finished; throttles removed from {len(action.topics)} topics")
 
-    def _remove_voter(self, action: planned.RemoveVoter) -> None:
+    def _remove_voter(self, action: RemoveVoter) -> None:
         voter = action.voter
         kraft.remove_voter(self.controllers, self.ctx.cluster_id, voter.node_id, voter.directory_id)
         self.say("VoterRemoved", f"controller {voter.node_id} removed from the KRaft voters")
 
-    def _add_voter(self, action: planned.AddVoter) -> None:
+    def _add_voter(self, action: AddVoter) -> None:
         voter = action.voter
         kraft.add_voter(self.controllers, self.ctx.cluster_id, voter.node_id, voter.directory_id, action.host,
                         naming.CONTROLLER_PORT, naming.CONTROLLER_LISTENER)
         self.say("VoterAdded", f"controller {voter.node_id} added to the KRaft voters")
 
-    def _unregister(self, action: planned.Unregister) -> None:
+    def _unregister(self, action: Unregister) -> None:
         for broker in action.brokers:
             try:
                 kraft.unregister_broker(self.controllers, broker)
@@ -137,12 +184,12 @@ class Actor:
                     raise
             self.say("BrokerUnregistered", f"broker {broker} removed from the cluster metadata")
 
-    def _delete_volumes(self, action: planned.DeleteVolumes) -> None:
+    def _delete_volumes(self, action: DeleteVolumes) -> None:
         for claim in action.claims:
             self.kube.delete("PersistentVolumeClaim", claim, self.ctx.namespace)
             self.say("VolumeDeleted", f"{claim} deleted: its node was removed, emptied and forgotten by Kafka")
 
-    def _expand_volumes(self, action: planned.ExpandVolumes) -> None:
+    def _expand_volumes(self, action: ExpandVolumes) -> None:
         for claim, size in action.claims:
             try:
                 self.kube.merge_patch("PersistentVolumeClaim", claim, self.ctx.namespace,
@@ -156,7 +203,7 @@ class Actor:
             self.say("VolumeExpanding", f"{claim} asked to grow to {size}: the storage driver grows the volume, "
                                         "the kubelet its file system")
 
-    def _start_preflight(self, action: planned.StartPreflight) -> None:
+    def _start_preflight(self, action: StartPreflight) -> None:
         try:
             self.kube.apply(dict(action.pod))
         except ApiException as error:
@@ -169,25 +216,25 @@ class Actor:
             return
         self.say("PreflightStarted", action.message)
 
-    def _delete_preflights(self, action: planned.DeletePreflights) -> None:
+    def _delete_preflights(self, action: DeletePreflights) -> None:
         for pod in action.pods:
             self.kube.delete("Pod", pod, self.ctx.namespace)
         self.say("PreflightDeleted", f"{', '.join(action.pods)} deleted: no node waits to restart into its template")
 
-    def _restart(self, action: planned.RestartNode) -> None:
+    def _restart(self, action: RestartNode) -> None:
         self.say(f"Restart{action.reason.value}", f"restarting {action.node.pod}: {action.message}",
                  node=action.node.pod)
         self.kube.delete("Pod", action.node.pod, self.ctx.namespace)
         metrics.RESTARTS.labels(self.ctx.namespace, self.ctx.name, action.reason.value).inc()
 
-    def _elect(self, action: planned.ElectLeaders) -> None:
+    def _elect(self, action: ElectLeaders) -> None:
         failed = self.admin.elect_preferred(action.partitions)
         message = f"preferred leader elected for {len(action.partitions) - len(failed)} partitions ({action.message})"
         if failed:
             message += f"; not possible yet for {len(failed)}: {'; '.join(list(failed.values())[:3])}"
         self.say("LeadersRebalanced", message)
 
-    def _canary_topic(self, action: planned.ChangeCanaryTopic) -> None:
+    def _canary_topic(self, action: ChangeCanaryTopic) -> None:
         topic = action.topic
         match topic.change:
             case TopicChange.CREATE:
@@ -202,7 +249,7 @@ class Actor:
         else:
             self.say("CanaryTopicChanged", topic.message)
 
-    def _finalize(self, action: planned.FinalizeMetadata) -> None:
+    def _finalize(self, action: FinalizeMetadata) -> None:
         kraft.upgrade_feature(self.admin.connection, METADATA_VERSION, action.level)
         self.say("MetadataVersionFinalized", f"{action.message}; from now on spec.version cannot go below "
                                              f"{self.ctx.spec.version}")

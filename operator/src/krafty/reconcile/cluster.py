@@ -32,7 +32,8 @@ from krafty.model import KafkaClusterSpec
 from krafty.model.context import ClusterContext, OperatorPeer
 from krafty.naming import Pool
 from krafty.planning import preview as previewing
-from krafty.planning.cluster import Announce, ApplyChildren, ClusterPlan, Facts, Held, Pace, PassResult, admit, plan
+from krafty.planning.actions import Announce, ApplyChildren
+from krafty.planning.cluster import ClusterPlan, Facts, Held, Pace, PassResult, admit, plan
 from krafty.reconcile import observe as observing
 from krafty.reconcile import rack
 from krafty.reconcile import status as writer
