@@ -101,6 +101,40 @@ def test_an_unreadable_certificate_is_a_pki_error_that_says_what_it_is(cert, sai
         certs.facts(cert)
 
 
+HOSTILE_PEM = [  # each held the operator's process (and the GIL) for minutes with a backtracking pattern
+    "-----BEGIN CERTIFICATE-----" + " " * 500_000,
+    "-----BEGIN CERTIFICATE-----\n" + "A \n" * 300_000 + "-----END CERTIFICATE-",
+    "-----BEGIN CERTIFICATE-----\n" * 30_000,
+    "-----BEGIN " + "A" * 500_000,
+]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("pem", HOSTILE_PEM, ids=["spaces", "no end", "begins", "long label"])
+def test_pem_text_a_tenant_wrote_to_hold_the_operator_is_read_in_one_pass_and_refused(pem):
+    with pytest.raises(certs.PkiError, match="not a PEM certificate"):
+        certs.facts(pem)
+
+
+@pytest.mark.parametrize("before", ["text\n", "-----BEGIN lowercase-----\n", "-----BEGIN X-----\n-----END Y-----\n",
+                                    "-----BEGIN CERTIFICATE-----\nnot: base64\n-----END CERTIFICATE-----\n"])
+def test_a_certificate_after_text_or_blocks_that_cannot_be_read_is_read(before):
+    ca = signing.new_ca("after junk", NOW, DAY)
+    assert certs.facts(before + ca.cert).common_name == "after junk"
+
+
+def test_pem_text_larger_than_any_secret_is_refused_naming_its_size():
+    with pytest.raises(certs.PkiError, match="PEM text of 1,048,577 characters, more than the 1,048,576 read"):
+        certs.facts(" " * (certs.MAX_PEM_CHARACTERS + 1))
+
+
+def test_an_encrypted_key_with_headers_is_not_read():
+    key = ("-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,00\n\nMIIB\n"
+           "-----END RSA PRIVATE KEY-----\n")
+    with pytest.raises(certs.PkiError, match="encrypted keys are not read"):
+        certs.matches(certs.KeyPair(signing.new_ca("ca", NOW, DAY).cert, key))
+
+
 def test_a_certificate_read_again_in_a_later_pass_is_not_parsed_again():
     # Given a certificate read once
     ca = signing.new_ca("read again", NOW, DAY)

@@ -22,7 +22,10 @@ from dataclasses import dataclass, field
 # Issued a little in the past, so that a node whose clock is behind the operator's accepts it at once.
 BACKDATE = datetime.timedelta(minutes=5)
 _PEM_END = "-----END CERTIFICATE-----"
-_PEM = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----\s*([A-Za-z0-9+/=\s]+?)\s*-----END \1-----")
+_DASHES, _BEGIN, _END = "-----", "-----BEGIN ", "-----END "
+_LABEL, _BASE64 = re.compile(r"[A-Z0-9 ]{1,64}"), re.compile(r"[A-Za-z0-9+/=\s]*")
+# Past the largest Secret the API server stores (1 MiB): no key or certificate of ours comes near it
+MAX_PEM_CHARACTERS = 1 << 20
 
 # DER tags and the object identifiers read
 _BOOLEAN, _INTEGER, _BIT_STRING, _OCTET_STRING, _OID, _SEQUENCE = 0x01, 0x02, 0x03, 0x04, 0x06, 0x30
@@ -151,10 +154,34 @@ class _Certificate:
         return found[0] if found else None
 
 
+def _pem_text(pem: str) -> Iterator[tuple[str, str]]:
+    """(label, body) of each PEM block, read in one pass over the text (a tenant writes it: no pattern that
+    could backtrack, no search that starts again from a block's beginning). A block runs to the next END line:
+    one whose END names another label, or whose body has headers (an encrypted key's), is passed over."""
+    if len(pem) > MAX_PEM_CHARACTERS:
+        raise PkiError(f"PEM text of {len(pem):,} characters, more than the {MAX_PEM_CHARACTERS:,} read")
+    at = pem.find(_BEGIN)
+    while at >= 0:
+        label_at = at + len(_BEGIN)
+        label_end = pem.find(_DASHES, label_at, label_at + 70)
+        label = pem[label_at:label_end] if label_end >= 0 else ""
+        if not _LABEL.fullmatch(label):
+            at = pem.find(_BEGIN, label_at)
+            continue
+        body_at = label_end + len(_DASHES)
+        end = pem.find(_END, body_at)
+        if end < 0:
+            return
+        end_line = f"{_END}{label}{_DASHES}"
+        if pem.startswith(end_line, end) and _BASE64.fullmatch(pem, body_at, end):
+            yield label, pem[body_at:end]
+        at = pem.find(_BEGIN, end + len(_END))
+
+
 def _pem_blocks(pem: str, *labels: str) -> list[tuple[str, bytes]]:
     try:
         return [(label, base64.b64decode("".join(body.split()), validate=True))
-                for label, body in _PEM.findall(pem) if label in labels]
+                for label, body in _pem_text(pem) if label in labels]
     except ValueError as error:
         raise PkiError(f"PEM that is not base64: {error}") from error
 
