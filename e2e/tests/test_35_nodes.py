@@ -17,6 +17,7 @@ from krafty_testkit.k8s_kafka import (
     NAMESPACE,
     ClientPod,
     KafkaClusterHandle,
+    assert_written,
     topic_resource,
     wait_topic_ready,
 )
@@ -273,5 +274,6 @@ def test_a_drain_completes_and_never_takes_a_second_replica_offline(
     assert "Cannot evict pod as it would violate the pod's disruption budget" in second, second[-2000:]
     assert len(away) >= 2, smallest
     assert fewest >= 2, smallest
+    assert_written(report)
     assert (verified["lost"], verified["duplicated"]) == (0, 0), verified
 

@@ -35,6 +35,17 @@ def test_combined_cluster_forms_a_quorum_of_every_node(combined: LocalKafkaClust
     assert combined.ready_seconds is not None
 
 
+def test_a_steady_producer_that_dies_fails_its_test_rather_than_report_nothing_written(combined: LocalKafkaCluster):
+    # Given a steady producer the Kafka client refuses to build (a setting librdkafka does not know)
+    producer = traffic.SteadyProducer(combined.bootstrap_servers, "never-written", rate=100,
+                                      **{"no.such.setting": "1"})
+    producer.start()
+    producer.join(30)
+    # When it is stopped, Then it says it died and why, instead of an empty report of nothing lost
+    with pytest.raises(traffic.ProducerFailed, match=r"the producer to never-written died: .*no\.such\.setting"):
+        producer.stop()
+
+
 def test_acked_writes_survive_a_sigkilled_broker(combined: LocalKafkaCluster):
     # Given a topic with RF 3 and min ISR 2, and a producer writing with acks=all
     admin = combined.admin()

@@ -61,6 +61,7 @@ from krafty_testkit import traffic
 
 
 def produce(args: argparse.Namespace) -> dict[str, object]:
+    offered: dict[str, float] = {}
     if args.count:
         report = traffic.produce_sequences(args.bootstrap, args.topic, args.count)
     else:
@@ -69,13 +70,14 @@ def produce(args: argparse.Namespace) -> dict[str, object]:
         while not os.path.exists(args.until_file):
             time.sleep(0.2)
         report = producer.stop()
+        offered = {"rate": args.rate, "seconds": round(producer.seconds, 1)}
     with open(args.acked, "w") as out:
         json.dump(report.acked, out)
     if args.outcomes:
         with open(args.outcomes, "w") as out:
             out.writelines(f"{sent * 1000:.0f},{took * 1000:.1f},{int(ok)}\n" for sent, took, ok in report.outcomes)
     return {"acked": len(report.acked), "failed": dict(report.failed), "longest_ack_gap_s": report.longest_ack_gap(),
-            "longest_gaps": report.ack_gaps(3)}
+            "longest_gaps": report.ack_gaps(3), **offered}
 
 
 def verify(args: argparse.Namespace) -> dict[str, object]:

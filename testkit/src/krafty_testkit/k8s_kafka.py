@@ -288,6 +288,22 @@ def _tls(ca: str | None) -> tuple[str, ...]:
     return ("--ca", ca) if ca else ()
 
 
+# The share of the records a steady producer offered (its rate times the seconds it ran) that must come back
+# acknowledged: with none failed every record sent is acknowledged, and the producer catches up when it falls behind
+ACKNOWLEDGED_FLOOR = 0.8
+
+
+def assert_written(report: dict[str, Any]) -> None:
+    """A steady producer's report from a test under load: no record failed, and the records acknowledged reach
+    ACKNOWLEDGED_FLOOR of those offered (no record lost of nothing written proves nothing)."""
+    offered = report["rate"] * report["seconds"]
+    if report["failed"] != {}:
+        raise AssertionError(f"records failed: {report}")
+    if report["acked"] < ACKNOWLEDGED_FLOOR * offered:
+        raise AssertionError(f"{report['acked']:,} records acknowledged of {offered:,.0f} offered "
+                             f"({report['rate']}/s for {report['seconds']} s): {report}")
+
+
 def topic_resource(name: str, cluster: str, namespace: str = NAMESPACE, **spec: Any) -> dict[str, Any]:
     return {"apiVersion": "kafka.krafty.io/v1alpha1", "kind": "Topic",
             "metadata": {"name": name, "namespace": namespace},

@@ -126,8 +126,13 @@ def _send(producer: Any, report: ProduceReport, topic: str, key: str, seq: int, 
 STEADY_IN_FLIGHT = {"max.in.flight.requests.per.connection": 1}
 
 
+class ProducerFailed(RuntimeError):
+    """The steady producer stopped producing before it was told to: its report would say less than was meant."""
+
+
 class SteadyProducer(threading.Thread):
-    """Produces at a steady rate until stopped; the report says what was acknowledged."""
+    """Produces at a steady rate until stopped; the report says what was acknowledged. stop() raises
+    ProducerFailed when the producing thread died or did not end, rather than return what it had."""
 
     def __init__(self, bootstrap_servers: str, topic: str, rate: float = 200, keys: int = 10, size: int = 0,
                  **config: Any) -> None:
@@ -138,9 +143,17 @@ class SteadyProducer(threading.Thread):
         self.report = ProduceReport()
         self._stop_event = threading.Event()
         self.sent = 0
+        self.seconds = 0.0  # how long it produced
+        self.error: BaseException | None = None
         self.prefix = run_prefix()
 
     def run(self) -> None:
+        try:
+            self._produce()
+        except BaseException as error:  # noqa: BLE001 (stop() raises it in the test's thread)
+            self.error = error
+
+    def _produce(self) -> None:
         from confluent_kafka import Producer
 
         producer = Producer(durable_producer_config(self.bootstrap_servers, **{**STEADY_IN_FLIGHT, **self.config}))
@@ -154,11 +167,17 @@ class SteadyProducer(threading.Thread):
             wait = started + self.sent / self.rate - time.monotonic()
             if wait > 0:
                 producer.poll(wait)
-        producer.flush(120)
+        self.seconds = time.monotonic() - started
+        if producer.flush(120):
+            raise ProducerFailed(f"records to {self.topic} still without an outcome after 120 s")
 
     def stop(self) -> ProduceReport:
         self._stop_event.set()
         self.join(150)
+        if self.is_alive():
+            raise ProducerFailed(f"the producer to {self.topic} did not end within 150 s of being stopped")
+        if self.error is not None:
+            raise ProducerFailed(f"the producer to {self.topic} died: {self.error!r}") from self.error
         return self.report
 
 
