@@ -14,7 +14,7 @@ import os
 import sys
 import time
 from collections.abc import Mapping
-from http.server import ThreadingHTTPServer
+from http.server import HTTPServer
 from typing import Any
 
 import kopf
@@ -101,7 +101,7 @@ class Operator:
         self.claims = None if lease is None else NamespaceClaims(self.kube, f"{lease.namespace}/{lease.name}")
         self._told: set[tuple[str, str, str | None]] = set()
         self._seen: dict[tuple[str, str, str], tuple[Any, ...]] = {}
-        self.plan_api: ThreadingHTTPServer | None = None
+        self.plan_api: HTTPServer | None = None
 
     def start(self) -> None:
         self.scheduler.start()

@@ -14,7 +14,7 @@ import json
 import logging
 import re
 from collections.abc import Callable, Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 
 from krafty import naming
@@ -46,10 +46,16 @@ def _spec_of(document: Any) -> Mapping[str, Any]:
     return spec
 
 
-def serve(port: int, kube: Kube, previewer: Previewer) -> ThreadingHTTPServer:
+class _PlanServer(serving.Bounded, HTTPServer):
+    pass
+
+
+def serve(port: int, kube: Kube, previewer: Previewer) -> HTTPServer:
     """Starts the endpoint on its own threads; returns the server (serving.stop stops it)."""
 
     class Handler(BaseHTTPRequestHandler):
+        timeout = serving.CLIENT_SECONDS
+
         def do_POST(self) -> None:
             match = PATH.match(self.path.split("?", 1)[0])
             if match is None:
@@ -85,7 +91,7 @@ def serve(port: int, kube: Kube, previewer: Previewer) -> ThreadingHTTPServer:
         def log_message(self, format: str, *args: Any) -> None:
             log.debug(format, *args)
 
-    server = ThreadingHTTPServer(("0.0.0.0", port), Handler)
-    server.daemon_threads = True
+    server = _PlanServer(("0.0.0.0", port), Handler)
+    serving.bounded(server)
     serving.start(server, "plan-api")
     return server
