@@ -7,7 +7,9 @@ costs about a second. When the session brought the cluster up, it takes it down 
 KRAFTY_E2E_KEEP_CLUSTER=1 (handy while iterating: the next session starts in a second).
 
 KRAFTY_E2E_BUDGET_MINUTES (`make e2e` sets it from CI's time limit) ends the run, failed, once a test finishes
-past it: the summary of what failed is printed instead of the run being killed in the middle.
+past it, counted from KRAFTY_RUN_STARTED (the Makefile sets it when `make` starts: `make test` counts the unit and
+integration tiers too) or else from this session's start: the summary of what failed is printed instead of the
+run being killed in the middle.
 
 Tests marked cluster_lifecycle take the cluster down and up again; they run before every other e2e test
 so nothing another test set up is lost, and they leave the cluster up. They, and tests marked local_cluster,
@@ -38,7 +40,7 @@ OPERATOR_LABEL = "app.kubernetes.io/name=krafty-operator"
 SHARED_CLUSTERS = frozenset({"prod", "small"})  # the session's KafkaCluster fixtures (e2e/tests/conftest.py)
 
 _timings: list[tuple[str, float]] = []
-_started = time.monotonic()
+_started = float(os.environ.get("KRAFTY_RUN_STARTED") or time.time())  # (epoch seconds)
 _session_cluster: list[KubeCluster] = []  # the cluster kube_cluster brought up: a failed fixture's report shows it
 
 
@@ -63,7 +65,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def time_budget(request: pytest.FixtureRequest) -> Iterator[None]:
     yield
     budget = os.environ.get("KRAFTY_E2E_BUDGET_MINUTES")
-    spent = (time.monotonic() - _started) / 60
+    spent = (time.time() - _started) / 60
     if budget and spent > float(budget):
         request.session.shouldfail = (f"out of time: {spent:.0f} min spent, over KRAFTY_E2E_BUDGET_MINUTES={budget} "
                                       f"(stopped after {request.node.nodeid})")
