@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from enum import StrEnum
+from typing import Any
 
 GROUP = "kafka.krafty.io"
 VERSION = "v1alpha1"
@@ -78,6 +79,11 @@ OWNED_BROKER_PREFIXES = ("controller.quorum.", "config.providers", "ssl.keystore
 # Well-known node labels: the node's zone and its own name (the topology keys of a pool's default spread)
 ZONE_LABEL = "topology.kubernetes.io/zone"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
+
+def paused(resource: Mapping[str, Any] | None) -> bool:
+    """Whether a KafkaCluster carries the pause annotation: the operator changes nothing of it, its topics or users."""
+    return ((resource or {}).get("metadata", {}).get("annotations") or {}).get(PAUSED_ANNOTATION) == "true"
+
 
 def owned_broker_key(key: str) -> bool:
     """A server.properties key only the operator sets."""

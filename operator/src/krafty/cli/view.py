@@ -74,7 +74,7 @@ def status_screen(body: Mapping[str, Any], lag: Sequence[GroupLag] = ()) -> str:
     versions = status.get("versions") or {}
     lines = [f"KafkaCluster {meta['namespace']}/{meta['name']}   Kafka {status.get('kafkaVersion', '?')} "
              f"(target {versions.get('target', '?')}, metadata.version {versions.get('metadataVersion') or '?'})"]
-    if (meta.get("annotations") or {}).get(naming.PAUSED_ANNOTATION) == "true":
+    if naming.paused(body):
         lines.append("PAUSED: the operator changes nothing until `kubectl krafty resume`")
     conditions = {c["type"]: c for c in status.get("conditions") or []}
     lines += _table(("CONDITION", "STATUS", "REASON", "MESSAGE"),

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field, replace
 
 from krafty.decide.configs import diff
 from krafty.decide.health import summarize, unhealthy
+from krafty.decide.verdicts import Verdict as ResourceVerdict
+from krafty.decide.verdicts import withheld
 from krafty.facts.observed import PartitionState
 from krafty.model import KafkaClusterSpec, TopicSpec
 from krafty.model.validation import validate_topic
@@ -70,15 +72,9 @@ class NewTopic:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class Verdict(ResourceVerdict):
     """What to report on one Topic resource."""
 
-    ready: bool
-    reason: str
-    message: str
-    progressing: bool = False
-    events: tuple[tuple[str, str, bool], ...] = ()  # (reason, message, warning)
-    manage: bool = True  # the operator acts on this topic (False: invalid, conflict, pending adoption)
     target_replicas: int | None = None  # a replication-factor change under way: its target
 
 
@@ -292,9 +288,7 @@ def settle(done: TopicPlan, resources: Iterable[TopicResource], actual: Mapping[
 
 def held(plan: TopicPlan, why: str) -> TopicPlan:
     """The same verdicts with every change withheld (a paused cluster changes nothing)."""
-    verdicts = {key: replace(v, ready=False, reason="Paused", message=f"waiting: {why} ({v.message})", events=())
-                if v.manage and v.progressing else v for key, v in plan.verdicts.items()}
-    return TopicPlan(verdicts=verdicts)
+    return TopicPlan(verdicts=withheld(plan.verdicts, "Paused", why))
 
 
 def partition_report(topic: KafkaTopic) -> dict[str, object]:

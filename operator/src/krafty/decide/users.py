@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from krafty import naming
+from krafty.decide.verdicts import Verdict, withheld
 from krafty.facts.observed import Acl
 from krafty.model.cluster import ClientAuthentication, KafkaClusterSpec, Listener
 from krafty.model.user import KafkaUserSpec, Quotas, UserAuthenticationType
@@ -72,16 +73,6 @@ class KafkaUsers:
         principal = naming.user_principal(user)
         return (frozenset(a for a in self.acls if a.principal == principal), user in self.scram,
                 self.quotas.get(user, {}))
-
-
-@dataclass(frozen=True)
-class Verdict:
-    ready: bool
-    reason: str
-    message: str
-    events: tuple[tuple[str, str, bool], ...] = ()  # (reason, message, warning)
-    manage: bool = True  # the operator acts for this user (False: refused, pending adoption)
-    progressing: bool = False
 
 
 @dataclass
@@ -230,6 +221,4 @@ def _plan(resources: Iterable[UserResource], kafka: KafkaUsers, cluster: KafkaCl
 
 def held(plan: UserPlan, reason: str, why: str) -> UserPlan:
     """The same verdicts with every change to Kafka withheld (a paused cluster changes nothing)."""
-    verdicts = {key: replace(v, ready=False, reason=reason, message=f"waiting: {why} ({v.message})", events=())
-                if v.manage and v.progressing else v for key, v in plan.verdicts.items()}
-    return UserPlan(verdicts=verdicts)
+    return UserPlan(verdicts=withheld(plan.verdicts, reason, why))

@@ -130,7 +130,7 @@ class Held:
 
 def admit(body: Mapping[str, Any]) -> KafkaClusterSpec | Held:
     """The spec to work with, or why this pass changes nothing."""
-    if (body["metadata"].get("annotations") or {}).get(naming.PAUSED_ANNOTATION) == "true":
+    if naming.paused(body):
         return Held(PassResult.PAUSED, (Condition(PROGRESSING, False, "Paused",
                                                   f"changes are paused by the annotation {naming.PAUSED_ANNOTATION}"),))
     try:

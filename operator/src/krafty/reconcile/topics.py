@@ -64,11 +64,6 @@ def _resource(body: dict[str, Any]) -> topics.TopicResource | None:
         created_with=(created["partitions"], created["replicationFactor"]) if created else None)
 
 
-def paused(cluster: dict[str, Any] | None) -> bool:
-    """Whether the KafkaCluster carries the pause annotation (its topics and users change nothing then)."""
-    return ((cluster or {}).get("metadata", {}).get("annotations") or {}).get(naming.PAUSED_ANNOTATION) == "true"
-
-
 @dataclass
 class Looked:
     """What the passes of one cluster's Topics saw: when they last looked at all of them, with which cluster spec,
@@ -163,7 +158,7 @@ class TopicReconciler:
         if spec is None:  # gone or going (its Topics are looked at again when it comes back), or not parseable
             self._report((namespace, cluster), parsed, topics.plan(resources, {}, None, []), {})
             return retry if cluster_body is None or deleting(cluster_body) else CHECK_INTERVAL
-        key, began, state = (namespace, cluster), self._clock(), (spec, paused(cluster_body))
+        key, began, state = (namespace, cluster), self._clock(), (spec, naming.paused(cluster_body))
         focus = self._focus(self._looked.get(key), state, parsed, began)
         if focus is not None and not focus:  # nothing changed since the last pass
             return self._next(key, began, retry or CHECK_INTERVAL)

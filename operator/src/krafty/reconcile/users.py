@@ -25,6 +25,7 @@ from krafty.clients.pki_process import Issuer
 from krafty.decide import certificates, users
 from krafty.decide.certificates import Subject
 from krafty.decide.status import READY, Condition
+from krafty.decide.verdicts import Verdict
 from krafty.facts import pods
 from krafty.model import KafkaClusterSpec
 from krafty.model.common import deleting, spec_of
@@ -33,7 +34,6 @@ from krafty.pki.certs import KeyPair
 from krafty.reconcile import status as writer
 from krafty.reconcile.connection import Locate
 from krafty.reconcile.pki import ca_held
-from krafty.reconcile.topics import paused
 from krafty.render.configmaps import client_settings
 from krafty.render.secrets import annotations_of, decoded, owned_by, user_secret
 
@@ -124,7 +124,7 @@ class UserReconciler:
         except KafkaUnavailable as error:
             return self._unreachable(live, error)
         plan = users.plan(resources, kafka, spec, self._authorizing(namespace, cluster, spec))
-        if paused(cluster_body):
+        if naming.paused(cluster_body):
             plan = users.held(plan, "Paused", f"KafkaCluster {cluster} is paused")
         try:
             self._act(admin, plan, {b["metadata"]["name"]: b for b in bodies}, credentials, cluster)
@@ -153,7 +153,7 @@ class UserReconciler:
     # -- observing the users ---------------------------------------------------------
     def _users(self, bodies: list[dict[str, Any]], spec: KafkaClusterSpec, clients_ca: KeyPair, trust: str,
                issuer: Issuer) -> tuple[list[users.UserResource], dict[tuple[str, str], Credential],
-                          dict[tuple[str, str], users.Verdict]]:
+                          dict[tuple[str, str], Verdict]]:
         """The users to plan for, the credentials their Secrets are to hold, and the users refused outright."""
         resources, credentials, refused = [], {}, {}
         for body in bodies:
@@ -169,12 +169,12 @@ class UserReconciler:
         return resources, credentials, refused
 
     def _user(self, body: dict[str, Any], cluster: KafkaClusterSpec, clients_ca: KeyPair, trust: str,
-              issuer: Issuer) -> tuple[users.UserResource | None, Credential | None, users.Verdict | None]:
+              issuer: Issuer) -> tuple[users.UserResource | None, Credential | None, Verdict | None]:
         """The user as the planner sees it, the credential its Secret is to hold, or why it is refused."""
         meta = body["metadata"]
         spec = spec_of(KafkaUserSpec, body)
         if spec is None:
-            return None, None, users.Verdict(False, "InvalidSpec", "the spec cannot be parsed", manage=False)
+            return None, None, Verdict(False, "InvalidSpec", "the spec cannot be parsed", manage=False)
         resource = users.UserResource(
             meta["namespace"], meta["name"], spec, bool((body.get("status") or {}).get("username")),
             settled=_settled(body), force_adopt=(meta.get("annotations") or {}).get(naming.ADOPT_ANNOTATION) == "force",
@@ -183,7 +183,7 @@ class UserReconciler:
             return resource, None, None
         held = self.kube.get("Secret", naming.user_secret(meta["name"]), meta["namespace"])
         if held is not None and not owned_by(held, body):
-            return resource, None, users.Verdict(
+            return resource, None, Verdict(
                 False, "SecretConflict", f"Secret {naming.user_secret(meta['name'])} exists and does not belong to "
                 "this KafkaUser: nothing was changed (rename or remove that Secret)", manage=False)
         data = decoded(held)
@@ -283,7 +283,7 @@ class UserReconciler:
         plan.drop(user)
         for key, verdict in plan.verdicts.items():
             if key[1] == user:
-                plan.verdicts[key] = users.Verdict(False, reason, message, events=((reason, message, True),),
+                plan.verdicts[key] = Verdict(False, reason, message, events=((reason, message, True),),
                                                    manage=verdict.manage and reason != "QuotaRefused")
 
     def _release(self, body: dict[str, Any]) -> None:
@@ -316,13 +316,13 @@ class UserReconciler:
             self.kube, naming.USER_KIND, body, {}, [Condition(READY, False, reason, message)], self.clock()))
 
     def _report(self, bodies: list[dict[str, Any]], plan: users.UserPlan,
-                refused: dict[tuple[str, str], users.Verdict], kafka: users.KafkaUsers) -> None:
+                refused: dict[tuple[str, str], Verdict], kafka: users.KafkaUsers) -> None:
         writer.for_each(bodies, lambda body: self._report_one(body, plan, refused, kafka))
 
-    def _report_one(self, body: dict[str, Any], plan: users.UserPlan, refused: dict[tuple[str, str], users.Verdict],
+    def _report_one(self, body: dict[str, Any], plan: users.UserPlan, refused: dict[tuple[str, str], Verdict],
                     kafka: users.KafkaUsers) -> None:
         key = _key(body)
-        verdict = refused.get(key) or plan.verdicts.get(key) or users.Verdict(
+        verdict = refused.get(key) or plan.verdicts.get(key) or Verdict(
             False, "InvalidSpec", "the spec cannot be parsed", manage=False)
         events = verdict.events or ((verdict.reason, verdict.message, True),) * (not verdict.ready)
         for reason, message, warning in events:
