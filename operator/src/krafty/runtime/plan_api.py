@@ -92,6 +92,5 @@ def serve(port: int, kube: Kube, previewer: Previewer) -> HTTPServer:
             log.debug(format, *args)
 
     server = _PlanServer(("0.0.0.0", port), Handler)
-    serving.bounded(server)
     serving.start(server, "plan-api")
     return server

@@ -31,8 +31,11 @@ class Bounded(socketserver.ThreadingMixIn):
     leaves Prometheus and `kubectl krafty plan` theirs); those past it are closed unanswered."""
 
     daemon_threads = True
-    held: collections.Counter[str]
-    held_lock: threading.Lock
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.held: collections.Counter[str] = collections.Counter()
+        self.held_lock = threading.Lock()
 
     def _take(self, address: str) -> bool:
         with self.held_lock:
@@ -62,10 +65,6 @@ class Bounded(socketserver.ThreadingMixIn):
             super().process_request_thread(request, client_address)
         finally:
             self._give_back(client_address[0])
-
-
-def bounded(server: Bounded) -> None:
-    server.held, server.held_lock = collections.Counter(), threading.Lock()
 
 
 class _QuietHandler(WSGIRequestHandler):
@@ -99,7 +98,6 @@ def stop(server: socketserver.TCPServer) -> None:
 def metrics(port: int) -> WSGIServer:
     """Prometheus /metrics on this port, as prometheus_client.start_http_server serves it."""
     server = _MetricsServer(("0.0.0.0", port), _QuietHandler)
-    bounded(server)
     server.set_app(prometheus_client.make_wsgi_app())
     start(server, "metrics")
     return server
