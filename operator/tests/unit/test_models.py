@@ -8,6 +8,7 @@ import pytest
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from krafty import naming
 from krafty.model import KafkaClusterSpec, TopicSpec, parse_quantity
 from krafty.model.user import KafkaUserSpec
 from krafty.model.versions import SUPPORTED_KAFKA_VERSIONS
@@ -106,14 +107,27 @@ def test_model_holds_the_crd_invariants(spec, message):
 
 
 @pytest.mark.parametrize(("text", "value"), [("512Mi", 512 * 2**20), ("1Gi", 2**30), ("500m", 0.5), ("2", 2),
-                                             ("1e3", 1000), ("1.5G", 1.5e9), (3, 3)])
+                                             ("1e3", 1000), ("1.5G", 1.5e9), (3, 3), ("1Ei", 2**60),
+                                             ("7Ei", 7 * 2**60), ("1E", 10**18), ("-2Ki", -2048)])
 def test_quantities(text, value):
-    assert parse_quantity(text) == pytest.approx(value)
+    assert parse_quantity(text) == value
 
 
-def test_bad_quantity_is_named():
-    with pytest.raises(ValueError, match="'12 GB' is not a Kubernetes quantity"):
-        parse_quantity("12 GB")
+@pytest.mark.parametrize(("text", "message"), [
+    ("12 GB", "'12 GB' is not a Kubernetes quantity"),
+    # past what Kubernetes holds (an int64): refused as InvalidSpec naming the field, never an overflow
+    ("8Ei", "'8Ei' is out of the range Kubernetes holds"), ("1e999999999", "'1e999999999' is out of the range"),
+    ("9223372036854775808", "out of the range Kubernetes holds"),
+    ("1" * 10_000, r"'1111111111.*\.\.\. \(10,002 characters\) is not a Kubernetes quantity"),
+])
+def test_bad_quantity_is_named(text, message):
+    with pytest.raises(ValueError, match=message):
+        parse_quantity(text)
+
+
+def test_a_storage_size_past_kubernetes_is_invalid_spec_naming_the_field():
+    with pytest.raises(ValidationError, match=r"brokers\.storage\.size\n.*'1e40' is out of the range"):
+        KafkaClusterSpec.model_validate({"brokers": {"replicas": 3, "storage": {"size": "1e40"}}})
 
 
 def _undescribed(schema: dict[str, Any], path: str) -> list[str]:
@@ -128,3 +142,24 @@ def _undescribed(schema: dict[str, Any], path: str) -> list[str]:
 def test_every_field_explains_itself(kind: str):
     # (kubectl explain prints these descriptions)
     assert _undescribed(crd_spec_schema(kind), "spec") == []
+
+
+@pytest.mark.parametrize(("listener", "message"), [
+    ({"name": "replication", "port": 9094}, "replication and controller are the nodes' own listeners"),
+    ({"name": "controller", "port": 9094, "type": "nodeport"}, "replication and controller are the nodes' own"),
+    ({"name": "kafka", "port": 9094, "type": "loadbalancer"},
+     "a nodeport or loadbalancer listener named kafka would make <cluster>-kafka-bootstrap"),
+])
+def test_a_listener_named_like_the_clusters_own_is_refused(listener, message):
+    with pytest.raises(ValidationError, match=message):
+        KafkaClusterSpec.model_validate({"brokers": {"replicas": 3}, "listeners": [listener]})
+    assert KafkaClusterSpec.model_validate({"brokers": {"replicas": 3}, "listeners": [
+        {"name": "kafka", "port": 9094}]}).listeners[0].name == "kafka"  # (internal: it makes no Service)
+
+
+def test_the_crd_reserves_the_same_listener_names():
+    crd = yaml.safe_load((CRDS / "kafkaclusters.kafka.krafty.io.yaml").read_text())
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    rules = [r["rule"] for r in spec["properties"]["listeners"]["items"]["x-kubernetes-validations"]]
+    assert f"!(self.name in {list(naming.RESERVED_LISTENER_NAMES)})" in rules
+    assert f"self.name != '{naming.NOT_EXTERNAL_LISTENER_NAME}' || !has(self.type) || self.type == 'internal'" in rules

@@ -186,3 +186,69 @@ def test_pod_template_fields_kubernetes_would_refuse_are_refused_first(brokers, 
 def test_secret_settings_come_from_secrets_only(brokers, expected):
     cluster = KafkaClusterSpec.model_validate({"brokers": {"replicas": 3, **brokers}})
     assert [str(p) for p in validate_cluster(cluster)] == expected
+
+
+IDENTITY = ("changes how every listener's connections become principals, the nodes' and the operator's own too: "
+            "with authorization on they would stop being super users, and the operator could no longer roll the "
+            "cluster. A KafkaUser's principal is its name on every client listener")
+
+
+@pytest.mark.parametrize(("brokers", "expected"), [
+    # copied from a client-certificate guide: it maps the nodes' CN=... subjects too, so they stop being super users
+    ({"config": {"ssl.principal.mapping.rules": "RULE:^CN=([^,]+).*$/$1/,DEFAULT"}},
+     [f"spec.brokers.config.ssl.principal.mapping.rules: {IDENTITY}"]),
+    ({"config": {"principal.builder.class": "com.example.Builder"}},
+     [f"spec.brokers.config.principal.builder.class: {IDENTITY}"]),
+    ({"configFromSecrets": {"sasl.kerberos.principal.to.local.rules": {"name": "k", "key": "rules"}}},
+     [f"spec.brokers.configFromSecrets.sasl.kerberos.principal.to.local.rules: {IDENTITY}"]),
+    # a config provider would read files or variables with the broker's rights
+    ({"config": {"log.retention.ms": "${env:RETENTION}"}},
+     ["spec.brokers.config.log.retention.ms: '${env:RETENTION}' is not a number",
+      "spec.brokers.config.log.retention.ms: is a config provider reference (${...}): the operator owns "
+      "config.providers; give a secret value as spec.brokers.configFromSecrets"]),
+    ({"config": {"ssl.cipher.suites": "${file:/etc/passwd:x}"}},
+     ["spec.brokers.config.ssl.cipher.suites: is a config provider reference (${...}): the operator owns "
+      "config.providers; give a secret value as spec.brokers.configFromSecrets"]),
+    # within Kafka's own range, but no record batch fits: every acks=all write would fail
+    ({"config": {"message.max.bytes": "0"}},
+     ["spec.brokers.config.message.max.bytes: 0 bytes is below 1,024, the least a record batch needs here: no "
+      "write could succeed"]),
+    ({"config": {"message.max.bytes": "1023", "replica.fetch.max.bytes": "100"}},
+     ["spec.brokers.config.message.max.bytes: 1023 bytes is below 1,024, the least a record batch needs here: no "
+      "write could succeed",
+      "spec.brokers.config.replica.fetch.max.bytes: 100 bytes is below 1,024, the least a record batch needs here: "
+      "no write could succeed"]),
+    ({"config": {"message.max.bytes": "1024", "replica.fetch.response.max.bytes": "1024"}}, []),
+    # Kafka refuses to start below replica.fetch.wait.max.ms (500 ms by default, or as given)
+    ({"config": {"replica.lag.time.max.ms": "100"}},
+     ["spec.brokers.config.replica.lag.time.max.ms: 100 ms is below replica.fetch.wait.max.ms (500 ms): Kafka "
+      "would refuse to start, and every follower would leave the ISR"]),
+    ({"config": {"replica.lag.time.max.ms": "1000", "replica.fetch.wait.max.ms": "2000"}},
+     ["spec.brokers.config.replica.lag.time.max.ms: 1000 ms is below replica.fetch.wait.max.ms (2000 ms): Kafka "
+      "would refuse to start, and every follower would leave the ISR"]),
+    ({"config": {"replica.lag.time.max.ms": "500"}}, []),
+])
+def test_settings_that_would_wedge_or_stop_a_cluster_are_refused(brokers, expected):
+    cluster = KafkaClusterSpec.model_validate({"brokers": {"replicas": 3, **brokers}})
+    assert [str(p) for p in validate_cluster(cluster)] == expected
+
+
+def test_a_topic_no_record_fits_is_refused():
+    assert [str(p) for p in validate_topic("t", topic(config={"max.message.bytes": "0"}), CLUSTER)] == [
+        "spec.config.max.message.bytes: 0 bytes is below 1,024, the least a record batch needs here: no write could "
+        "succeed"]
+    assert validate_topic("t", topic(config={"max.message.bytes": "1024"}), CLUSTER) == []
+
+
+@pytest.mark.parametrize(("tls", "expected"), [
+    ({"clusterCa": {"secretName": "corp-ca"}, "clientsCa": {"secretName": "corp-ca"}},
+     ["spec.tls.clientsCa.secretName: names the cluster CA's Secret 'corp-ca' too: a user's certificate would then "
+      "be trusted as a node's, and one named like a node would be a super user; give the clients CA a Secret of "
+      "its own"]),
+    ({"clusterCa": {"secretName": "corp-ca"}, "clientsCa": {"secretName": "corp-clients-ca"}}, []),
+    ({"clusterCa": {"secretName": "corp-ca"}}, []),
+    ({}, []),
+])
+def test_the_clients_ca_is_never_the_cluster_ca(tls, expected):
+    cluster = KafkaClusterSpec.model_validate({"brokers": {"replicas": 3}, "tls": tls})
+    assert [str(p) for p in validate_cluster(cluster)] == expected

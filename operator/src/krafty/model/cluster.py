@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
+from krafty import naming
 from krafty.model.common import ConfigValue, ObjectName, Quantity, Spec
 from krafty.model.network import NetworkPolicies, NetworkPolicyPeer
 from krafty.model.versions import (
@@ -163,6 +164,11 @@ class Listener(Spec):
             raise ValueError(f"listener {self.name}: authentication tls needs tls: true")
         if self.external is not None and self.type is ListenerType.INTERNAL:
             raise ValueError(f"listener {self.name}: external applies to type nodeport or loadbalancer only")
+        if self.name in naming.RESERVED_LISTENER_NAMES:
+            raise ValueError("replication and controller are the nodes' own listeners: give the listener another name")
+        if self.name == naming.NOT_EXTERNAL_LISTENER_NAME and self.type is not ListenerType.INTERNAL:
+            raise ValueError("a nodeport or loadbalancer listener named kafka would make <cluster>-kafka-bootstrap, "
+                             "the cluster's own bootstrap Service: give it another name")
         if self.type is ListenerType.LOADBALANCER and self.external is not None and (
                 self.external.bootstrap_node_port is not None or any(b.node_port for b in self.external.brokers)):
             raise ValueError(f"listener {self.name}: node ports apply to type nodeport only")

@@ -44,15 +44,30 @@ _SUFFIX = {
 }
 
 
+# The largest quantity Kubernetes holds (an int64 of the unit; it refuses more), and the longest text read as one
+MAX_QUANTITY = Decimal(2**63 - 1)
+_MAX_QUANTITY_TEXT = 64
+
+
 def parse_quantity(value: str | int) -> Decimal:
-    """A Kubernetes resource quantity ("512Mi", "0.5", "100m", 3) as a number."""
-    match = _QUANTITY.match(str(value).strip())
+    """A Kubernetes resource quantity ("512Mi", "0.5", "100m", 3) as a number, at most MAX_QUANTITY either way."""
+    text = str(value).strip()
+    match = _QUANTITY.match(text) if len(text) <= _MAX_QUANTITY_TEXT else None
     if not match:
-        raise ValueError(f"{value!r} is not a Kubernetes quantity (for example 512Mi, 2Gi, 500m)")
+        raise ValueError(f"{_shown(value)} is not a Kubernetes quantity (for example 512Mi, 2Gi, 500m)")
     number, suffix = Decimal(match.group(1)), match.group(2) or ""
-    if suffix[:1] in ("e", "E"):
-        return number * Decimal(10) ** int(suffix[1:])
-    return number * _SUFFIX[suffix]
+    exponent = None if suffix in _SUFFIX else int(suffix[1:])  # (1e3; but 1Ei is a binary suffix)
+    if exponent is not None and abs(exponent) > 30:  # (far past either bound: not computed)
+        raise ValueError(f"{value!r} is out of the range Kubernetes holds (at most {MAX_QUANTITY:,})")
+    quantity = number * (Decimal(10) ** exponent if exponent is not None else _SUFFIX[suffix])
+    if abs(quantity) > MAX_QUANTITY:
+        raise ValueError(f"{value!r} is out of the range Kubernetes holds (at most {MAX_QUANTITY:,})")
+    return quantity
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= _MAX_QUANTITY_TEXT + 2 else f"{text[:_MAX_QUANTITY_TEXT]}... ({len(text):,} characters)"
 
 
 def parse_time(stamp: object) -> datetime.datetime | None:

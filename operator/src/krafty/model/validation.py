@@ -179,10 +179,58 @@ def _owned_broker_keys(config: Mapping[str, str], field: str) -> list[Problem]:
     """Keys the operator sets, and settings that would break what it relies on."""
     problems = [Problem(f"{field}.{key}", "is set by the operator and cannot be overridden")
                 for key in sorted(config) if naming.owned_broker_key(key) or key == "security.inter.broker.protocol"]
+    problems += [Problem(f"{field}.{key}", "changes how every listener's connections become principals, the nodes' "
+                                           "and the operator's own too: with authorization on they would stop being "
+                                           "super users, and the operator could no longer roll the cluster. A "
+                                           "KafkaUser's principal is its name on every client listener")
+                 for key in sorted(config) if key in naming.IDENTITY_BROKER_KEYS]
     if config.get("controlled.shutdown.enable", "true").strip().lower() == "false":
         problems.append(Problem(f"{field}.controlled.shutdown.enable", "must stay true: rolling restarts move "
                                 "leadership off a broker through controlled shutdown before it stops"))
     return problems
+
+
+def _provider_references(config: Mapping[str, str], field: str) -> list[Problem]:
+    """A ${provider:path:key} value would be resolved by a config provider, with the broker's rights: the
+    operator owns config.providers."""
+    return [Problem(f"{field}.{key}", "is a config provider reference (${...}): the operator owns "
+                                      "config.providers; give a secret value as spec.brokers.configFromSecrets")
+            for key, value in sorted(config.items()) if "${" in value]
+
+
+# Below this many bytes no record batch a client or Kafka itself writes fits (a batch's header alone is 61
+# bytes; a consumer group's offset commit, a transaction marker and the canary's records need more): every
+# write would fail with RECORD_TOO_LARGE, or followers would fetch one batch per request and drop out of the ISR.
+MIN_BATCH_BYTES = 1024
+_BATCH_SIZE_KEYS = {"broker": ("message.max.bytes", "replica.fetch.max.bytes", "replica.fetch.response.max.bytes"),
+                    "topic": ("max.message.bytes",)}
+
+
+def _batch_sizes(section: str, config: Mapping[str, str], field: str) -> list[Problem]:
+    problems = []
+    for key in _BATCH_SIZE_KEYS[section]:
+        value = config.get(key, "").strip()
+        if value.isdigit() and int(value) < MIN_BATCH_BYTES:
+            problems.append(Problem(f"{field}.{key}", f"{value} bytes is below {MIN_BATCH_BYTES:,}, the least a "
+                                                      "record batch needs here: no write could succeed"))
+    return problems
+
+
+def _isr_lag(config: Mapping[str, str], field: str, version: str) -> list[Problem]:
+    """Kafka refuses to start with replica.lag.time.max.ms below replica.fetch.wait.max.ms (each follower's idle
+    fetch would take it out of the ISR): a roll would restart every node into a crash."""
+    brokers = catalog(version).broker
+
+    def setting(key: str) -> int | None:
+        value = config.get(key, brokers[key].default or "").strip()
+        return int(value) if value.isdigit() else None
+
+    lag, wait = setting("replica.lag.time.max.ms"), setting("replica.fetch.wait.max.ms")
+    if lag is None or wait is None or lag >= wait:
+        return []
+    return [Problem(f"{field}.replica.lag.time.max.ms", f"{lag} ms is below replica.fetch.wait.max.ms ({wait} ms): "
+                                                        "Kafka would refuse to start, and every follower would "
+                                                        "leave the ISR")]
 
 
 def _passwords(config: Mapping[str, str], field: str, version: str) -> list[Problem]:
@@ -270,6 +318,9 @@ def validate_cluster(spec: KafkaClusterSpec) -> list[Problem]:
     problems += check_config("broker", config, "spec.brokers.config", spec.version)
     problems += _owned_broker_keys(config, "spec.brokers.config")
     problems += _passwords(config, "spec.brokers.config", spec.version)
+    problems += _provider_references(config, "spec.brokers.config")
+    problems += _batch_sizes("broker", config, "spec.brokers.config")
+    problems += _isr_lag(config, "spec.brokers.config", spec.version)
     problems += _secret_config(spec.brokers.config_from_secrets, config, "spec.brokers.configFromSecrets",
                                spec.version)
     problems += _metadata_version(spec)
@@ -287,6 +338,11 @@ def validate_cluster(spec: KafkaClusterSpec) -> list[Problem]:
     if spec.image is not None and not _IMAGE.match(spec.image):
         problems.append(Problem("spec.image", f"{spec.image!r} is not an image reference "
                                               "([registry[:port]/]repository[:tag][@sha256:digest], lowercase)"))
+    cluster_ca, clients_ca = spec.tls.cluster_ca.secret_name, spec.tls.clients_ca.secret_name
+    if cluster_ca is not None and cluster_ca == clients_ca:
+        problems.append(Problem("spec.tls.clientsCa.secretName", f"names the cluster CA's Secret {cluster_ca!r} too: "
+                                "a user's certificate would then be trusted as a node's, and one named like a node "
+                                "would be a super user; give the clients CA a Secret of its own"))
     if spec.rack is not None and not _qualified_name(spec.rack.topology_key):
         problems.append(Problem("spec.rack.topologyKey", f"{spec.rack.topology_key!r} is not a valid label key"))
     return problems
@@ -311,6 +367,7 @@ def validate_topic(resource_name: str, spec: TopicSpec, cluster: KafkaClusterSpe
     problems += _control_characters(spec.config, "spec.config")
     problems += check_config("topic", spec.config, "spec.config")
     problems += _operator_owned(spec.config, "spec.config")
+    problems += _batch_sizes("topic", spec.config, "spec.config")
     replicas = spec.replicas or cluster.topic_defaults.replication_factor
     brokers = cluster.brokers.replicas
     if replicas > brokers:
