@@ -46,6 +46,10 @@ log = logging.getLogger(__name__)
 Target = Connection | str
 # An address that failed this recently is tried after the others (seconds).
 FAILED_RECENTLY_S = 60.0
+# The largest answer read (a Metadata answer of 20,000 partitions is about 2 MiB, a DescribeConfigs batch of
+# CONFIG_BATCH topics as much): a longer frame, a broken or hostile server's, fails the call before any of it is
+# read, well below the operator's memory limit
+MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 _failed_at: dict[tuple[str, int], float] = {}  # address -> when it last failed (time.monotonic())
 _failed_lock = threading.Lock()  # passes of several clusters call at once
 
@@ -161,6 +165,8 @@ def _answer(sock: socket.socket, key: tuple[object, ...], address: tuple[str, in
         sock.settimeout(timeout)
         sock.sendall(wire.frame(header + body))
         (size,) = struct.unpack(">i", _recv_exact(sock, 4))
+        if not 0 <= size <= MAX_RESPONSE_BYTES:
+            raise ConnectionError(f"an answer of {size:,} bytes, over the {MAX_RESPONSE_BYTES:,} read")
         reader = wire.Reader(_recv_exact(sock, size))
     except BaseException:
         sock.close()
@@ -211,6 +217,8 @@ def call(target: Target, api_key: int, version: int, body: wire.Writer,
                 if error.code not in _RETRIABLE:
                     raise
                 errors.append(f"{where}: {error.error_name}")
+            except ValueError as error:  # a truncated or overlong field, text that is not UTF-8
+                errors.append(f"{where}: a malformed answer ({error})")
             except OSError as error:
                 if kept is not None and not isinstance(error, TimeoutError):
                     continue  # closed by the server meanwhile (a restart, its idle timeout): ask it anew

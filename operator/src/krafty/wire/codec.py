@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import base64
+import functools
 import struct
 import uuid
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import ParamSpec, TypeVar
 
 T = TypeVar("T")
 
@@ -123,6 +124,11 @@ class Writer:
         return b"".join(self.parts)
 
 
+# A varint carries at most 64 bits in 10 bytes: a longer one (a broken answer's run of continuation bytes) is
+# refused, not summed into an ever larger number
+MAX_VARINT_SHIFT = 63
+
+
 class Reader:
     def __init__(self, data: bytes) -> None:
         self.data = data
@@ -164,6 +170,8 @@ class Reader:
             if not byte & 0x80:
                 return value
             shift += 7
+            if shift > MAX_VARINT_SHIFT:
+                raise ValueError(f"a varint longer than 10 bytes at {self.pos}")
 
     def compact_string(self) -> str | None:
         n = self.uvarint()
@@ -184,16 +192,42 @@ class Reader:
 
 # -- reading in place, for the long answers whose most entries are skipped (a call per field costs more) --------
 
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def reads_in_place(decode: Callable[P, R]) -> Callable[P, R]:
+    """For a decoder that reads its answer by position: a read past the end (struct's or an index's error) is a
+    truncated message, refused as Reader.take refuses one."""
+
+    @functools.wraps(decode)
+    def read(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return decode(*args, **kwargs)
+        except (struct.error, IndexError) as error:
+            raise ValueError(f"truncated message: {error}") from error
+
+    return read
+
+
 def varint_at(data: bytes, pos: int) -> tuple[int, int]:
-    """An unsigned varint at `pos`: its value and the position after it."""
-    shift = value = 0
-    while True:
+    """An unsigned varint at `pos`: its value and the position after it (most are one byte: read first)."""
+    try:
         byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, pos
-        shift += 7
+        if byte < 0x80:
+            return byte, pos + 1
+        value, shift = byte & 0x7F, 7
+        while True:
+            pos += 1
+            byte = data[pos]
+            value |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                return value, pos + 1
+            shift += 7
+            if shift > MAX_VARINT_SHIFT:
+                raise ValueError(f"a varint longer than 10 bytes at {pos}")
+    except IndexError:
+        raise ValueError(f"truncated message: a varint at {pos} of {len(data)}") from None
 
 
 def tags_end(data: bytes, pos: int) -> int:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from krafty.wire.codec import Reader, Writer, item_error, string_end, tags_end, varint_at
+from krafty.wire.codec import Reader, Writer, item_error, reads_in_place, string_end, tags_end, varint_at
 
 CREATE_TOPICS = 19
 DELETE_TOPICS = 20
@@ -47,6 +47,7 @@ def encode_create_topics(topics: Sequence[NewTopic], timeout_ms: int, validate_o
     return Writer().compact_array(list(topics), topic).int32(timeout_ms).int8(int(validate_only)).tags()
 
 
+@reads_in_place
 def decode_create_topics(r: Reader) -> dict[str, str | None]:
     """Kafka's refusal per topic (None: created, or would be)."""
     r.int32()

@@ -22,6 +22,7 @@ from krafty.wire.codec import (
     Reader,
     Writer,
     check,
+    reads_in_place,
     string_end,
     tags_end,
     varint_at,
@@ -90,6 +91,7 @@ def _partitions(data: bytes, pos: int) -> tuple[list[PartitionMetadata], int]:
     return out, pos
 
 
+@reads_in_place
 def decode_metadata(r: Reader) -> dict[str, TopicMetadata]:
     """Each topic the broker knows (one being deleted, or not yet ready, is left out)."""
     r.int32()  # throttle time
@@ -186,6 +188,7 @@ def _skip_rest(data: bytes, pos: int) -> int:
     return tags_end(data, string_end(data, pos + 1))
 
 
+@reads_in_place
 def _decode_describe_configs(r: Reader, kept: int, ignored: int | None) -> dict[str, TopicConfig]:
     """Each resource's configuration; an error other than `ignored` is raised, a resource with it left out."""
     data = r.data
