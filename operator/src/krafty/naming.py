@@ -37,6 +37,8 @@ APPLIED_PASSWORD_ANNOTATION = f"{GROUP}/applied-password"
 CONFIG_HASH_ANNOTATION = f"{GROUP}/config-hash"
 STATIC_CONFIG_ANNOTATION = f"{GROUP}/static-config"  # what a restart would change, for readable reasons
 CLUSTER_LABEL = f"{GROUP}/cluster"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"  # on every object the operator makes
+MANAGED_BY = "krafty"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set by the API server on every namespace
 # On the pod template: the trust bundle and node certificates the pods run with (a change rolls them)
 CERTIFICATES_ANNOTATION = f"{GROUP}/certificates"
@@ -73,6 +75,12 @@ OWNED_BROKER_KEYS = ("node.id", "broker.id", "process.roles", "listeners", "adve
                      "log.dirs", "log.dir", "metadata.log.dir", "broker.rack", "cluster.id", "ssl.key.password",
                      "ssl.client.auth", "authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found")
 OWNED_BROKER_PREFIXES = ("controller.quorum.", "config.providers", "ssl.keystore.", "ssl.truststore.", "listener.name.")
+# Broker settings that change how a connection becomes a principal on every listener, the nodes' and the
+# operator's own included: with authorization on, they would stop being super users (and could not roll the
+# setting back out). Refused in spec.brokers.config and configFromSecrets.
+IDENTITY_BROKER_KEYS = ("principal.builder.class", "ssl.principal.mapping.rules",
+                        "sasl.kerberos.principal.to.local.rules", "ssl.engine.factory.class",
+                        "sasl.server.callback.handler.class")
 
 
 
@@ -106,6 +114,11 @@ CONTROLLER_PORT = 9093
 METRICS_PORT = 9404
 REPLICATION_LISTENER = "REPLICATION"
 CONTROLLER_LISTENER = "CONTROLLER"
+# Client listener names the nodes' own listeners have (the CRD's rule on a listener's name lists the same), and the
+# name whose external Services would be the cluster's own (external_service(cluster, "kafka", None) is the
+# bootstrap Service's name)
+RESERVED_LISTENER_NAMES = (REPLICATION_LISTENER.lower(), CONTROLLER_LISTENER.lower())
+NOT_EXTERNAL_LISTENER_NAME = "kafka"
 
 # Node ids: brokers (and combined nodes) use their ordinal, dedicated controllers this offset plus theirs.
 CONTROLLER_ID_OFFSET = 1000
@@ -357,7 +370,7 @@ def selector_labels(cluster: str, pool: Pool | None = None) -> dict[str, str]:
 
 def labels(cluster: str, pool: Pool | None = None) -> dict[str, str]:
     out = {**selector_labels(cluster, pool),
-           "app.kubernetes.io/managed-by": "krafty", "app.kubernetes.io/part-of": "krafty"}
+           MANAGED_BY_LABEL: MANAGED_BY, "app.kubernetes.io/part-of": "krafty"}
     if pool is not None:
         out["app.kubernetes.io/component"] = pool.value
     return out

@@ -169,6 +169,36 @@ def test_a_child_deleted_behind_the_operators_back_is_put_back_by_the_next_resyn
     assert found["data"]["bootstrap.servers"].startswith(f"{CLUSTER}-kafka-bootstrap.{NS}.svc")
 
 
+def test_an_object_of_a_childs_name_that_is_not_the_clusters_is_left_alone_and_named(
+        calm: Outcome, apiserver: LocalApiServer, kube: Kube, reconciler: ClusterReconciler):
+    # Given a tenant's own ConfigMap under the name of the cluster's connection ConfigMap (made while it was away)
+    name = naming.connection_config_map(CLUSTER)
+    apiserver.kubectl("delete", "configmap", name, "-n", NS)
+    apiserver.kubectl("create", "configmap", name, "-n", NS, "--from-literal=bootstrap.servers=tenant:9092")
+    # When the operator starts again (it has sent nothing yet) and a pass runs
+    reconciler.applied = Applied()
+    reconciler.reconcile(_body(kube))
+    # Then the ConfigMap is the tenant's as it was, the status names it, and an Event says what to do
+    held = kube.get("ConfigMap", name, NS)
+    assert held is not None
+    assert held["data"] == {"bootstrap.servers": "tenant:9092"}
+    conditions = {c["type"]: c for c in _body(kube)["status"]["conditions"]}
+    assert (conditions["Ready"]["status"], conditions["Ready"]["reason"]) == ("False", "NameConflict")
+    assert conditions["Degraded"]["reason"] == "NameConflict"
+    assert f"ConfigMap {name} exists and is left alone: it was not made by the operator for this cluster" in \
+        conditions["Ready"]["message"]
+    assert any(e["reason"] == "NameConflict" and name in e["message"] for e in kube.list("Event", NS))
+    # And every other child was looked at and kept (the StatefulSets are the cluster's own)
+    assert kube.get("StatefulSet", naming.statefulset(CLUSTER, Pool.BROKER), NS) is not None
+    # When the tenant removes it, Then the next pass makes the cluster's own and the condition clears
+    apiserver.kubectl("delete", "configmap", name, "-n", NS)
+    reconciler.reconcile(_body(kube))
+    made = kube.get("ConfigMap", name, NS)
+    assert made is not None
+    assert made["data"]["bootstrap.servers"].startswith(f"{CLUSTER}-kafka-bootstrap.{NS}.svc")
+    assert {c["type"]: c["reason"] for c in _body(kube)["status"]["conditions"]}["Ready"] != "NameConflict"
+
+
 def test_a_dynamic_config_change_reaches_kafka_in_one_pass_without_a_restart(
         calm: Outcome, apiserver: LocalApiServer, kube: Kube, reconciler: ClusterReconciler,
         kafka: LocalKafkaCluster):
@@ -213,6 +243,48 @@ def test_a_template_kubernetes_refuses_is_reported_and_changes_nothing(calm: Out
         apiserver.kubectl("patch", "kafkacluster", CLUSTER, "-n", NS, "--type=merge", "-p", json.dumps(undo))
     reconciler.reconcile(_body(kube))
     assert {c["type"]: c["reason"] for c in _body(kube)["status"]["conditions"]}["Degraded"] != "ApplyRefused"
+
+
+def test_a_listener_whose_service_kubernetes_refuses_restarts_no_node_into_it(
+        calm: Outcome, apiserver: LocalApiServer, kube: Kube, reconciler: ClusterReconciler):
+    # Given a node port another Service of the namespace holds
+    apiserver.apply({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "tenant-web", "namespace": NS},
+                     "spec": {"type": "NodePort", "selector": {"app": "web"},
+                              "ports": [{"port": 80, "nodePort": 31999}]}})
+    node_config = kube.get("ConfigMap", naming.config_map(CLUSTER), NS)
+    brokers = kube.get("StatefulSet", naming.statefulset(CLUSTER, Pool.BROKER), NS)
+    assert node_config is not None
+    assert brokers is not None
+    # When a nodeport listener asks for it to bootstrap from
+    listeners = [*_body(kube)["spec"]["listeners"],
+                 {"name": "ext", "port": 9096, "type": "nodeport", "external": {"bootstrapNodePort": 31999}}]
+    apiserver.kubectl("patch", "kafkacluster", CLUSTER, "-n", NS, "--type=merge",
+                      "-p", json.dumps({"spec": {"listeners": listeners}}))
+    try:
+        reconciler.reconcile(_body(kube))
+        # Then the status names the refused Service and what was therefore not sent
+        conditions = {c["type"]: c for c in _body(kube)["status"]["conditions"]}
+        assert (conditions["Ready"]["status"], conditions["Ready"]["reason"]) == ("False", "ApplyRefused")
+        message = conditions["Ready"]["message"]
+        assert f"Service {naming.external_service(CLUSTER, 'ext', None)}" in message
+        assert "31999" in message
+        assert ("not sent, so that no node restarts into part of the change: "
+                f"StatefulSet {naming.statefulset(CLUSTER, Pool.BROKER)}") in message
+        assert any(e["reason"] == "RestartsHeld" and naming.statefulset(CLUSTER, Pool.BROKER) in e["message"]
+                   for e in kube.list("Event", NS))
+        # And the nodes' config and StatefulSets are as they were: no broker would advertise a listener no
+        # Service reaches, not even one restarted for another reason
+        assert kube.get("ConfigMap", naming.config_map(CLUSTER), NS)["data"] == node_config["data"]
+        after = kube.get("StatefulSet", naming.statefulset(CLUSTER, Pool.BROKER), NS)
+        assert after is not None
+        assert after["spec"]["template"] == brokers["spec"]["template"]
+    finally:
+        apiserver.kubectl("patch", "kafkacluster", CLUSTER, "-n", NS, "--type=merge",
+                          "-p", json.dumps({"spec": {"listeners": listeners[:-1]}}))
+        apiserver.kubectl("delete", "service", "tenant-web", "-n", NS)
+    # And once the listener is taken back, the next pass is as before
+    reconciler.reconcile(_body(kube))
+    assert {c["type"]: c["reason"] for c in _body(kube)["status"]["conditions"]}["Ready"] != "ApplyRefused"
 
 
 def test_a_pass_that_changes_a_template_looks_again_soon_for_the_roll(calm: Outcome, apiserver: LocalApiServer,

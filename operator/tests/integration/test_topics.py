@@ -86,7 +86,7 @@ def clean_topics(apiserver: LocalApiServer, kube: Kube) -> Iterator[None]:
     yield
     apiserver.kubectl("delete", "topics", "--all", "-n", NS, "--wait=false")
     for body in kube.list("Topic", NS):  # (no pass runs after the test to let them go; their topics stay in Kafka)
-        kube.let_go("Topic", body, naming.TOPIC_FINALIZER)
+        kube.remove_finalizer("Topic", body, naming.TOPIC_FINALIZER)
 
 
 def topic_resource(name: str, **spec: Any) -> dict[str, Any]:

@@ -13,6 +13,7 @@ import pytest
 
 from krafty import naming
 from krafty.decide.configs import ConfigDiff
+from krafty.decide.status import DEGRADED, READY, Condition
 from krafty.facts.observed import (
     BrokerRegistration,
     ChangeKind,
@@ -42,7 +43,7 @@ from krafty.planning.actions import (
     SetClusterDefaults,
     Unregister,
 )
-from krafty.planning.cluster import Facts, Held, Pace, PassResult, admit, plan
+from krafty.planning.cluster import Facts, Held, Pace, PassResult, admit, plan, settle
 from krafty.render.kafka_config import dynamic_broker_config
 
 from ..conftest import context, example
@@ -492,3 +493,18 @@ def test_moving_clients_from_plaintext_to_tls_waits_until_every_broker_serves_th
         base, [node(i) for i in CONTROLLERS] + down), Facts(BROKERS)))["security.protocol"] == "PLAINTEXT"
     assert connection(plan(with_listeners(tls, before=()), serving(old, old, old), Facts(BROKERS)))[
         "security.protocol"] == "SSL"
+
+
+def test_what_the_api_server_refused_or_a_name_taken_by_another_settles_ready_and_degraded():
+    planned = (Condition(READY, True, "Ready", "all brokers ready"), Condition("Available", True, "Serving", "ok"),
+               Condition(DEGRADED, False, "Healthy", "nothing is wrong"))
+    assert settle(planned, [], []) == list(planned)
+    refused = settle(planned, ["StatefulSet prod-broker: affinity is invalid"],
+                     ["Service prod-plain-0 exists and is left alone: it belongs to Deployment web"])
+    # (the name taken is told last: it is what the user must act on before anything else applies)
+    assert [(c.type, c.status, c.reason) for c in refused] == [
+        (READY, False, "NameConflict"), ("Available", True, "Serving"), (DEGRADED, True, "NameConflict")]
+    assert refused[0].message == "Service prod-plain-0 exists and is left alone: it belongs to Deployment web"
+    only_refused = settle(planned, ["StatefulSet prod-broker: affinity is invalid"], [])
+    assert only_refused[0].message == "Kubernetes refused what the spec asks for: StatefulSet prod-broker: " \
+                                      "affinity is invalid"

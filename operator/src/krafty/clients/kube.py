@@ -42,6 +42,24 @@ EVENTS_LOG = logging.getLogger("krafty.events")
 API_ERRORS = (ApiException, urllib3.exceptions.HTTPError, OSError)
 
 
+# What the API server answers when it refuses an object as the spec made it: invalid (400, 422), or forbidden by
+# admission, a quota or a policy (403)
+REFUSED_STATUSES = (400, 403, 422)
+
+
+class Refused(ApiException):
+    """The API server refused an object as the spec made it: the spec (or a policy) must change, and retrying
+    the same request changes nothing. Raised by apply and merge_patch in place of their ApiException."""
+
+    def __init__(self, error: ApiException) -> None:
+        super().__init__(status=error.status, reason=error.reason)
+        self.body, self.headers = error.body, error.headers
+
+
+def _refused(error: ApiException) -> ApiException:
+    return Refused(error) if error.status in REFUSED_STATUSES else error
+
+
 def api_message(error: ApiException) -> str:
     """The API server's own message for a refused request."""
     try:
@@ -82,10 +100,13 @@ class Kube:
         object as the API server would store it (defaults filled in, admission run), nothing stored."""
         meta = body["metadata"]
         metrics.KUBE_REQUESTS.labels("apply", body["kind"]).inc()
-        result = self._resource(body["kind"]).server_side_apply(
-            body=body, name=meta["name"], namespace=meta.get("namespace"),
-            field_manager=naming.FIELD_MANAGER, force_conflicts=True, _request_timeout=REQUEST_TIMEOUT, serialize=False,
-            **({"dry_run": "All"} if dry_run else {}))
+        try:
+            result = self._resource(body["kind"]).server_side_apply(
+                body=body, name=meta["name"], namespace=meta.get("namespace"), field_manager=naming.FIELD_MANAGER,
+                force_conflicts=True, _request_timeout=REQUEST_TIMEOUT, serialize=False,
+                **({"dry_run": "All"} if dry_run else {}))
+        except ApiException as error:
+            raise _refused(error) from error
         return _json(result)
 
     def get(self, kind: str, name: str, namespace: str | None) -> dict[str, Any] | None:
@@ -132,7 +153,7 @@ class Kube:
             raise
         return True
 
-    def hold(self, kind: str, body: dict[str, Any], finalizer: str) -> bool:
+    def add_finalizer(self, kind: str, body: dict[str, Any], finalizer: str) -> bool:
         """Adds the finalizer unless the object has it; returns whether it was added. Only to the version read:
         a body read from a watch may be older than the object (another finalizer added since, which the
         patch would replace), and then nothing changes until a pass sees the newer one."""
@@ -145,7 +166,7 @@ class Kube:
         return self._json_patch(kind, meta, [{"op": "test", "path": "/metadata/resourceVersion",
                                               "value": meta["resourceVersion"]}, *patch])
 
-    def let_go(self, kind: str, body: dict[str, Any], finalizer: str) -> bool:
+    def remove_finalizer(self, kind: str, body: dict[str, Any], finalizer: str) -> bool:
         """Removes the finalizer (only where the object read still holds it there); returns whether it did."""
         meta = body["metadata"]
         present = meta.get("finalizers") or []
@@ -170,8 +191,11 @@ class Kube:
     def merge_patch(self, kind: str, name: str, namespace: str, patch: dict[str, Any]) -> None:
         """Changes only the fields the patch names (a claim's requested size: the rest of it is not ours)."""
         metrics.KUBE_REQUESTS.labels("patch", kind).inc()
-        self._resource(kind).patch(body=patch, name=name, namespace=namespace,
-                                   content_type="application/merge-patch+json", _request_timeout=REQUEST_TIMEOUT)
+        try:
+            self._resource(kind).patch(body=patch, name=name, namespace=namespace,
+                                       content_type="application/merge-patch+json", _request_timeout=REQUEST_TIMEOUT)
+        except ApiException as error:
+            raise _refused(error) from error
 
     def patch_status(self, kind: str, name: str, namespace: str, status: dict[str, Any]) -> None:
         resource = self._resource(kind)

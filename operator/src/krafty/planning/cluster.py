@@ -16,7 +16,7 @@ The status the pass writes, once, is part of the plan.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
@@ -344,6 +344,22 @@ def _plan(ctx: ClusterContext, obs: ClusterObservation, facts: Facts,
             or addressing is not None or version.finalize_to is not None)
     return ClusterPlan(Sizes(scale.brokers, scale.controllers), tuple(actions), step, scale, next_facts, status,
                        tuple(conditions), _result(step), pace(step, busy), version.due)
+
+
+def settle(conditions: tuple[Condition, ...], refused: Sequence[str], conflicts: Sequence[str],
+           withheld: Sequence[str] = ()) -> list[Condition]:
+    """The plan's conditions once its actions ran: Ready and Degraded say what the API server refused to apply,
+    or which objects of the children's names are not the cluster's and were left alone, and what the nodes run
+    was therefore not sent (no node restarts into part of a change)."""
+    settled = list(conditions)
+    held = f"; not sent, so that no node restarts into part of the change: {', '.join(withheld)}" if withheld else ""
+    for reason, found, lead in (("ApplyRefused", refused, "Kubernetes refused what the spec asks for: "),
+                                ("NameConflict", conflicts, "")):
+        if found:
+            message = lead + "; ".join(found) + held
+            settled = [Condition(READY, False, reason, message)] + [
+                Condition(DEGRADED, True, reason, message) if c.type == DEGRADED else c for c in settled[1:]]
+    return settled
 
 
 def _conditions(conditions: list[Condition], addressing: str | None) -> list[Condition]:

@@ -11,13 +11,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, assert_never
 
-from kubernetes.client.exceptions import ApiException
-
 from krafty import naming
 from krafty.clients import kraft
 from krafty.clients.errors import KafkaUnavailable
 from krafty.clients.kafka_admin import KafkaAdmin
-from krafty.clients.kube import Kube, api_message
+from krafty.clients.kube import Kube, Refused, api_message
+from krafty.decide import ownership
 from krafty.decide.canary import TopicChange
 from krafty.model.context import ClusterContext
 from krafty.planning.actions import (
@@ -41,6 +40,7 @@ from krafty.planning.actions import (
     Unregister,
 )
 from krafty.reconcile.applied import Applied, cluster_key
+from krafty.render.cluster import Child, runs_nodes
 from krafty.telemetry import metrics
 from krafty.wire import METADATA_VERSION, KafkaProtocolError
 
@@ -58,6 +58,8 @@ class Actor:
         self.ctx = ctx
         self.body = body
         self.refused: list[str] = []  # what the API server refused to apply, with its reason
+        self.conflicts: list[str] = []  # objects of children's names that are not the cluster's, left alone
+        self.withheld: list[str] = []  # what the nodes run, not sent after a refusal or a conflict before it
         # A StatefulSet sent changed: its pods' revisions as observed before are stale (a roll may be due)
         self.workloads_changed = False
 
@@ -125,7 +127,13 @@ class Actor:
         """Sends each child that changed since it was last sent (or was sent too long ago: see Applied)."""
         cluster = cluster_key(self.body)
         for child in action.children:
-            if not self.applied.due(*cluster, child):
+            if not self.applied.due(*cluster, child) or self._stranger(cluster, child):
+                continue
+            if (self.refused or self.conflicts) and child.desired is not None and runs_nodes(child, self.ctx.name):
+                # Nothing restarts into a change Kubernetes took only part of (a listener whose Service was
+                # refused would be advertised with no Service behind it): sent once all before it is taken.
+                self.applied.failed(*cluster, child)
+                self.withheld.append(f"{child.kind} {child.name}")
                 continue
             if child.desired is None:
                 self.kube.delete(child.kind, child.name, self.ctx.namespace)
@@ -134,17 +142,31 @@ class Actor:
             changed = child.kind == "StatefulSet" and self.applied.changed(*cluster, child)
             try:
                 self.kube.apply(child.desired)
-            except ApiException as error:
+            except Refused as error:
                 self.applied.failed(*cluster, child)
-                if error.status not in (400, 422):  # anything but "this object is invalid" is not the spec's fault
-                    raise
-                # A spec value the validation let through and Kubernetes refuses (an affinity, a toleration):
-                # the object keeps what it had, and the status says why.
+                # A spec value the validation let through and Kubernetes refuses (an affinity, a toleration, a
+                # node port another Service holds, a policy): the object keeps what it had, and the status says why.
                 self.refused.append(f"{child.kind} {child.name}: {api_message(error)}")
                 self.say("ApplyRefused", self.refused[-1], warning=True)
                 continue
             self.applied.done(*cluster, child)
             self.workloads_changed |= changed
+        if self.withheld:
+            self.say("RestartsHeld", "not sent, so that no node restarts into part of the change: "
+                     + ", ".join(self.withheld), warning=True)
+
+    def _stranger(self, cluster: tuple[str, str, str], child: Child) -> bool:
+        """A child this process has not sent yet is looked at first: an object of its name that is not the
+        cluster's is neither applied over nor deleted (NameConflict), and is looked at again next pass."""
+        if self.applied.sent(*cluster, child):
+            return False
+        why = ownership.stranger(self.kube.get(child.kind, child.name, self.ctx.namespace), self.ctx.name, cluster[2])
+        if why is None:
+            return False
+        self.applied.failed(*cluster, child)
+        self.conflicts.append(f"{child.kind} {child.name} exists and is left alone: {why}")
+        self.say("NameConflict", self.conflicts[-1] + "; rename or remove it, or rename the cluster", warning=True)
+        return True
 
     def _set_defaults(self, action: SetClusterDefaults) -> None:
         self.admin.alter_dynamic_cluster_defaults(dict(action.changes.set), action.changes.unset)
@@ -194,9 +216,7 @@ class Actor:
             try:
                 self.kube.merge_patch("PersistentVolumeClaim", claim, self.ctx.namespace,
                                       {"spec": {"resources": {"requests": {"storage": size}}}})
-            except ApiException as error:
-                if error.status not in (403, 422):  # admission refused it (a quota, a policy): not ours to retry
-                    raise
+            except Refused as error:  # admission refused it (a quota, a policy): not ours to retry
                 self.refused.append(f"PersistentVolumeClaim {claim}: {api_message(error)}")
                 self.say("VolumeExpansionRefused", self.refused[-1], warning=True)
                 continue
@@ -206,9 +226,7 @@ class Actor:
     def _start_preflight(self, action: StartPreflight) -> None:
         try:
             self.kube.apply(dict(action.pod))
-        except ApiException as error:
-            if not 400 <= error.status < 500:
-                raise
+        except Refused as error:
             # Admission refused the template itself (a priority class or service account that does not exist,
             # a quota): no node can run it either
             self.refused.append(f"preflight Pod {action.pod['metadata']['name']}: {api_message(error)}")

@@ -55,6 +55,10 @@ class Applied:
         last = self._last(namespace, cluster, uid, child)
         return last is not None and self._clock() - last[1] >= self._resync
 
+    def sent(self, namespace: str, cluster: str, uid: str, child: Child) -> bool:
+        """Whether this process has sent the child before (then the object of its name is the cluster's own)."""
+        return self._last(namespace, cluster, uid, child) is not None
+
     def changed(self, namespace: str, cluster: str, uid: str, child: Child) -> bool:
         """Whether the child differs from what this process last sent (or was never sent by it)."""
         last = self._last(namespace, cluster, uid, child)

@@ -16,13 +16,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from kubernetes.client.exceptions import ApiException
-
 from krafty import naming
 from krafty.clients.canary import Canaries, CanarySettings
 from krafty.clients.connection import Connection
 from krafty.clients.kafka_admin import AdminPool, KafkaAdmin
-from krafty.clients.kube import Kube, api_message
+from krafty.clients.kube import Kube, Refused, api_message
 from krafty.clients.pki_process import Issuer
 from krafty.decide import external, identity, listeners
 from krafty.decide.status import DEGRADED, READY, Condition
@@ -33,7 +31,7 @@ from krafty.model.context import ClusterContext, OperatorPeer
 from krafty.naming import Pool
 from krafty.planning import preview as previewing
 from krafty.planning.actions import Announce, ApplyChildren
-from krafty.planning.cluster import ClusterPlan, Facts, Held, Pace, PassResult, admit, plan
+from krafty.planning.cluster import ClusterPlan, Facts, Held, Pace, PassResult, admit, plan, settle
 from krafty.reconcile import observe as observing
 from krafty.reconcile import rack
 from krafty.reconcile import status as writer
@@ -122,7 +120,7 @@ class ClusterReconciler:
 
     def reconcile(self, body: dict[str, Any]) -> Outcome:
         moment = writer.now()
-        if self.kube.hold(naming.CLUSTER_KIND, body, naming.CLUSTER_FINALIZER):
+        if self.kube.add_finalizer(naming.CLUSTER_KIND, body, naming.CLUSTER_FINALIZER):
             log.info("KafkaCluster %s/%s: holding %s, so that a deletion stops the brokers before the controllers",
                      body["metadata"]["namespace"], body["metadata"]["name"], naming.CLUSTER_FINALIZER)
         spec = admit(body)
@@ -159,12 +157,7 @@ class ClusterReconciler:
         decided = plan(ctx, obs, Facts.from_status(body.get("status")))
         actor = Actor(self.kube, admin, obs.controller_servers, replace(ctx, sizes=decided.sizes), body, self.applied)
         done = actor.run(decided.actions)
-        conditions = list(decided.conditions)
-        if actor.refused:
-            message = "Kubernetes refused what the spec asks for: " + "; ".join(actor.refused)
-            conditions = [Condition(READY, False, "ApplyRefused", message)] + [
-                Condition(DEGRADED, True, "ApplyRefused", message) if c.type == DEGRADED else c
-                for c in conditions[1:]]
+        conditions = settle(decided.conditions, actor.refused, actor.conflicts, actor.withheld)
         self._write(body, decided.status, conditions, moment)
         metrics.COLLECTOR.set_cluster(ctx.namespace, ctx.name, metrics.ClusterFacts(
             brokers_desired=spec.brokers.replicas, brokers_ready=decided.status["readyBrokers"],
@@ -243,9 +236,7 @@ class ClusterReconciler:
                     continue
                 try:
                     stored = self.kube.apply(dict(child.desired), dry_run=True)
-                except ApiException as error:
-                    if error.status not in (400, 422):
-                        raise
+                except Refused as error:
                     rejected.append(f"Kubernetes would refuse {child.kind} {child.name}: {api_message(error)}")
                     continue
                 if child.kind == "StatefulSet" and child.name in by_name:

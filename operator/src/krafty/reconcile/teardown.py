@@ -40,6 +40,6 @@ def teardown_pass(kube: Kube, body: dict[str, Any]) -> bool:
     if step.step is TeardownStep.STOP_BROKERS:
         kube.delete("StatefulSet", naming.statefulset(name, Pool.BROKER), namespace)
     if step.step is TeardownStep.RELEASE:
-        kube.let_go(naming.CLUSTER_KIND, body, naming.CLUSTER_FINALIZER)
+        kube.remove_finalizer(naming.CLUSTER_KIND, body, naming.CLUSTER_FINALIZER)
         return False
     return True

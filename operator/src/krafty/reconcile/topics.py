@@ -146,7 +146,7 @@ class TopicReconciler:
             return None
         live = [b for b in bodies if not deleting(b)]
         writer.for_each([b for b in live if naming.TOPIC_FINALIZER not in (b["metadata"].get("finalizers") or [])],
-                        lambda body: self.kube.hold(naming.TOPIC_KIND, body, naming.TOPIC_FINALIZER))
+                        lambda body: self.kube.add_finalizer(naming.TOPIC_KIND, body, naming.TOPIC_FINALIZER))
         cluster_body = self.cluster_body(namespace, cluster)
         waiting = self._let_go([b for b in bodies if deleting(b)], namespace, cluster, cluster_body)
         retry = DELETION_RETRY if waiting else None
@@ -451,7 +451,7 @@ class TopicReconciler:
         self._status(body, {}, [Condition(READY, False, reason, message)])
 
     def _release(self, body: dict[str, Any]) -> None:
-        self.kube.let_go(naming.TOPIC_KIND, body, naming.TOPIC_FINALIZER)
+        self.kube.remove_finalizer(naming.TOPIC_KIND, body, naming.TOPIC_FINALIZER)
 
 
 def _confirmed(body: dict[str, Any]) -> bool:

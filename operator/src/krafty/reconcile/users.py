@@ -104,7 +104,7 @@ class UserReconciler:
             return None
         live = [b for b in bodies if not deleting(b)]
         for body in live:
-            self.kube.hold(naming.USER_KIND, body, naming.USER_FINALIZER)
+            self.kube.add_finalizer(naming.USER_KIND, body, naming.USER_FINALIZER)
         cluster_body = self.kube.get(naming.CLUSTER_KIND, cluster, namespace)
         spec = spec_of(KafkaClusterSpec, cluster_body)
         if spec is None or deleting(cluster_body):
@@ -287,7 +287,7 @@ class UserReconciler:
                                                    manage=verdict.manage and reason != "QuotaRefused")
 
     def _release(self, body: dict[str, Any]) -> None:
-        if self.kube.let_go(naming.USER_KIND, body, naming.USER_FINALIZER):
+        if self.kube.remove_finalizer(naming.USER_KIND, body, naming.USER_FINALIZER):
             self._tell(body, "UserDeleted", f"User:{body['metadata']['name']} holds nothing in Kafka any more")
 
     # -- reporting ------------------------------------------------------------------

@@ -60,7 +60,7 @@ def preflight_pod(ctx: ClusterContext, pool: Pool, revision: str, template: Mapp
     spec.update({"restartPolicy": "Never", "terminationGracePeriodSeconds": 5,
                  "activeDeadlineSeconds": DEADLINE_SECONDS, **({"affinity": affinity} if affinity else {})})
     metadata = ctx.metadata(naming.preflight_pod(revision))
-    metadata["labels"] = {"app.kubernetes.io/managed-by": "krafty", "app.kubernetes.io/part-of": "krafty",
+    metadata["labels"] = {naming.MANAGED_BY_LABEL: naming.MANAGED_BY, "app.kubernetes.io/part-of": "krafty",
                           naming.CLUSTER_LABEL: ctx.name, naming.PREFLIGHT_LABEL: pool.value,
                           naming.PREFLIGHT_REVISION_LABEL: revision}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}

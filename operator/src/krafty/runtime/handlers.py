@@ -288,7 +288,7 @@ def user_event(type: str | None, body: kopf.Body, spec: Mapping[str, Any], names
     _look_at_cluster_of(memo, naming.USER_KIND, "users", type, body, spec, namespace)
 
 
-@kopf.on.event("", "v1", "pods", labels={"app.kubernetes.io/managed-by": "krafty"})
+@kopf.on.event("", "v1", "pods", labels={naming.MANAGED_BY_LABEL: naming.MANAGED_BY})
 def kafka_pod_event(namespace: str | None, labels: Mapping[str, str], memo: kopf.Memo, **_: Any) -> None:
     """A Kafka pod changed (ready, deleted, drained): look at its cluster now."""
     cluster = labels.get(naming.CLUSTER_LABEL)

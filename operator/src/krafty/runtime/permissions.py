@@ -16,15 +16,13 @@ WATCHED_NAMESPACES: dict[Resource, dict[str, str]] = {
     ("kafka.krafty.io", "kafkaclusters"): {
         "get": "the cluster pass reads its KafkaCluster",
         "list": "kopf watches them", "watch": "kopf watches them",
-        "patch": "the ordered-teardown finalizer, held and let go",
-        "delete": "the uninstall hook deletes the release's clusters"},
+        "patch": "the ordered-teardown finalizer, added and removed"},
     ("kafka.krafty.io", "topics"): {
         "list": "the topic pass reads its cluster's Topics; kopf watches them", "watch": "kopf watches them",
-        "patch": "kopf's deletion finalizer and progress annotations",
-        "delete": "the uninstall hook deletes the release's topics"},
+        "patch": "kopf's deletion finalizer and progress annotations"},
     ("kafka.krafty.io", "kafkausers"): {
         "list": "the user pass reads its cluster's KafkaUsers; kopf watches them", "watch": "kopf watches them",
-        "patch": "the user-cleanup finalizer", "delete": "the uninstall hook (it lists every kind it owns)"},
+        "patch": "the user-cleanup finalizer"},
     ("kafka.krafty.io", "kafkaclusters/status"): {"patch": "status and conditions"},
     ("kafka.krafty.io", "topics/status"): {"patch": "status and conditions"},
     ("kafka.krafty.io", "kafkausers/status"): {"patch": "status and conditions"},
@@ -42,10 +40,12 @@ WATCHED_NAMESPACES: dict[Resource, dict[str, str]] = {
         "list": "which volumes a cluster has, and how their growth stands",
         "patch": "a larger storage.size asked of each claim", "delete": "volumes of removed nodes (deleteClaim)"},
     ("", "services"): {
+        "get": "a child not sent yet is looked at first: one of its name that is not the cluster's is left alone",
         "list": "the node ports and load-balancer addresses of nodeport and loadbalancer listeners",
         "create": "server-side apply of a new Service", "patch": "server-side apply",
         "delete": "a Service the spec no longer asks for"},
     ("", "serviceaccounts"): {
+        "get": "a child not sent yet is looked at first: one of its name that is not the cluster's is left alone",
         "create": "server-side apply of the Kafka pods' account", "patch": "server-side apply",
         "delete": "a child the spec no longer asks for"},
     ("", "events"): {
@@ -54,13 +54,23 @@ WATCHED_NAMESPACES: dict[Resource, dict[str, str]] = {
         "get": "a pool's StatefulSet as it runs", "create": "server-side apply of a new pool",
         "patch": "server-side apply", "delete": "a pool scaled away, the ordered teardown"},
     ("policy", "poddisruptionbudgets"): {
+        "get": "a child not sent yet is looked at first: one of its name that is not the cluster's is left alone",
         "create": "server-side apply", "patch": "server-side apply", "delete": "a budget no longer asked for"},
     ("networking.k8s.io", "networkpolicies"): {
+        "get": "a child not sent yet is looked at first: one of its name that is not the cluster's is left alone",
         "create": "server-side apply", "patch": "server-side apply", "delete": "spec.networkPolicy turned off"},
     ("coordination.k8s.io", "leases"): {
         "get": "the install's claim on the namespace (another install watching it stays out)",
         "create": "the claim, first made", "update": "the claim renewed, taken over or let go"},
 }
+
+# The chart's uninstall hook (krafty.cli.uninstall) runs as an account of its own, with these rights in the release's
+# namespace only (uninstall-hook.yaml): the operator itself never deletes a KafkaCluster, Topic or KafkaUser.
+UNINSTALL_HOOK: dict[Resource, dict[str, str]] = {
+    (group, resource): {"list": "the release's resources, by its instance label", "delete": "each of them, first",
+                        "patch": "the operator's finalizer, removed if the operator did not in time"}
+    for group, resource in (("kafka.krafty.io", "kafkaclusters"), ("kafka.krafty.io", "topics"),
+                            ("kafka.krafty.io", "kafkausers"))}
 
 # Read at cluster scope, never written (the chart's discovery ClusterRole holds these besides kopf's own)
 CLUSTER_READS: dict[Resource, dict[str, str]] = {

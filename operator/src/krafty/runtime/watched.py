@@ -8,7 +8,7 @@ the cluster pass reads its own from the API server.
 
 A body may be a moment older than the API server's (a write whose event has not arrived yet): a pass
 writes status by merge patch, which a stale body cannot undo, and adds a finalizer only to the version it
-read (krafty.clients.kube.Kube.hold). Right after the operator starts, the watch's first listing may not be
+read (krafty.clients.kube.Kube.add_finalizer). Right after the operator starts, the watch's first listing may not be
 complete when a pass runs: that pass looks at fewer objects, and each one that arrives asks for another.
 """
 
