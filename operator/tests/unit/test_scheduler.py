@@ -10,7 +10,7 @@ import time
 import pytest
 
 from krafty.clients.errors import KafkaUnavailable
-from krafty.runtime.scheduler import Scheduler
+from krafty.runtime.scheduler import Scheduler, retry_delay
 
 
 def _run_once(error: Exception, caplog: pytest.LogCaptureFixture) -> logging.LogRecord:
@@ -125,3 +125,38 @@ def test_an_idle_scheduler_wakes_only_when_a_pass_falls_due() -> None:
         assert len(looks) <= 3, looks
     finally:
         scheduler.stop()
+
+
+@pytest.mark.parametrize(("failures", "delay"), [(1, 15.0), (2, 30.0), (3, 60.0), (5, 240.0), (6, 300.0),
+                                                 (60, 300.0)])
+def test_a_pass_that_keeps_failing_waits_twice_as_long_each_time_up_to_five_minutes(failures: int, delay: float):
+    assert retry_delay(failures) == delay
+
+
+def test_the_scheduler_backs_off_a_failing_pass_and_starts_again_after_one_that_works(
+        caplog: pytest.LogCaptureFixture) -> None:
+    # Given a pass that fails four times, then works, then fails again
+    outcomes = iter([ValueError("a bug")] * 4 + [None, ValueError("again")])
+    finished = threading.Event()
+
+    def run(_key: object) -> float | None:
+        outcome = next(outcomes, StopIteration)
+        if outcome is StopIteration:
+            finished.set()
+            return None
+        if isinstance(outcome, Exception):
+            raise outcome
+        return 0.01
+
+    scheduler = Scheduler(run, workers=1, error_delays=(0.01, 0.04))
+    with caplog.at_level(logging.ERROR, logger="krafty.runtime.scheduler"):
+        scheduler.start()
+        scheduler.poke("cluster")
+        assert finished.wait(30)
+        scheduler.stop()
+    # Then each failure in a row doubled the wait, up to the longest, and the one after a pass that worked is the
+    # first again
+    said = [r.getMessage().split("failed ")[1] for r in caplog.records if r.name == "krafty.runtime.scheduler"]
+    assert said == ["(1 in a row); retrying in 0.01s", "(2 in a row); retrying in 0.02s",
+                    "(3 in a row); retrying in 0.04s", "(4 in a row); retrying in 0.04s",
+                    "(1 in a row); retrying in 0.01s"]

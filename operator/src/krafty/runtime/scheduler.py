@@ -2,8 +2,10 @@
 
 kopf's timers and daemons put a finalizer on every object, which would make a
 KafkaCluster undeletable once the operator is gone. This scheduler needs none:
-kopf's create/update/resume handlers poke it, and each pass says when the
-next one is due (soon while a roll is under way, seldom when all is calm).
+kopf's event handlers (every change of a KafkaCluster, Topic, KafkaUser or Kafka
+pod, and the first listing at start; krafty.runtime.handlers) poke it, and each
+pass says when the next one is due (soon while a roll is under way, seldom when
+all is calm).
 A standby replica's scheduler queues passes and runs none until its replica
 leads (krafty.runtime.leadership); it then runs every queued one at once.
 """
@@ -22,7 +24,14 @@ from krafty.clients.errors import KafkaUnavailable
 
 log = logging.getLogger(__name__)
 
-ERROR_DELAY = 15.0
+ERROR_DELAY = 15.0  # after Kafka did not answer (it is starting or restarting), and after a first failure
+MAX_ERROR_DELAY = 300.0  # a pass that keeps failing otherwise waits twice as long each time, up to this
+
+
+def retry_delay(failures: int, first: float = ERROR_DELAY, most: float = MAX_ERROR_DELAY) -> float:
+    """Seconds before the next pass of an object whose passes failed `failures` times in a row (not counting
+    Kafka not answering): a bug or a refusal that every pass meets is not retried every 15 s for ever."""
+    return min(first * float(2 ** max(failures - 1, 0)), most)
 Key = Hashable
 Pass = Callable[[Key], float | None]  # returns seconds until the next pass, or None to forget the key
 Group = Callable[[Key], Hashable]  # which keys share a limit (the passes of one Kafka cluster)
@@ -30,10 +39,14 @@ Group = Callable[[Key], Hashable]  # which keys share a limit (the passes of one
 
 class Scheduler:
     def __init__(self, run: Pass, workers: int = 4, leading: bool = True,
-                 group: Group | None = None, per_group: int | None = None) -> None:
+                 group: Group | None = None, per_group: int | None = None,
+                 error_delays: tuple[float, float] = (ERROR_DELAY, MAX_ERROR_DELAY)) -> None:
         """`per_group`: at most this many passes of one group at once, so that a cluster whose calls hang (each
-        bounded by its timeout) holds that many workers, never all of them: other clusters' passes go on."""
+        bounded by its timeout) holds that many workers, never all of them: other clusters' passes go on.
+        `error_delays`: the first and the longest wait after a failed pass (retry_delay)."""
         self._run = run
+        self._error_delays = error_delays
+        self._failures: Counter[Key] = Counter()  # failed passes in a row, per key
         self._group = group or (lambda key: key)
         self._per_group = per_group or workers
         self._leading = threading.Event()
@@ -70,6 +83,7 @@ class Scheduler:
     def forget(self, key: Key) -> None:
         with self._lock:
             self._due.pop(key, None)
+            self._failures.pop(key, None)
 
     def keys(self) -> list[Key]:
         with self._lock:
@@ -111,13 +125,16 @@ class Scheduler:
         return ready
 
     def _one(self, key: Key) -> None:
-        delay: float | None = ERROR_DELAY
+        delay: float | None = self._error_delays[0]
         try:
             delay = self._run(key)
+            self._failures.pop(key, None)
         except KafkaUnavailable as error:  # Kafka starting, restarting or unreachable: one line, no traceback
             log.warning("reconcile of %s: Kafka did not answer (%s); retrying in %ss", key, error, delay)
         except Exception:
-            log.exception("reconcile of %s failed; retrying in %ss", key, delay)
+            self._failures[key] += 1
+            delay = retry_delay(self._failures[key], *self._error_delays)
+            log.exception("reconcile of %s failed (%d in a row); retrying in %ss", key, self._failures[key], delay)
         finally:
             with self._lock:
                 self._running.discard(key)
