@@ -60,6 +60,21 @@ def admin_kube(apiserver: LocalApiServer, namespace: str) -> Kube:
     return Kube(kubernetes.config.new_client_from_config(config_file=str(apiserver.kubeconfig)))
 
 
+def uninstall_hook_kube(apiserver: LocalApiServer, namespace: str) -> Kube:
+    """A Kube client with the rights the chart gives its uninstall hook when released in `namespace` (its own
+    account, Role and RoleBinding, as `helm uninstall` makes them first), and no more."""
+    rendered = subprocess.run([str(helm()), "template", "krafty", str(CHART), "-n", namespace, "--kube-version",
+                               "1.34.0", "--set", "kafkaClusters[0].name=demo",
+                               "--set", "kafkaClusters[0].spec.brokers.replicas=3"],
+                              capture_output=True, text=True, check=True, timeout=120).stdout
+    for doc in yaml.safe_load_all(rendered):
+        if doc and doc["kind"] in ("Role", "RoleBinding") and doc["metadata"]["name"] == "krafty-uninstall":
+            apiserver.apply(doc)
+    client = kubernetes.config.new_client_from_config(config_file=str(apiserver.kubeconfig))
+    client.set_default_header("Impersonate-User", f"system:serviceaccount:{namespace}:krafty-uninstall")
+    return Kube(client)
+
+
 def operator_kube(apiserver: LocalApiServer, namespaces: Sequence[str], rack_awareness: bool = False) -> Kube:
     """A Kube client with the rights the chart gives the operator watching `namespaces`, and no more: the
     chart's RBAC applied to the API server, and requests made as the operator's ServiceAccount."""

@@ -146,6 +146,30 @@ def test_the_rbac_grants_exactly_what_the_operator_lists_as_used(values: str):
     assert all(_granted(r) == expected for r in rules)
 
 
+def test_the_uninstall_hook_runs_as_its_own_account_with_only_what_it_uses():
+    rendered = run_helm("template", "krafty", str(CHART), "--kube-version", KUBE_VERSION, "-n", "platform",
+                        "--set", "kafkaClusters[0].name=demo",
+                        "--set", "kafkaClusters[0].spec.brokers.replicas=3").stdout
+    docs = [d for d in yaml.safe_load_all(rendered) if d]
+    [job] = [d for d in docs if d["kind"] == "Job"]
+    assert job["spec"]["template"]["spec"]["serviceAccountName"] == "krafty-uninstall"
+    hook = {d["kind"]: d for d in docs if d["metadata"]["name"] == "krafty-uninstall" and d["kind"] != "Job"}
+    assert sorted(hook) == ["Role", "RoleBinding", "ServiceAccount"]
+    # made before the Job (a lower weight), in the release's namespace only, and removed with it
+    for made in hook.values():
+        annotations = made["metadata"]["annotations"]
+        assert (annotations["helm.sh/hook"], int(annotations["helm.sh/hook-weight"])) == ("pre-delete", -10)
+        assert made["metadata"]["namespace"] == "platform"
+    assert _granted(hook["Role"]["rules"]) == {resource: set(verbs)
+                                               for resource, verbs in permissions.UNINSTALL_HOOK.items()}
+    assert hook["RoleBinding"]["subjects"] == [{"kind": "ServiceAccount", "name": "krafty-uninstall",
+                                                "namespace": "platform"}]
+    # And the operator's own rights no longer delete what the hook deletes
+    [operator] = [d for d in docs if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "krafty"]
+    assert not any("delete" in verbs for resource, verbs in _granted(operator["rules"]).items()
+                   if resource in permissions.UNINSTALL_HOOK)
+
+
 def test_namespaced_install_writes_nothing_cluster_wide():
     rendered = run_helm("template", "krafty", str(CHART), "--kube-version", KUBE_VERSION,
                         "-f", str(CHART / "ci" / "namespaced-values.yaml")).stdout

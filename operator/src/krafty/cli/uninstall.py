@@ -40,7 +40,7 @@ def run(kube: kube_client.Kube, namespace: str, selector: dict[str, str], timeou
             for kind, body in left:
                 log.warning("%s %s/%s still there after %.0f s: removing the operator's finalizer", kind,
                             namespace, body["metadata"]["name"], waited)
-                kube.let_go(kind, body, FINALIZERS[kind])
+                kube.remove_finalizer(kind, body, FINALIZERS[kind])
             return len(left)
         log.info("%.0f s: waiting for %s", waited, ", ".join(f"{k} {b['metadata']['name']}" for k, b in left))
         time.sleep(interval)
