@@ -29,12 +29,12 @@ integration:  ## real Kafka processes, a real API server, PySpark against real b
 
 e2e:  ## end-to-end on real pods, every capability (the local kind cluster; KRAFTY_E2E_CLUSTER=existing for another)
 	@[[ "$${KRAFTY_E2E_CLUSTER:-}" == existing ]] || e2e/localkube/localkube up  # (likewise: up before the tests)
-	@$(ENV) KRAFTY_E2E_BUDGET_MINUTES=$${KRAFTY_E2E_BUDGET_MINUTES:-75} \
+	@$(ENV) KRAFTY_E2E_BUDGET_MINUTES=$${KRAFTY_E2E_BUDGET_MINUTES:-82} \
 		$(PYTEST) -q -m "not full" --durations=40 e2e/tests
 
 e2e-full:  ## every end-to-end test, the slow variants too
 	@[[ "$${KRAFTY_E2E_CLUSTER:-}" == existing ]] || e2e/localkube/localkube up
-	@$(ENV) $(PYTEST) -q --durations=40 e2e/tests
+	@$(ENV) KRAFTY_E2E_BUDGET_MINUTES=$${KRAFTY_E2E_BUDGET_MINUTES:-300} $(PYTEST) -q --durations=40 e2e/tests
 
 test: unit integration e2e  ## what CI runs (.ci/run): every tier
 

@@ -6,10 +6,11 @@ current kubectl context) and yields it. Bringing it up is idempotent: a cluster 
 costs about a second. When the session brought the cluster up, it takes it down at the end, unless
 KRAFTY_E2E_KEEP_CLUSTER=1 (handy while iterating: the next session starts in a second).
 
-KRAFTY_E2E_BUDGET_MINUTES (`make e2e` sets it from CI's time limit) ends the run, failed, once a test finishes
-past it, counted from KRAFTY_RUN_STARTED (the Makefile sets it when `make` starts: `make test` counts the unit and
-integration tiers too) or else from this session's start: the summary of what failed is printed instead of the
-run being killed in the middle.
+KRAFTY_E2E_BUDGET_MINUTES (`make e2e` sets it from CI's time limit) ends the run, failed, before a test whose
+timeout could carry it past the budget starts, counted from KRAFTY_RUN_STARTED (the Makefile sets it when `make`
+starts: `make test` counts the unit and integration tiers too) or else from this session's start: the summary of
+what failed, and how many tests were not run, is printed instead of the run being killed in the middle. A run
+whose last test ends past the budget has left nothing unrun, and passes.
 
 Tests marked cluster_lifecycle take the cluster down and up again; they run before every other e2e test
 so nothing another test set up is lost, and they leave the cluster up. They, and tests marked local_cluster,
@@ -36,6 +37,7 @@ from krafty_testkit.kube import KubeCluster
 
 LIFECYCLE = "cluster_lifecycle"
 LOCAL = "local_cluster"
+FAULTS = "local_faults"
 OPERATOR_LABEL = "app.kubernetes.io/name=krafty-operator"
 SHARED_CLUSTERS = frozenset({"prod", "small"})  # the session's KafkaCluster fixtures (e2e/tests/conftest.py)
 
@@ -47,14 +49,16 @@ _session_cluster: list[KubeCluster] = []  # the cluster kube_cluster brought up:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"{LIFECYCLE}: takes the local cluster down and up; runs first")
     config.addinivalue_line("markers", f"{LOCAL}: inspects this machine, so it needs the local cluster")
+    config.addinivalue_line("markers", f"{FAULTS}: signals a container, faults a node or caps a CPU through the "
+                                       "local cluster's nodes (operator/tests/unit/test_suite_rules.py finds them)")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    local = [item for item in items if item.get_closest_marker(LIFECYCLE) or item.get_closest_marker(LOCAL)]
+    local = [item for item in items if any(item.get_closest_marker(m) for m in (LIFECYCLE, LOCAL, FAULTS))]
     if local and kube.chosen_kind() != "local":
         config.hook.pytest_deselected(items=local)
         items[:] = [item for item in items if item not in local]
-        print(f"\ndeselected {len(local)} {LIFECYCLE}/{LOCAL} test(s): they need the local cluster")
+        print(f"\ndeselected {len(local)} {LIFECYCLE}/{LOCAL}/{FAULTS} test(s): they need the local cluster")
     lifecycle = [item for item in items if item.get_closest_marker(LIFECYCLE)]
     rest = [item for item in items if item not in lifecycle]
     alone = [item for item in rest if not SHARED_CLUSTERS & set(getattr(item, "fixturenames", ()))]
@@ -65,10 +69,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def time_budget(request: pytest.FixtureRequest) -> Iterator[None]:
     yield
     budget = os.environ.get("KRAFTY_E2E_BUDGET_MINUTES")
+    if not budget:
+        return
     spent = (time.time() - _started) / 60
-    if budget and spent > float(budget):
-        request.session.shouldfail = (f"out of time: {spent:.0f} min spent, over KRAFTY_E2E_BUDGET_MINUTES={budget} "
-                                      f"(stopped after {request.node.nodeid})")
+    longest = float(request.config.getini("timeout") or 0) / 60  # what the next test may take (its timeout)
+    items = request.session.items
+    left = len(items) - items.index(request.node) - 1 if request.node in items else 0
+    if left and spent + longest > float(budget):
+        request.session.shouldfail = (
+            f"out of time: {spent:.0f} min spent, and the next test may take {longest:.0f} min (its timeout), past "
+            f"KRAFTY_E2E_BUDGET_MINUTES={budget}: {left} test(s) not run (stopped after {request.node.nodeid})")
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -13,7 +13,7 @@ if [[ ! -f "$venv/.complete" ]]; then
   log "creating Python venv $venv (first time only)"
   rm -rf "$venv"
   python3 -m venv "$venv"
-  "$venv/bin/pip" install -q -r requirements-dev.txt >&2
+  "$venv/bin/pip" install --progress-bar off -r requirements-dev.txt >&2  # (a line per package: minutes of silence otherwise)
   touch "$venv/.complete"
 fi
 echo "$venv"

@@ -110,6 +110,7 @@ def kill_the_leading_operator(operator: KubeCluster) -> tuple[str, float]:
 
 
 @pytest.mark.full  # CI kills the leading operator during the upgrade roll of test_25_upgrade.py instead
+@pytest.mark.local_faults
 def test_a_static_change_rolls_every_node_in_the_safe_order_without_losing_a_write_even_when_the_leader_dies(
         prod: KafkaClusterHandle, client: ClientPod, operator: KubeCluster):
     # Given a topic with RF 3 and min ISR 2 and a producer writing with acks=all and idempotence

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -46,12 +46,12 @@ def image_versions(handle: KafkaClusterHandle) -> dict[str, str]:
             for pool in ("controller", "broker") for p in handle.pods(pool)}
 
 
-def roll_to(handle: KafkaClusterHandle, client: ClientPod, version: str, kill_leader: bool = False,
-            **spec: Any) -> dict[str, Any]:
+def roll_to(handle: KafkaClusterHandle, client: ClientPod, version: str,
+            during: Callable[[KafkaClusterHandle, float], dict[str, Any]] | None = None, **spec: Any) -> dict[str, Any]:
     """Changes spec.version under an idempotent acks=all producer and a consumer group (on a topic of their own:
     RF 3, min ISR 2); returns what they saw, the restarts (pod, reason) in order, what `kubectl krafty plan` said
-    before, and `kubectl krafty status` during the roll. `kill_leader`: the leading operator is SIGKILLed right
-    after the first restart (the standby finishes the roll)."""
+    before, and `kubectl krafty status` during the roll. `during`: done once the change is made, given when the
+    roll began (kill_leader_after_first_restart: the standby finishes the roll); what it returns is returned too."""
     topic = f"upgrade-to-{version.replace('.', '-')}-{int(time.time())}"
     make_topic(handle.kube, topic, handle.name, partitions=6, replicas=3, config={"min.insync.replicas": 2})
     before, started = pod_uids(handle), time.time()
@@ -61,7 +61,7 @@ def roll_to(handle: KafkaClusterHandle, client: ClientPod, version: str, kill_le
           client.steady_producer(handle.bootstrap, topic, rate=100) as produced):
         time.sleep(10)
         handle.patch_spec({"version": version, **spec})
-        takeover = _kill_leader(handle, started) if kill_leader else {}
+        takeover = during(handle, started) if during is not None else {}
         wait_for(lambda: restart_events(handle, started), bool, 300, "the first restart")
         screen = kubectl_krafty(handle.kube, "status", handle.name, "-n", handle.namespace)
         wait_rolled(handle, before, set(before))
@@ -73,7 +73,7 @@ def roll_to(handle: KafkaClusterHandle, client: ClientPod, version: str, kill_le
             "plan": preview, "status screen": screen, **takeover}
 
 
-def _kill_leader(handle: KafkaClusterHandle, started: float) -> dict[str, Any]:
+def kill_leader_after_first_restart(handle: KafkaClusterHandle, started: float) -> dict[str, Any]:
     wait_for(lambda: restart_events(handle, started), bool, 300, "the first restart")
     leader, killed = kill_the_leading_operator(handle.kube)
     successor = wait_for(lambda: operator_leader(handle.kube), lambda who: who not in (None, leader), 120,
@@ -117,6 +117,7 @@ def test_a_downgrade_before_metadata_version_is_raised_rolls_back_under_load(leg
     legacy.patch_spec({"upgrade": {"metadataVersion": None}})
 
 
+@pytest.mark.local_faults
 def test_an_upgrade_under_load_finalizes_metadata_version_and_a_later_downgrade_is_refused(
         legacy: KafkaClusterHandle, client: ClientPod):
     # Given a cluster of the older release, under an idempotent acks=all producer and a consumer group
@@ -124,7 +125,7 @@ def test_an_upgrade_under_load_finalizes_metadata_version_and_a_later_downgrade_
     assert legacy.status()["versions"]["metadataVersion"] == LEVELS[OLDER][0]
     began = time.monotonic()
     # When spec.version moves to the newer release, and the leading operator is killed after the first restart
-    seen = roll_to(legacy, client, NEWER, kill_leader=True)
+    seen = roll_to(legacy, client, NEWER, during=kill_leader_after_first_restart)
     rolled = time.monotonic() - began
     # Then the standby finished the roll, which kept every write and the safe order, and every node runs the
     # newer release

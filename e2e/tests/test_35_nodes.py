@@ -121,6 +121,7 @@ def wait_whole(*handles: KafkaClusterHandle) -> float:
 
 
 @pytest.mark.full  # about three and a half minutes: CI SIGKILLs a broker under load in test_60_failures.py
+@pytest.mark.local_faults
 def test_losing_the_node_of_the_active_controller_and_a_broker_under_load_loses_nothing(
         prod: KafkaClusterHandle, small: KafkaClusterHandle, operator: KubeCluster, clients: dict[str, ClientPod],
         durable_topic: str):
@@ -165,6 +166,7 @@ def test_losing_the_node_of_the_active_controller_and_a_broker_under_load_loses_
 
 
 @pytest.mark.full  # about two and a half minutes; CI cuts a node off in test_local_cluster.py
+@pytest.mark.local_faults
 def test_a_brokers_node_cut_off_for_a_minute_under_load_loses_nothing(
         prod: KafkaClusterHandle, operator: KubeCluster, clients: dict[str, ClientPod], durable_topic: str,
         client: ClientPod):

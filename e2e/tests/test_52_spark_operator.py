@@ -349,6 +349,7 @@ def wait_progress(job: Job, beyond: int, timeout: float, what: str) -> float:
 
 @pytest.mark.full  # about 10 minutes: drivers restarted, an executor replaced and three brokers rolled
 @pytest.mark.timeout(1800)
+@pytest.mark.local_faults
 def test_the_stream_keeps_exactly_once_files_and_catches_up_through_a_deleted_driver_a_killed_executor_and_a_roll(
         new_job: Callable[[str], Job], client: ClientPod, prod: KafkaClusterHandle) -> None:
     job = new_job("faults")

@@ -33,6 +33,7 @@ def in_sync(handle: KafkaClusterHandle) -> None:
              600, f"{handle.name} fully in sync", interval=5)
 
 
+@pytest.mark.local_faults
 def test_sigkilled_broker_under_load_loses_nothing(prod: KafkaClusterHandle, client: ClientPod,
                                                    operator: KubeCluster):
     operator.apply([topic_resource("crash", "prod", partitions=6, replicas=3, config={"min.insync.replicas": 2})])
@@ -52,6 +53,7 @@ def test_sigkilled_broker_under_load_loses_nothing(prod: KafkaClusterHandle, cli
 
 
 @pytest.mark.full  # about 45 s: CI SIGKILLs a broker under load in the test above
+@pytest.mark.local_faults
 def test_sigkilled_active_controller_is_replaced_within_seconds(prod: KafkaClusterHandle, client: ClientPod,
                                                                 operator: KubeCluster):
     leader = prod.status()["quorum"]["leaderId"]
@@ -80,6 +82,7 @@ def test_sigkilled_active_controller_is_replaced_within_seconds(prod: KafkaClust
 
 
 @pytest.mark.full  # about two minutes, most of it the frozen cluster coming back
+@pytest.mark.local_faults
 def test_a_cluster_whose_brokers_hang_does_not_hold_up_another(prod: KafkaClusterHandle, small: KafkaClusterHandle,
                                                                operator: KubeCluster):
     """small's nodes frozen (SIGSTOP: connections open, nothing answers, every call waits out its timeout)."""

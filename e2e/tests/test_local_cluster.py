@@ -329,6 +329,7 @@ def _cpu_rate(cluster: KubeCluster, namespace: str, pod: str, seconds: float = 4
     return (cluster.cpu_seconds(namespace, pod) - before) / (time.monotonic() - began)
 
 
+@pytest.mark.local_faults
 def test_a_pods_cpu_can_be_capped_and_the_cap_lifted_without_a_restart(kube_cluster: KubeCluster,
                                                                         echo_set: str) -> None:
     # Given a process spinning in echo-set-2's container for 30 s (exec runs it in the container's cgroup)
@@ -360,6 +361,7 @@ def _node_ready(cluster: KubeCluster, node: str) -> str:
     return next(c["status"] for c in conditions if c["type"] == "Ready")
 
 
+@pytest.mark.local_faults
 def test_a_partitioned_node_is_cut_off_until_healed(kube_cluster: KubeCluster, echo_set: str) -> None:
     # Given echo-set-2's node, and the pods on the other nodes reaching it
     _all_answer(kube_cluster, echo_set)
@@ -379,6 +381,7 @@ def test_a_partitioned_node_is_cut_off_until_healed(kube_cluster: KubeCluster, e
 
 
 @pytest.mark.full  # about two minutes: CI cuts a node off and heals it in the test above
+@pytest.mark.local_faults
 def test_a_stopped_node_goes_not_ready_and_comes_back_ready_with_its_pods(
         kube_cluster: KubeCluster, echo_set: str, cluster_timings: list[tuple[str, float]]) -> None:
     # Given echo-set-2's node Ready

@@ -77,7 +77,9 @@ def test_one_leads_and_a_standby_takes_over_when_the_leader_dies(kube: Kube, rep
     # Then the standby leads once the Lease has gone unrenewed for its duration, and not before
     assert second.elected.wait(15)
     took = time.monotonic() - killed
-    assert 3 - 1 <= took < 3 + 2 * 0.5 + 1, took  # the last renewal came up to a renew period (1 s) before the kill
+    # (not before the Lease's 3 s, less the renew period of 1 s the last renewal may have come before the kill; the
+    # upper bound only says it did not wait for some other, longer time)
+    assert 3 - 1 <= took < 3 * 3, took
     assert _holder(kube, "dies") == "pod-b"
     assert kube.get("Lease", "dies", NS)["spec"]["leaseTransitions"] == 1
     said = "pod-b leads the operator now: pod-a has not renewed"

@@ -129,5 +129,5 @@ def test_a_pass_counts_the_cpu_of_its_own_thread_beside_its_duration():
         other.join()
     cpu_after, wall_after = _pass_sums("probe")
     # Then its CPU counts the pass's own computing only, its duration the whole of it
-    assert 0.1 <= cpu_after - cpu < 0.2
+    assert 0.1 <= cpu_after - cpu < 0.25  # (the other thread's 0.2 s would make it 0.3)
     assert wall_after - wall >= 0.4

@@ -172,16 +172,21 @@ class LocalCluster(KubeCluster):
     def _localkube(*args: str, timeout: float) -> str:
         return run([str(LOCALKUBE / "localkube"), *args], timeout)
 
+    @staticmethod
+    def _localkube_shown(*args: str, timeout: float) -> None:
+        """A localkube command whose progress is shown as it goes (what it builds, every 15 s while it lasts)."""
+        argv = [str(LOCALKUBE / "localkube"), *args]
+        try:
+            returncode = subprocess.run(argv, timeout=timeout, check=False).returncode
+        except subprocess.TimeoutExpired:
+            raise KubeError(f"timed out after {timeout:.0f}s: {' '.join(argv)}") from None
+        if returncode != 0:
+            raise KubeError(f"exit {returncode}: {' '.join(argv)} (its output is above)")
+
     def up(self) -> float:
         """`localkube up`, its progress shown as it goes (a first build takes many minutes)."""
         began = time.monotonic()
-        argv = [str(LOCALKUBE / "localkube"), "up"]
-        try:
-            returncode = subprocess.run(argv, timeout=3600, check=False).returncode
-        except subprocess.TimeoutExpired:
-            raise KubeError(f"timed out after 3600s: {' '.join(argv)}") from None
-        if returncode != 0:
-            raise KubeError(f"exit {returncode}: {' '.join(argv)} (its output is above)")
+        self._localkube_shown("up", timeout=3600)
         return time.monotonic() - began
 
     def down(self) -> float:
@@ -207,7 +212,8 @@ class LocalCluster(KubeCluster):
         return dict(self.status()["leftovers"])
 
     def load_images(self, images: Sequence[Image]) -> None:
-        self._localkube("load-images", *(image.spec() for image in images), timeout=3600)
+        """Builds and loads the images, saying which one it builds or imports (a first build takes minutes)."""
+        self._localkube_shown("load-images", *(image.spec() for image in images), timeout=3600)
 
     def node_fault(self, action: str, node: str) -> None:
         self._localkube("node", action, node, timeout=600)
@@ -237,7 +243,11 @@ class ExistingCluster(KubeCluster):
         super().__init__(Path(os.environ.get("KUBECONFIG", default).split(os.pathsep)[0]), tools_dir("kubectl", "helm"))
 
     def is_up(self) -> bool:
-        return True
+        """Whether its API server answers as ready (an unreachable or stopped cluster is not up)."""
+        try:
+            return self.kubectl("get", "--raw", "/readyz", timeout=30).strip() == "ok"
+        except KubeError:
+            return False
 
     def up(self) -> float:
         began = time.monotonic()
