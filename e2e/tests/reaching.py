@@ -1,5 +1,6 @@
 """How the end-to-end tests reach a cluster: its client listeners, the ones status publishes to applications,
-kcat in the client pod, and plain TCP reachability from the client pod (for NetworkPolicies)."""
+kcat in the client pod, and plain TCP reachability from the client pod (for NetworkPolicies, the clusters' and
+the operator's)."""
 
 from __future__ import annotations
 
@@ -35,12 +36,16 @@ def published(handle: KafkaClusterHandle) -> list[str]:
     return [entry["name"] for entry in handle.status().get("listeners", [])]
 
 
-def reachable(client: ClientPod, handle: KafkaClusterHandle, port: int) -> bool:
-    """Whether a TCP connection from the client pod to broker 0's port opens (three seconds at most)."""
-    host = f"{handle.name}-broker-0.{handle.name}-brokers.{handle.namespace}.svc.cluster.local"
+def opens(client: ClientPod, host: str, port: int) -> bool:
+    """Whether a TCP connection from the client pod to the host's port opens (three seconds at most)."""
     out = client.kube.kubectl("exec", "-n", client.namespace, client.name, "--", "python3", "-c", _PROBE, host,
                               str(port), timeout=30)
     return out.strip().startswith("open")
+
+
+def reachable(client: ClientPod, handle: KafkaClusterHandle, port: int) -> bool:
+    """Whether a TCP connection from the client pod to broker 0's port opens."""
+    return opens(client, f"{handle.name}-broker-0.{handle.name}-brokers.{handle.namespace}.svc.cluster.local", port)
 
 
 def kcat(client: ClientPod, *args: str, stdin: str | None = None, timeout: float = 90) -> str:

@@ -13,6 +13,7 @@ import urllib.parse
 from typing import Any
 
 import pytest
+from reaching import opens
 
 from krafty_testkit.k8s_kafka import (
     NAMESPACE,
@@ -25,6 +26,7 @@ from krafty_testkit.k8s_kafka import (
     wait_topic_ready,
 )
 from krafty_testkit.kube import Image, KubeCluster
+from krafty_testkit.kubectl_krafty import kubectl_krafty
 from krafty_testkit.plugin import report_table
 from krafty_testkit.waiting import WaitTimeout, wait_for
 
@@ -75,7 +77,8 @@ def prometheus_config() -> str:
 
 
 def prometheus_objects() -> list[dict[str, Any]]:
-    labels = {"app": "prometheus"}
+    # (app.kubernetes.io/name: what the operator's NetworkPolicy lets scrape it by default)
+    labels = {"app": "prometheus", "app.kubernetes.io/name": "prometheus"}
     return [
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "prometheus", "namespace": NAMESPACE},
          "data": {"prometheus.yml": prometheus_config()}},
@@ -140,6 +143,29 @@ def test_prometheus_scrapes_the_operator_and_the_brokers(prometheus: Prometheus)
     leaders = wait_for(lambda: prometheus.query("krafty_operator_leader"), lambda r: len(r) == 2, 60,
                        "both operator replicas scraped")
     assert sorted(r["value"][1] for r in leaders) == ["0", "1"]
+
+
+def test_only_prometheus_scrapes_the_operator_and_no_pod_reaches_its_plan_endpoint(
+        prometheus: Prometheus, prod: KafkaClusterHandle, client: ClientPod):
+    # Given both operator replicas, whose metrics name every watched namespace's clusters, topics and groups
+    pods = prod.kube.kubectl_json("get", "pods", "-n", OPERATOR_NAMESPACE, "-l",
+                                  "app.kubernetes.io/name=krafty-operator")["items"]
+    addresses = [p["status"]["podIP"] for p in pods if p["status"].get("phase") == "Running"]
+    assert len(addresses) == 2, pods
+    # Then an ordinary pod opens none of their ports: metrics (the chart's NetworkPolicy), health, plan (loopback)
+    ports = (8080, 8081, 8082)
+    wait_for(lambda: {(address, port): opens(client, address, port) for address in addresses for port in ports},
+             lambda seen: not any(seen.values()), 60, "every operator port closed to the client pod")
+    # While Prometheus, which the policy lets in, scrapes both
+    up = wait_for(lambda: prometheus.query('up{job="krafty-operator"} == 1'), lambda r: len(r) == 2, 60,
+                  "both operator replicas up in Prometheus")
+    assert {r["metric"]["instance"].split(":")[0] for r in up} == set(addresses)
+    # And kubectl krafty reads the leader's metrics and plans through port-forward
+    screen = kubectl_krafty(prod.kube, "status", prod.name, "-n", prod.namespace)
+    assert "consumer lag unknown" not in screen, screen
+    preview = json.loads(kubectl_krafty(prod.kube, "plan", prod.name, "-n", prod.namespace, "-f", "-", "-o", "json",
+                                        stdin=json.dumps({"spec": prod.get()["spec"]})))
+    assert preview["verdict"] == "NoChange"
 
 
 def test_under_replicated_partitions_rise_with_a_stopped_broker_and_return_to_zero(

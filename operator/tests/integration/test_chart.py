@@ -96,6 +96,8 @@ def test_conventions_users_expect_a_subchart_renamed_objects_and_their_own_secur
     ("kafkaClusters[0].name=demo", "/kafkaClusters/0"),
     ("brokerImage.overrides.4\\.1\\.0=registry.local/kafka:4.1.0", "propertyName '4.1.0'"),
     ("brokerImage.tag=4.3.1", "/brokerImage"),
+    ("networkPolicy.metricsFrom[0].podSelectr.app=prometheus", "/networkPolicy/metricsFrom/0"),
+    ("networkPolicy.enabled=yes", "/networkPolicy/enabled"),
 ])
 def test_bad_values_are_refused_naming_the_value(setting: str, named: str):
     # (brokerImage.overrides: only the Kafka versions the operator runs; brokerImage.tag: gone, one image per version)
@@ -175,8 +177,11 @@ def test_namespaced_install_writes_nothing_cluster_wide():
                         "-f", str(CHART / "ci" / "namespaced-values.yaml")).stdout
     docs = [d for d in yaml.safe_load_all(rendered) if d]
     roles = {d["metadata"]["name"]: d["rules"] for d in docs if d["kind"] == "ClusterRole"}
-    # Without rack awareness: kopf's discovery and the StorageClasses, read-only
-    assert sorted(roles) == ["krafty-discovery"]
+    # Without rack awareness: kopf's discovery and the StorageClasses, read-only; and the users' rights on the
+    # krafty kinds, which only Kubernetes' own namespace roles aggregate (nothing binds them)
+    assert sorted(roles) == ["krafty-discovery", "krafty-edit", "krafty-view"]
+    assert not [d for d in docs if d["kind"] in ("ClusterRoleBinding", "RoleBinding")
+                and d["roleRef"]["name"] in ("krafty-edit", "krafty-view")]
     assert all(set(rule["verbs"]) <= {"get", "list", "watch"} for rule in roles["krafty-discovery"])
     granted = _granted(roles["krafty-discovery"])
     assert all(granted.get(resource) == set(verbs) for resource, verbs in permissions.CLUSTER_READS.items())
@@ -195,7 +200,8 @@ def test_rack_awareness_grants_one_binding_by_name_and_no_other_cluster_wide_wri
                         "--set", "rackAwareness.enabled=true").stdout
     docs = [d for d in yaml.safe_load_all(rendered) if d]
     roles = {d["metadata"]["name"]: d["rules"] for d in docs if d["kind"] == "ClusterRole"}
-    assert sorted(roles) == ["krafty-discovery", "krafty-kafka-rack", "krafty-rack-binder"]
+    assert sorted(roles) == ["krafty-discovery", "krafty-edit", "krafty-kafka-rack", "krafty-rack-binder",
+                             "krafty-view"]
     assert roles["krafty-kafka-rack"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]
     # The operator may read and update the one binding the chart made, and bind its one role, by name:
     # no create or delete of any binding
@@ -260,8 +266,6 @@ EXPLAINED = {
                   "awareness needs it)",
     "CKV_K8S_8": "the helm test pod runs one check and exits: no liveness probe to have",
     "CKV_K8S_9": "the helm test pod runs one check and exits: no readiness probe to have",
-    "CKV2_K8S_6": "no NetworkPolicy for the operator's own pods: they only receive probes and scrapes, from "
-                  "wherever the user's Prometheus runs (each Kafka cluster gets a NetworkPolicy)",
 }
 
 
@@ -290,3 +294,42 @@ def test_the_broker_image_overrides_name_exactly_the_versions_the_operator_runs(
     schema = json.loads((CHART / "values.schema.json").read_text())
     overrides = schema["properties"]["brokerImage"]["properties"]["overrides"]
     assert tuple(overrides["propertyNames"]["enum"]) == SUPPORTED_KAFKA_VERSIONS
+
+
+def test_the_operators_pods_let_in_only_scrapes_of_their_metrics_port():
+    # Given the chart as installed by default, and with the policy switched off
+    docs = [d for d in yaml.safe_load_all(run_helm("template", "krafty", str(CHART), "-n", "krafty-system",
+                                                   "--kube-version", KUBE_VERSION).stdout) if d]
+    off = run_helm("template", "krafty", str(CHART), "--kube-version", KUBE_VERSION,
+                   "--set", "networkPolicy.enabled=false").stdout
+    [policy] = [d for d in docs if d["kind"] == "NetworkPolicy"]
+    pods = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["metadata"]["labels"]
+    test_pod = next(d for d in docs if d["kind"] == "Pod")["metadata"]["labels"]
+    # Then it selects the operator's pods and lets in one port, the metrics', from Prometheus and the helm test
+    selected = policy["spec"]["podSelector"]["matchLabels"]
+    assert selected.items() <= pods.items()
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    [rule] = policy["spec"]["ingress"]
+    assert rule["ports"] == [{"protocol": "TCP", "port": 8080}]
+    prometheus, helm_test = rule["from"]
+    assert prometheus == {"namespaceSelector": {}, "podSelector": {"matchLabels": {"app.kubernetes.io/name":
+                                                                                   "prometheus"}}}
+    assert helm_test["podSelector"]["matchLabels"].items() <= test_pod.items()
+    assert "kind: NetworkPolicy" not in off
+
+
+def test_namespace_users_get_the_krafty_kinds_through_kubernetes_own_roles():
+    docs = [d for d in yaml.safe_load_all(run_helm("template", "krafty", str(CHART), "--kube-version",
+                                                   KUBE_VERSION).stdout) if d]
+    roles = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ClusterRole"}
+    edit, view = roles["krafty-edit"], roles["krafty-view"]
+    aggregated = {label for label, value in edit["metadata"]["labels"].items() if value == "true"}
+    assert aggregated == {"rbac.authorization.k8s.io/aggregate-to-admin",
+                          "rbac.authorization.k8s.io/aggregate-to-edit"}
+    assert view["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-view"] == "true"
+    # Only the krafty kinds, and view only reads
+    assert {group for rule in edit["rules"] + view["rules"] for group in rule["apiGroups"]} == {"kafka.krafty.io"}
+    assert {verb for rule in view["rules"] for verb in rule["verbs"]} == {"get", "list", "watch"}
+    off = run_helm("template", "krafty", str(CHART), "--kube-version", KUBE_VERSION,
+                   "--set", "tenantRoles.aggregate=false").stdout
+    assert "krafty-edit" not in off

@@ -1,10 +1,12 @@
-"""kubectl krafty's command line: flags before or after the command, as with kubectl."""
+"""kubectl krafty's command line: flags before or after the command, as with kubectl; the leader found from its
+metrics; the operator's ports found where `kubectl port-forward` put them."""
 
 from __future__ import annotations
 
 import pytest
 
-from krafty.cli.kubectl import OPERATOR_SELECTOR, group_lag, leads, parse_args
+from krafty.cli.forward import ForwardError, forwarded, forwarding
+from krafty.cli.kubectl import OPERATOR_NAMESPACE, OPERATOR_SELECTOR, group_lag, leads, parse_args
 
 
 @pytest.mark.parametrize("argv", [
@@ -23,6 +25,8 @@ def test_without_a_namespace_the_contexts_is_used_and_each_verb_takes_its_object
     assert parse_args(["status", "prod"]).namespace is None
     assert parse_args(["restart", "prod-broker-1", "-n", "k"]).pod == "prod-broker-1"
     assert parse_args(["pause", "prod", "--operator-selector", "app=x"]).operator_selector == "app=x"
+    assert parse_args(["status", "prod"]).operator_namespace == OPERATOR_NAMESPACE
+    assert parse_args(["--operator-namespace", "ops", "status", "prod"]).operator_namespace == "ops"
     with pytest.raises(SystemExit):
         parse_args(["plan", "prod"])  # -f is required
 
@@ -49,3 +53,15 @@ def test_the_leading_replica_is_found_and_each_groups_lag_is_summed_up_from_its_
     assert not leads(METRICS.replace("krafty_operator_leader 1.0", "krafty_operator_leader 0.0"), "kafka", "prod")
     [lag] = group_lag(METRICS, "kafka", "prod")
     assert (lag.group, lag.topic, lag.records, lag.seconds, lag.retention_left) == ("g", "t", 120.0, 9.0, 500.0)
+
+
+def test_the_local_ports_are_read_from_what_kubectl_port_forward_announces():
+    assert forwarding("Forwarding from 127.0.0.1:43567 -> 8082\n") == (8082, 43567)
+    assert forwarding("Handling connection for 43567") is None
+    assert forwarding("Forwarding from [::1]:43567 -> 8082") is None  # (asked for the IPv4 loopback only)
+
+
+def test_without_kubectl_on_path_the_plugin_says_so(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("PATH", "")
+    with pytest.raises(ForwardError, match="kubectl is not on PATH"), forwarded("krafty", "krafty-operator-0", [8082]):
+        pass

@@ -76,10 +76,13 @@ def pod_of(identity: str) -> str:
 
 
 def leader_metrics_text(kube: KubeCluster, release: str = RELEASE, namespace: str = OPERATOR_NAMESPACE) -> str:
-    """The leading operator replica's /metrics (a standby publishes no cluster, topic or lag series)."""
+    """The leading operator replica's /metrics (a standby publishes no cluster, topic or lag series), read inside
+    its pod (the operator's NetworkPolicy lets only Prometheus scrape it from outside)."""
     holder = operator_leader(kube, release, namespace)
     assert holder is not None, "no operator leads"
-    return kube.kubectl("get", "--raw", f"/api/v1/namespaces/{namespace}/pods/{pod_of(holder)}:8080/proxy/metrics")
+    return kube.kubectl("exec", "-n", namespace, pod_of(holder), "-c", "operator", "--", "python3", "-c",
+                        "import sys, urllib.request; sys.stdout.write(urllib.request.urlopen("
+                        "'http://127.0.0.1:8080/metrics', timeout=20).read().decode())", timeout=60)
 
 
 def cluster_spec(mode: str, brokers: int = 3, controllers: int = 3, **extra: Any) -> dict[str, Any]:

@@ -36,10 +36,10 @@ def installed() -> Path:
 
 def kubectl_krafty(cluster: KubeCluster, *args: str, stdin: str | None = None, timeout: float = 180) -> str:
     """`kubectl krafty ARGS` against the cluster (its kubeconfig as KUBECONFIG: kubectl hands no flags to a
-    plugin)."""
+    plugin), that kubectl on PATH as a user's is (the plugin port-forwards with it)."""
     return run([str(cluster.tools / "kubectl"), "krafty", *args], timeout, stdin,
                env={"KUBECONFIG": str(cluster.kubeconfig),
-                    "PATH": f"{installed()}{os.pathsep}{os.environ.get('PATH', '')}"})
+                    "PATH": os.pathsep.join([str(installed()), str(cluster.tools), os.environ.get("PATH", "")])})
 
 
 def merged(document: Any, patch: Any) -> Any:

@@ -8,20 +8,22 @@
 
 An executable named kubectl-krafty on PATH (installed with the operator's Python package), which kubectl
 runs as a plugin. It uses the current kubeconfig context. `plan` and the consumer lag of `status` ask the
-leading operator replica through the API server's pod proxy, so nothing needs to reach the cluster's
-network: the plan is the operator's own (krafty.planning.preview over its live observation, the children applied as
-a dry run), never a second implementation.
+leading operator replica through `kubectl port-forward` (krafty.cli.forward): nothing needs to reach the
+cluster's network, and only whoever may port-forward to the operator's pods may ask. The plan is the operator's
+own (krafty.planning.preview over its live observation, the children applied as a dry run), never a second
+implementation.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import pathlib
 import sys
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
 
 import kubernetes
 import yaml
@@ -29,12 +31,16 @@ from kubernetes.client.exceptions import ApiException
 from prometheus_client.parser import text_string_to_metric_families
 
 from krafty import naming
-from krafty.cli import view
-from krafty.clients.kube import REQUEST_TIMEOUT, Kube, api_message
+from krafty.cli import forward, view
+from krafty.clients.kube import Kube, api_message
 from krafty.facts.pods import RESTART_ANNOTATION
 
 OPERATOR_SELECTOR = "app.kubernetes.io/name=krafty-operator"  # the chart's operator pods
-PLAN_TIMEOUT = (5.0, 120.0)  # the operator observes the cluster (Kafka included) to answer
+OPERATOR_NAMESPACE = "krafty-system"  # where the README installs the chart
+PLAN_TIMEOUT = 120.0  # the operator observes the cluster (Kafka included) to answer
+METRICS_TIMEOUT = 30.0
+T = TypeVar("T")
+Ask = Callable[..., tuple[int, str]]  # (port name, path, method, body, timeout) -> (status, body text)
 
 
 class PluginError(RuntimeError):
@@ -50,8 +56,10 @@ def _default_namespace() -> str:
 
 
 class Plugin:
-    def __init__(self, kube: Kube, operator_selector: str = OPERATOR_SELECTOR) -> None:
+    def __init__(self, kube: Kube, operator_selector: str = OPERATOR_SELECTOR,
+                 operator_namespace: str = OPERATOR_NAMESPACE) -> None:
         self.kube = kube
+        self.operator_namespace = operator_namespace  # (only there: a pod elsewhere may carry the same labels)
         self.selector = dict(part.split("=", 1) for part in operator_selector.split(",") if "=" in part)
 
     def cluster(self, namespace: str, name: str) -> dict[str, Any]:
@@ -60,43 +68,42 @@ class Plugin:
             raise PluginError(f"no {naming.CLUSTER_KIND} {name} in namespace {namespace}")
         return body
 
-    def _proxy(self, pod: dict[str, Any], port: str, path: str, method: str = "GET", body: Any = None,
-               timeout: tuple[float, float] = REQUEST_TIMEOUT) -> tuple[int, str]:
-        """A request to a port (by name) of an operator pod, through the API server's pod proxy."""
+    @contextlib.contextmanager
+    def _reaching(self, pod: dict[str, Any], names: Sequence[str]) -> Iterator[Ask]:
+        """Requests to ports (by name) of an operator pod, forwarded to it while the block runs."""
         meta = pod["metadata"]
         ports = {p.get("name"): p["containerPort"] for c in pod["spec"]["containers"] for p in c.get("ports") or []}
-        if port not in ports:
-            raise PluginError(f"operator pod {meta['namespace']}/{meta['name']} has no port named {port}: "
-                              "upgrade the operator's chart")
-        path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}:{ports[port]}/proxy{path}"
-        api = self.kube.api_client
+        if missing := [name for name in names if name not in ports]:
+            raise PluginError(f"operator pod {meta['namespace']}/{meta['name']} has no port named "
+                              f"{', '.join(missing)}: upgrade the operator's chart")
         try:
-            verb, url, headers, payload, _ = api.param_serialize(
-                method=method, resource_path=path, body=body, auth_settings=["BearerToken"],
-                header_params={"Content-Type": "application/json", "Accept": "application/json, text/plain"})
-            response = api.call_api(verb, url, header_params=headers, body=payload, _request_timeout=timeout)
-        except ApiException as error:
-            return int(error.status), str(error.body or error.reason)
-        return int(response.status), bytes(response.read() or b"").decode()
+            with forward.forwarded(meta["namespace"], meta["name"], [ports[name] for name in names]) as local:
+                yield lambda name, path, method="GET", body=None, timeout=METRICS_TIMEOUT: forward.request(
+                    local[ports[name]], path, method, body, timeout)
+        except forward.ForwardError as error:
+            raise PluginError(str(error)) from error
 
-    def leader(self, namespace: str, cluster: str) -> tuple[dict[str, Any], str]:
-        """The leading operator replica that operates the cluster, and its metrics (whichever install that is)."""
-        running = [p for p in self.kube.list("Pod", None, self.selector)
+    def _with_leader(self, namespace: str, cluster: str, names: Sequence[str], use: Callable[[Ask, str], T]) -> T:
+        """What `use` makes of the leading operator replica that operates the cluster (its ports `names` and
+        metrics forwarded, and its metrics read), whichever install that is."""
+        running = [p for p in self.kube.list("Pod", self.operator_namespace, self.selector)
                    if (p.get("status") or {}).get("phase") == "Running"]
         if not running:
             raise PluginError(f"no running operator pod ({','.join(f'{k}={v}' for k, v in self.selector.items())}"
-                              "): is the operator installed?")
+                              f") in namespace {self.operator_namespace}: is the operator installed there "
+                              "(--operator-namespace)?")
         for pod in running:
-            code, text = self._proxy(pod, "metrics", "/metrics")
-            if code == 200 and leads(text, namespace, cluster):
-                return pod, text
+            with self._reaching(pod, ["metrics", *names]) as ask:
+                code, text = ask("metrics", "/metrics")
+                if code == 200 and leads(text, namespace, cluster):
+                    return use(ask, text)
         raise PluginError(f"no leading operator replica reports {namespace}/{cluster} (is its namespace watched, "
                           "or has it just started?)")
 
     def status(self, namespace: str, name: str, as_json: bool) -> str:
         body = self.cluster(namespace, name)
         try:
-            lag = group_lag(self.leader(namespace, name)[1], namespace, name)
+            lag = group_lag(self._with_leader(namespace, name, (), lambda _, metrics: metrics), namespace, name)
         except PluginError as error:
             lag, note = [], f"\n(consumer lag unknown: {error})"
         else:
@@ -107,9 +114,9 @@ class Plugin:
 
     def plan(self, namespace: str, name: str, document: dict[str, Any], as_json: bool) -> str:
         self.cluster(namespace, name)
-        pod, _ = self.leader(namespace, name)
-        code, text = self._proxy(pod, "plan", f"/namespaces/{namespace}/kafkaclusters/{name}/plan", "POST",
-                                 document, timeout=PLAN_TIMEOUT)
+        path = f"/namespaces/{namespace}/kafkaclusters/{name}/plan"
+        code, text = self._with_leader(namespace, name, ("plan",),
+                                       lambda ask, _: ask("plan", path, "POST", document, PLAN_TIMEOUT))
         try:
             answer = json.loads(text)
         except ValueError:
@@ -183,6 +190,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help="the namespace (default: the kubeconfig context's)")
     common.add_argument("--operator-selector", default=argparse.SUPPRESS,
                         help=f"labels of the operator's pods (default {OPERATOR_SELECTOR})")
+    common.add_argument("--operator-namespace", default=argparse.SUPPRESS,
+                        help=f"the namespace the operator is installed in (default {OPERATOR_NAMESPACE})")
     parser = argparse.ArgumentParser(prog="kubectl krafty", description=__doc__.split("\n\n")[0], parents=[common])
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -201,6 +210,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     args.namespace = getattr(args, "namespace", None)
     args.operator_selector = getattr(args, "operator_selector", OPERATOR_SELECTOR)
+    args.operator_namespace = getattr(args, "operator_namespace", OPERATOR_NAMESPACE)
     return args
 
 
@@ -220,7 +230,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     try:
         kubernetes.config.load_kube_config()
-        plugin = Plugin(Kube(), args.operator_selector)
+        plugin = Plugin(Kube(), args.operator_selector, args.operator_namespace)
         print(run(args, plugin, args.namespace or _default_namespace()))
     except PluginError as error:
         print(f"error: {error}", file=sys.stderr)

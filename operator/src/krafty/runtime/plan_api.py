@@ -1,11 +1,14 @@
-"""The operator's plan endpoint, which `kubectl krafty plan` asks through the API server's pod proxy.
+"""The operator's plan endpoint, which `kubectl krafty plan` asks through `kubectl port-forward`.
 
     POST /namespaces/NS/kafkaclusters/NAME/plan   body: a KafkaCluster (or only its spec) as JSON
     -> 200 the preview (krafty.planning.preview.Preview.as_json), 404 no such cluster, 400 not a spec,
        503 the preview could not be made (Kafka or the API server did not answer), each with a message
 
 It changes nothing: the cluster pass's own steps, reading only, with the children applied as a dry run.
-Whoever may proxy to the operator's pods (pods/proxy) may ask; every replica answers, the standby too.
+It listens on the pod's loopback address only: no other pod can reach it, only whoever may port-forward to the
+operator's pods (the pods/portforward right in its namespace, which Kubernetes' RBAC grants). Its answers hold
+what that right already shows (the operator's view of every cluster it operates). Every replica answers, the
+standby too.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ log = logging.getLogger(__name__)
 
 PATH = re.compile(r"^/namespaces/([a-z0-9-]{1,63})/kafkaclusters/([a-z0-9.-]{1,253})/plan$")
 MAX_BODY = 1 << 20
+ADDRESS = "127.0.0.1"  # (the pod's loopback: port-forward reaches it, other pods do not)
 
 Previewer = Callable[[dict[str, Any], Mapping[str, Any]], Preview]
 
@@ -91,6 +95,6 @@ def serve(port: int, kube: Kube, previewer: Previewer) -> HTTPServer:
         def log_message(self, format: str, *args: Any) -> None:
             log.debug(format, *args)
 
-    server = _PlanServer(("0.0.0.0", port), Handler)
+    server = _PlanServer((ADDRESS, port), Handler)
     serving.start(server, "plan-api")
     return server
