@@ -32,7 +32,7 @@ from collections.abc import Generator, Iterator
 import pytest
 
 from krafty_testkit import kube
-from krafty_testkit.k8s_kafka import IMAGES, NAMESPACE, ClientPod, install_operator
+from krafty_testkit.k8s_kafka import IMAGES, NAMESPACE, TENANT_NAMESPACE, ClientPod, install_operator
 from krafty_testkit.kube import KubeCluster
 
 LIFECYCLE = "cluster_lifecycle"
@@ -173,8 +173,9 @@ def operator(images: KubeCluster) -> KubeCluster:
     The namespace itself stays: the operator's Role lives in it, and without it nobody could
     release the Topics' finalizers.
     """
-    namespace = images.kubectl("create", "namespace", NAMESPACE, "--dry-run=client", "-o", "yaml")
-    images.kubectl("apply", "-f", "-", stdin=namespace)
+    for name in (NAMESPACE, TENANT_NAMESPACE):
+        namespace = images.kubectl("create", "namespace", name, "--dry-run=client", "-o", "yaml")
+        images.kubectl("apply", "-f", "-", stdin=namespace)
     install_operator(images)
     images.kubectl("delete", "topics,kafkaclusters", "--all", "-n", NAMESPACE, "--wait=true", timeout=600)
     # Brokers of a deleted cluster wait out their grace period (their controllers are gone): no need here.

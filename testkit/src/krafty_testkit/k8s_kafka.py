@@ -22,6 +22,7 @@ from krafty_testkit.waiting import wait_for
 
 NAMESPACE = "kafka-e2e"
 OPERATOR_NAMESPACE = "krafty-system"
+TENANT_NAMESPACE = "tenant-e2e"  # another tenant's namespace the operator watches (test_19_tenants.py)
 RELEASE = "krafty"
 CHART = ROOT / "charts" / "krafty-operator"
 KAFKA_VERSIONS = pinned_kafka_versions()  # oldest first; the last one is the default
@@ -51,7 +52,7 @@ def operator_sources_digest() -> str:
 
 
 def install_operator(kube: KubeCluster, release: str = RELEASE, namespace: str = OPERATOR_NAMESPACE,
-                     watch: tuple[str, ...] = (NAMESPACE,), *extra: str) -> None:
+                     watch: tuple[str, ...] = (NAMESPACE, TENANT_NAMESPACE), *extra: str) -> None:
     """helm upgrade --install of the chart with the locally built operator image, after its CRDs (Helm installs
     them only on a first install, so a kept cluster would keep older ones: applied as the README tells users)."""
     kube.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CHART / "crds"))
