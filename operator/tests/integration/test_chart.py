@@ -17,6 +17,7 @@ from krafty.render.cluster import children
 from krafty.runtime import permissions
 from krafty_testkit.apiserver import LocalApiServer
 from krafty_testkit.tools import checkov, helm
+from krafty_testkit.waiting import wait_for
 
 from ..conftest import CRDS, REPO, context
 
@@ -333,3 +334,57 @@ def test_namespace_users_get_the_krafty_kinds_through_kubernetes_own_roles():
     off = run_helm("template", "krafty", str(CHART), "--kube-version", KUBE_VERSION,
                    "--set", "tenantRoles.aggregate=false").stdout
     assert "krafty-edit" not in off
+
+
+def kafka_cluster(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "kafka.krafty.io/v1alpha1", "kind": "KafkaCluster",
+            "metadata": {"name": name, "namespace": namespace}, "spec": {"brokers": {"replicas": 3}, **spec}}
+
+
+POLICED = "policed"
+SECURE = {"listeners": [{"name": "tls", "port": 9094, "tls": True, "authentication": "scram-sha-512"}],
+          "authorization": {"enabled": True}}
+
+
+def test_an_install_wide_policy_refuses_clusters_below_it_and_keeps_those_that_run(api: LocalApiServer):
+    # Given a plaintext cluster that runs in a watched namespace before the policy is installed
+    api.kubectl("create", "namespace", POLICED, check=False)
+    api.apply(kafka_cluster("before", POLICED))
+    # When the chart is installed taking TLS, authenticated listeners and authorization only (the policy objects)
+    rendered = run_helm("template", "krafty", str(CHART), "-n", "krafty", "--kube-version", KUBE_VERSION,
+                        "--set", f"watchNamespaces={{{POLICED}}}", "--set", "clusterPolicy.requireTls=true",
+                        "--set", "clusterPolicy.requireAuthentication=true",
+                        "--set", "clusterPolicy.requireAuthorization=true").stdout
+    policy = [d for d in yaml.safe_load_all(rendered) if d and d["kind"].startswith("ValidatingAdmissionPolicy")]
+    assert [d["kind"] for d in policy] == ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
+    try:
+        for doc in policy:
+            api.apply(doc)
+        # Then a new plaintext cluster is refused by the API server, naming each field below the policy
+        # (created as a dry run until then: a cluster made before it took hold would be one that runs)
+        refused = wait_for(lambda: api.kubectl("create", "--dry-run=server", "-f", "-", check=False,
+                                               input=json.dumps(kafka_cluster("plain", POLICED))),
+                           lambda proc: proc.returncode != 0, 30, "the policy in force")
+        assert "spec.listeners: plain without tls: true" in refused.stderr, refused.stderr
+        assert "spec.listeners: plain without authentication" in refused.stderr
+        assert "spec.authorization.enabled must be true" in refused.stderr
+        assert api.kubectl("get", "kafkacluster", "plain", "-n", POLICED, check=False).returncode != 0
+        # And one that meets it is taken, as is a plaintext one in a namespace the install does not watch
+        api.apply(kafka_cluster("secure", POLICED, **SECURE))
+        api.apply(kafka_cluster("elsewhere", "kafka"))
+        # And the cluster that ran before keeps what it runs: its labels and status still change
+        api.kubectl("label", "kafkacluster", "before", "-n", POLICED, "team=a")
+        api.kubectl("patch", "kafkacluster", "before", "-n", POLICED, "--subresource", "status", "--type",
+                    "merge", "-p", json.dumps({"status": {"observedGeneration": 1}}))
+        # Until its spec is written: then it must meet the policy as well
+        changed = api.kubectl("patch", "kafkacluster", "before", "-n", POLICED, "--type", "merge", "-p",
+                              json.dumps({"spec": {"brokers": {"replicas": 4}}}), check=False)
+        assert changed.returncode != 0
+        assert "without tls: true" in changed.stderr, changed.stderr
+        api.kubectl("patch", "kafkacluster", "before", "-n", POLICED, "--type", "merge", "-p",
+                    json.dumps({"spec": SECURE}))
+    finally:
+        for doc in reversed(policy):
+            api.kubectl("delete", doc["kind"].lower(), doc["metadata"]["name"], "--ignore-not-found")
+        api.kubectl("delete", "kafkaclusters", "--all", "-n", POLICED)
+        api.kubectl("delete", "kafkacluster", "elsewhere", "-n", "kafka", "--ignore-not-found")
