@@ -1,17 +1,8 @@
-"""docs/api.md is what the CRDs generate (scripts/api-reference.py): the reference cannot drift from the API."""
+"""docs/api.md, generated from the CRDs (test_generated_pages.py keeps it so), lists every kind and field."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 from ..conftest import REPO
-
-
-def test_the_api_reference_is_generated_from_the_crds():
-    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "api-reference.py"), "--check"],
-                          capture_output=True, text=True, timeout=60, check=False)
-    assert proc.returncode == 0, proc.stderr
 
 
 def test_every_field_of_every_kind_is_in_the_reference():
