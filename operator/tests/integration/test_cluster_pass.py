@@ -410,6 +410,22 @@ def test_a_ca_the_user_brings_is_checked_then_moved_to_with_both_trusted(
     assert certs.split_bundle(data(naming.cluster_ca_cert(CLUSTER))[naming.CA_CERT_KEY]) == (mine.cert, own)
     assert certs.signed_by(ca[naming.CROSS_CA_CERT_KEY], own)
     assert any(e["reason"] == "CaProvided" for e in kube.list("Event", NS))
+    # And a clients CA of another Secret holding the same CA is refused, the clients CA left as it was
+    clients_before = data(naming.clients_ca(CLUSTER))
+    apiserver.apply({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+                     "metadata": {"name": "my-ca-again", "namespace": NS},
+                     "stringData": {"tls.crt": mine.cert, "tls.key": mine.key}})
+    clients_ca = {"spec": {"tls": {"clientsCa": {"secretName": "my-ca-again"}}}}
+    apiserver.kubectl("patch", "kafkacluster", CLUSTER, "-n", NS, "--type=merge", "-p", json.dumps(clients_ca))
+    try:
+        assert reconciler.reconcile(_body(kube)).result is PassResult.INVALID
+        degraded = {c["type"]: c for c in _body(kube)["status"]["conditions"]}["Degraded"]
+        assert degraded["reason"] == "CaUnusable"
+        assert "Secret my-ca-again (tls.clientsCa) holds the cluster CA's key" in degraded["message"]
+        assert data(naming.clients_ca(CLUSTER)) == clients_before
+    finally:
+        undo = {"spec": {"tls": {"clientsCa": {"secretName": None}}}}
+        apiserver.kubectl("patch", "kafkacluster", CLUSTER, "-n", NS, "--type=merge", "-p", json.dumps(undo))
 
 
 def _bound_claim(apiserver: LocalApiServer, cluster: str, ordinal: int, storage_class: str) -> str:

@@ -240,3 +240,13 @@ def test_a_ca_the_user_brings_must_be_a_self_signed_ca_with_its_key():
     assert "no self-signed CA" in str(certificates.provided_problem(leaf, "mine"))
     assert "does not belong" in str(certificates.provided_problem(certs.KeyPair(ca("mine").cert, ca().key), "mine"))
     assert "no readable" in str(certificates.provided_problem(certs.KeyPair("junk", ca().key), "mine"))
+
+
+def test_a_clients_ca_with_the_cluster_cas_key_is_refused_however_its_certificate_was_made():
+    cluster = ca("mine")
+    # The same certificate, and another one of the same key (cross-signed: another issuer, another serial)
+    again = certs.KeyPair(signing.cross_sign(cluster, ca("other")), cluster.key)
+    assert again.cert != cluster.cert
+    for clients in (cluster, again):
+        assert "holds the cluster CA's key" in str(certificates.shared_key_problem(clients, cluster, "clients"))
+    assert certificates.shared_key_problem(ca("clients"), cluster, "clients") is None

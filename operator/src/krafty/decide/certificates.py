@@ -107,6 +107,15 @@ def provided_problem(pair: KeyPair | None, secret: str) -> str | None:
     return None
 
 
+def shared_key_problem(clients: KeyPair, cluster: KeyPair, secret: str) -> str | None:
+    """Why the user's clients CA cannot be used beside the cluster CA: with the cluster CA's key, a user's
+    certificate would be trusted on the nodes' own listeners, as a super user."""
+    if certs.same_key(clients.cert, cluster.cert):
+        return (f"Secret {secret} (tls.clientsCa) holds the cluster CA's key: a user's certificate would be a "
+                "node's. Give the clients their own CA")
+    return None
+
+
 def ca_step(held: CaHeld, validity: Validity, now: datetime.datetime, requested: str,
             all_moved: bool, provided: KeyPair | None = None) -> CaStep:
     """`requested`: the cluster's renewal annotation ("" when none); `all_moved`: every pod runs with

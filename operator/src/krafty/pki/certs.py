@@ -237,6 +237,11 @@ def facts(pem: str) -> CertFacts:
         raise PkiError(f"a certificate whose extensions cannot be read: {error}") from error
 
 
+def same_key(first: str, second: str) -> bool:
+    """Whether two certificates hold the same public key (one CA, however often its certificate was made)."""
+    return _certificate(first).public_key == _certificate(second).public_key
+
+
 def issued_at(pem: str) -> datetime.datetime:
     """When a certificate made by `krafty.pki.signing.issue` was issued (its start of validity is set a little
     before)."""

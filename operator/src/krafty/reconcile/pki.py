@@ -139,12 +139,11 @@ class PkiPass:
             raise CaUnusable(f"spec.tls names a CA that cannot be used: {problem}; nothing changes until it can")
         return pair
 
-    def _ca(self, role: _CaRole, before: CaHeld, spec: CertificateAuthority, requested: str, all_moved: bool,
-            trusted_now: bool = False) -> CaHeld:
-        """The CA after this pass's step (made, renewed, taken from the user's Secret or its previous one let
-        go), written when changed. `trusted_now`: every holder runs with the trust bundle `before` makes (the
-        clients CA's brokers; recorded for the user pass)."""
-        provided = self._provided(spec)
+    def _ca(self, role: _CaRole, before: CaHeld, spec: CertificateAuthority, provided: KeyPair | None,
+            requested: str, all_moved: bool, trusted_now: bool = False) -> CaHeld:
+        """The CA after this pass's step (made, renewed, taken from the user's Secret `provided` or its previous
+        one let go), written when changed. `trusted_now`: every holder runs with the trust bundle `before` makes
+        (the clients CA's brokers; recorded for the user pass)."""
         step = certificates.ca_step(before, spec, self.now, requested, all_moved, provided)
         held = before
         if step.renew is not None:
@@ -200,11 +199,16 @@ class PkiPass:
             self._tell(f"Certificate{reason.value}", reason.message(f"{what} {', '.join(keys)}"))
         return out, any(reason not in (IssueReason.NEW, IssueReason.ADDRESSES_CHANGED) for reason in reasons)
 
-    def _clients_ca(self, pods: list[dict[str, Any]]) -> CaHeld:
+    def _clients_ca(self, pods: list[dict[str, Any]], cluster_ca: KeyPair) -> CaHeld:
         """The clients CA after this pass's step. Its renewal: the brokers trust both CAs (a roll); once they
         do, the user pass issues every user certificate again with the new one; `handoverSeconds` after the
         last of those, the previous CA leaves the brokers' trust (a roll), and what it signed stops working."""
         ctx, spec = self.ctx, self.ctx.spec.tls.clients_ca
+        provided = self._provided(spec)
+        shared = None if provided is None else certificates.shared_key_problem(provided, cluster_ca,
+                                                                                  str(spec.secret_name))
+        if shared is not None:
+            raise CaUnusable(f"spec.tls names a CA that cannot be used: {shared}; nothing changes until it can")
         before = ca_held(self.kube.get("Secret", naming.clients_ca(ctx.name), ctx.namespace))
         digest = clients_digest(_trusted(before))
         trusted_now = all((p["metadata"].get("annotations") or {}).get(naming.CLIENTS_CA_ANNOTATION, digest) == digest
@@ -212,7 +216,7 @@ class PkiPass:
         moved = before.previous is not None and certificates.clients_moved(
             before, self._user_certificates(), self.now, datetime.timedelta(seconds=spec.handover_seconds))
         requested = annotations_of(self.body).get(naming.RENEW_CLIENTS_CA_ANNOTATION, "")
-        return self._ca(_clients_ca_role(ctx.name), before, spec, requested, moved, trusted_now)
+        return self._ca(_clients_ca_role(ctx.name), before, spec, provided, requested, moved, trusted_now)
 
     def _user_certificates(self) -> list[str]:
         """The certificates in the Secrets of the cluster's KafkaUsers (each read by name: the operator may not
@@ -245,9 +249,10 @@ class PkiPass:
             pair is not None and certs.signed_by(pair.cert, before.current.cert)
             for pair in [*held_nodes.values(), held_operator])
         requested = annotations_of(self.body).get(naming.RENEW_CA_ANNOTATION, "")
-        ca = self._ca(_cluster_ca_role(ctx.name), before, ctx.spec.tls.cluster_ca, requested, moved)
-        clients = self._clients_ca(pods)
+        spec = ctx.spec.tls.cluster_ca
+        ca = self._ca(_cluster_ca_role(ctx.name), before, spec, self._provided(spec), requested, moved)
         assert ca.current is not None
+        clients = self._clients_ca(pods, ca.current)
         signer = certificates.signer(ca, certificates.all_trust(markers, ca.current))
         sent_with = certificates.chain(ca, signer, self.now)
         trusted, clients_trusted = _trusted(ca), _trusted(clients)
