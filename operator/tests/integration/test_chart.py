@@ -99,6 +99,8 @@ def test_conventions_users_expect_a_subchart_renamed_objects_and_their_own_secur
     ("brokerImage.tag=4.3.1", "/brokerImage"),
     ("networkPolicy.metricsFrom[0].podSelectr.app=prometheus", "/networkPolicy/metricsFrom/0"),
     ("networkPolicy.enabled=yes", "/networkPolicy/enabled"),
+    ("clusterPolicy.requireTLS=true", "/clusterPolicy"),
+    ("tenantRoles.aggregated=false", "/tenantRoles"),
 ])
 def test_bad_values_are_refused_naming_the_value(setting: str, named: str):
     # (brokerImage.overrides: only the Kafka versions the operator runs; brokerImage.tag: gone, one image per version)
