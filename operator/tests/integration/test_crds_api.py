@@ -332,9 +332,10 @@ def _merged(base: dict[str, Any], fragment: dict[str, Any]) -> dict[str, Any]:
 
 
 def as_resource(doc: dict[str, Any]) -> dict[str, Any]:
-    """A whole resource as it is, or a spec fragment (`spec:` or one of its keys) inside the base cluster."""
+    """A whole resource as it is (named so that no object another test made is in its way), or a spec fragment
+    (`spec:` or one of its keys) inside the base cluster."""
     if "kind" in doc:
-        return doc
+        return {**doc, "metadata": {**doc["metadata"], "name": "documented"}}
     fragment = doc.get("spec", doc)
     return {"apiVersion": "kafka.krafty.io/v1alpha1", "kind": "KafkaCluster", "metadata": {"name": "documented"},
             "spec": _merged(DOCUMENTED_BASE, fragment)}
