@@ -26,6 +26,7 @@ from krafty_testkit.plugin import report_table
 from krafty_testkit.waiting import wait_for
 
 pytestmark = pytest.mark.bench
+ROUNDS = 2  # the three ways in turn, then in the reverse order: none always follows the same one
 
 
 def last_broker_ready(handle: KafkaClusterHandle, before: dict[str, str]) -> float:
@@ -93,17 +94,22 @@ def test_preferred_leaders_after_a_roll(operator: KubeCluster, client: ClientPod
     operator.apply([topic_resource(f"lead-{i}", "leaders", partitions=12, replicas=3) for i in range(3)])
     for i in range(3):
         wait_topic_ready(operator, f"lead-{i}")
-    rows = []
-    took = measure(handle, client, {"brokers": {"config": {"socket.send.buffer.bytes": 200000}}})
-    rows.append(["krafty operator (leaderBalance.mode Operator)", took])
-    handle.wait_ready(600)
-    handle.patch_spec({"leaderBalance": {"mode": "Disabled"}})  # same server.properties: no roll by itself
-    took = measure(handle, client, {"brokers": {"config": {"socket.send.buffer.bytes": 210000}}}, cli=True)
-    rows.append(["kafka-leader-election --all-topic-partitions, rerun each second from then", took])
-    took = measure(handle, client, {"leaderBalance": {"mode": "Kafka", "checkIntervalSeconds": 300}})
-    rows.append(["Kafka's auto.leader.rebalance (default 300 s check interval)", took])
+    arms = [("krafty operator (leaderBalance.mode Operator)", {"mode": "Operator"}, False),
+            ("kafka-leader-election --all-topic-partitions, rerun each second from then", {"mode": "Disabled"}, True),
+            ("Kafka's auto.leader.rebalance (default 300 s check interval)",
+             {"mode": "Kafka", "checkIntervalSeconds": 300}, False)]
+    taken: dict[str, list[float | None]] = {name: [] for name, _, _ in arms}
+    buffer = 200000
+    for round_ in range(ROUNDS):
+        for name, balance, cli in arms if round_ % 2 == 0 else arms[::-1]:
+            buffer += 1  # (with the mode in the same patch: one roll each, whatever the mode was before)
+            patch = {"leaderBalance": balance, "brokers": {"config": {"socket.send.buffer.bytes": buffer}}}
+            taken[name].append(measure(handle, client, patch, cli=cli))
+            handle.wait_ready(600)
+    rows = [(name, t) for name, runs in taken.items() for t in runs]
     report_table("After a rolling restart: last broker Ready -> every partition on its preferred leader "
-                 "(36 partitions, RF 3)", ["who restores leadership", "seconds"],
+                 f"(36 partitions, RF 3; {ROUNDS} rounds, the order reversed in the second)",
+                 ["who restores leadership", "seconds"],
                  [[name, "not reached" if t is None else f"{t:.1f}"] for name, t in rows])
     delete_topics(operator, *[f"lead-{i}" for i in range(3)])
     handle.delete()
