@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -403,3 +404,25 @@ def test_a_stopped_node_goes_not_ready_and_comes_back_ready_with_its_pods(
                          timeout=200)
     _all_answer(kube_cluster, echo_set, timeout=180)
     cluster_timings.append((f"node start -> every pod reaches echo-set-2 on {node} again", time.monotonic() - started))
+
+
+def test_an_image_build_tells_each_step_it_starts_and_a_failed_one_says_where(tmp_path: Path) -> None:
+    sys.path.insert(0, str(ROOT / "e2e" / "localkube"))  # lk is no installed package
+    from lk import images
+
+    # Given a Dockerfile of three steps on the base image every build here starts from
+    (tmp_path / "Dockerfile").write_text("FROM debian:bookworm-slim\nRUN true\nRUN echo built > /built\n")
+    steps: list[str] = []
+    # When buildah builds it as localkube does
+    built = images.build(images.ImageSpec("localhost/krafty-e2e/steps:1", tmp_path / "Dockerfile", tmp_path), [],
+                         steps.append)
+    # Then each step was told as it started, in order, and the image is there
+    assert steps == ["STEP 1/3: FROM debian:bookworm-slim", "STEP 2/3: RUN true", "STEP 3/3: RUN echo built > /built"]
+    assert images.buildah_image_id("localhost/krafty-e2e/steps:1") == built
+    # And a step that fails fails the build, its error naming the image and the step
+    (tmp_path / "Dockerfile").write_text("FROM debian:bookworm-slim\nRUN echo about to fail && false\n")
+    with pytest.raises(RuntimeError, match=r"(?s)buildah build of localhost/krafty-e2e/steps:2 failed \(\d+\):"
+                                           r".*STEP 2/2: RUN echo about to fail && false.*about to fail"):
+        images.build(images.ImageSpec("localhost/krafty-e2e/steps:2", tmp_path / "Dockerfile", tmp_path), [],
+                     steps.append)
+    subprocess.run(["buildah", "rmi", "localhost/krafty-e2e/steps:1"], capture_output=True, timeout=60, check=True)

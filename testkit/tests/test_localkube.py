@@ -14,8 +14,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "e2e" / "localkube"))  # lk is no installed package
 
-from lk import addons, cluster, load_balancer
+from lk import addons, cluster, images, load_balancer, progress
 from lk.settings import Settings
+
+from krafty_testkit.waiting import wait_for
 
 
 @pytest.fixture
@@ -106,3 +108,31 @@ def test_nodes_take_addresses_from_the_lower_half_of_their_subnet_and_the_pool_i
     first, last = load_balancer.address_range("10.89.1.0/24")
     assert ipaddress.ip_address(first) not in ipaddress.ip_network(load_balancer.node_range("10.89.1.0/24"))
     assert last == "10.89.1.254"
+
+
+def test_a_long_step_says_what_it_is_at_with_each_line(capsys: pytest.CaptureFixture[str]):
+    out: list[str] = []
+
+    def said() -> list[str]:
+        out.extend(capsys.readouterr().out.splitlines())
+        return [line for line in out if line.startswith("localkube: building x: ")]
+
+    # Given a long step, When it tells what it is at once it has spoken
+    with progress.ticking("building x", every=0.05) as at:
+        wait_for(said, lambda lines: len(lines) >= 1, 30, "a first line", interval=0.01)
+        at("STEP 2/5: RUN pip install")
+        # Then its lines name that step from then on
+        wait_for(said, lambda lines: lines[-1].endswith("s so far, at STEP 2/5: RUN pip install"), 30,
+                 "a line naming the step", interval=0.01)
+    # And none did before it was told
+    assert "STEP" not in said()[0]
+
+
+@pytest.mark.parametrize(("line", "step"), [
+    ("STEP 1/9: FROM debian:bookworm-slim\n", "STEP 1/9: FROM debian:bookworm-slim"),
+    ("STEP 12/14: RUN " + "x" * 200, ("STEP 12/14: RUN " + "x" * 200)[:images.STEP_CHARS]),
+    ("Collecting kopf==1.45.2\n", None),
+    ("--> 3c1e2f0a9b\n", None),
+])
+def test_a_build_step_read_off_buildahs_line(line: str, step: str | None):
+    assert images.step_of(line) == step

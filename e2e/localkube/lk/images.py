@@ -13,8 +13,11 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import tempfile
+from collections import deque
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -22,6 +25,10 @@ from pathlib import Path
 
 from .progress import ticking
 from .settings import Settings
+
+STEP = re.compile(r"STEP \d+/\d+: ")
+STEP_CHARS = 100
+FAILED_LINES = 60  # the end of a failed build's output, in its error
 
 ID_LABEL = "krafty.localkube/image-id"
 IMAGE_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"  # where the base image keeps the host's CA bundle
@@ -95,14 +102,30 @@ def build_args(pip: dict[str, str]) -> list[str]:
     return args
 
 
-def build(spec: ImageSpec, extra_args: list[str]) -> str:
-    """Builds with buildah and returns the image ID."""
+def step_of(line: str) -> str | None:
+    """The step a line of buildah's output starts ("STEP 4/9: RUN pip install ..."), cut to a line's length."""
+    return line.strip()[:STEP_CHARS] if STEP.match(line) else None
+
+
+def build(spec: ImageSpec, extra_args: list[str], at_step: Callable[[str], None]) -> str:
+    """Builds with buildah, telling at_step each step it starts, and returns the image ID."""
     with tempfile.TemporaryDirectory() as tmp:
         iidfile = Path(tmp) / "iid"
-        _run(["buildah", "build", "--isolation", "chroot", "--layers", "--pull=never", "--format", "oci",
-              "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=4096:4096",
-              *extra_args, *(f"--build-arg={arg}" for arg in spec.build_args), "--iidfile", str(iidfile),
-              "-t", spec.name, "-f", str(spec.dockerfile), str(spec.context)])
+        argv = ["buildah", "build", "--isolation", "chroot", "--layers", "--pull=never", "--format", "oci",
+                "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=4096:4096",
+                *extra_args, *(f"--build-arg={arg}" for arg in spec.build_args), "--iidfile", str(iidfile),
+                "-t", spec.name, "-f", str(spec.dockerfile), str(spec.context)]
+        said: deque[str] = deque(maxlen=FAILED_LINES)
+        with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              errors="replace") as process:
+            assert process.stdout is not None
+            for line in process.stdout:
+                said.append(line)
+                if (step := step_of(line)) is not None:
+                    at_step(step)
+        if process.returncode != 0:
+            raise RuntimeError(f"buildah build of {spec.name} failed ({process.returncode}): "
+                               f"{''.join(said).strip()[-3000:]}")
         return iidfile.read_text().strip().removeprefix("sha256:")
 
 
@@ -167,8 +190,8 @@ def load(cfg: Settings, specs: list[ImageSpec], nodes: dict[str, list[str]]) -> 
     results = []
     with tempfile.TemporaryDirectory(dir=cfg.cache) as tmp:
         for spec in specs:
-            with ticking(f"building {spec.name}"):
-                image_id = build(spec, args)
+            with ticking(f"building {spec.name}") as at_step:
+                image_id = build(spec, args, at_step)
             ref = normalize(spec.name)
             # Only where it changed; into every such node at once (each import mostly waits on the disk)
             stale = [node for node, ctr in nodes.items() if imported_id(ctr, ref) != image_id]

@@ -209,8 +209,8 @@ def ensure(cfg: Settings, engine: str) -> str:
         archives = []
         for n, component in enumerate(parts, 1):
             say(f"node image: building {component.ref} ({n} of {len(parts) + 2})")
-            with ticking(f"node image: building {component.ref}"):
-                image_id = images.build(component.spec(component.context(Path(tmp) / f"context-{n}")), args)
+            with ticking(f"node image: building {component.ref}") as at_step:
+                image_id = images.build(component.spec(component.context(Path(tmp) / f"context-{n}")), args, at_step)
             archive = Path(tmp) / f"{n}.tar"
             _run(["buildah", "push", "--quiet", image_id, f"docker-archive:{archive}:{component.ref}"])
             archives.append(archive)
@@ -221,8 +221,8 @@ def ensure(cfg: Settings, engine: str) -> str:
         context = Path(tmp) / "context"
         _context(cfg, module, context)
         base_ref = f"{s.KIND_IMAGE_REPOSITORY}/node-base:latest"
-        with ticking("node image: building the node's file system"):
-            images.build(images.ImageSpec(base_ref, context / "Dockerfile", context), args)
+        with ticking("node image: building the node's file system") as at_step:
+            images.build(images.ImageSpec(base_ref, context / "Dockerfile", context), args, at_step)
         say(f"node image: importing {len(archives)} images into its containerd ({len(parts) + 2} of "
             f"{len(parts) + 2})")
         with ticking("node image: importing the images"):

@@ -16,19 +16,22 @@ def say(message: str) -> None:
 
 
 @contextmanager
-def ticking(what: str) -> Iterator[None]:
-    """Says what is still under way, and for how long, every PROGRESS_SECONDS while the block runs."""
+def ticking(what: str, every: float = PROGRESS_SECONDS) -> Iterator[Callable[[str], None]]:
+    """Says what is still under way, and for how long, every `every` seconds while the block runs; the block is
+    given a function that sets what it is at now (a build's step), said with each line."""
     began = time.monotonic()
     done = threading.Event()
+    now = [""]
 
     def tick() -> None:
-        while not done.wait(PROGRESS_SECONDS):
-            say(f"{what}: {time.monotonic() - began:.0f} s so far")
+        while not done.wait(every):
+            at = f", at {now[0]}" if now[0] else ""
+            say(f"{what}: {time.monotonic() - began:.0f} s so far{at}")
 
     thread = threading.Thread(target=tick, daemon=True)
     thread.start()
     try:
-        yield
+        yield lambda text: now.__setitem__(0, text)
     finally:
         done.set()
         thread.join()
