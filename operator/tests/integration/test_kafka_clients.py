@@ -20,11 +20,11 @@ from krafty.clients import kraft
 from krafty.clients.canary import Canary, CanarySettings
 from krafty.clients.connection import Connection
 from krafty.clients.errors import KafkaUnavailable
-from krafty.clients.kafka_admin import IDLE_AFTER, AdminPool, KafkaAdmin, Recycler
+from krafty.clients.kafka_admin import IDLE_AFTER, AdminPool, KafkaAdmin
 from krafty.naming import CANARY_TOPIC, THROTTLED_REPLICAS_KEYS
 from krafty.wire import KafkaProtocolError
 from krafty_testkit import kafka_admin
-from krafty_testkit.kafka_proxy import KafkaProxy
+from krafty_testkit.kafka_proxy import OVERSTATED, KafkaProxy
 from krafty_testkit.local_kafka import Layout, LocalKafkaCluster
 from krafty_testkit.procfs import librdkafka_threads
 from krafty_testkit.traffic import client_config
@@ -60,29 +60,27 @@ def test_calls_to_a_broker_share_a_kept_connection_and_one_the_broker_closed_is_
         proxy.hang_up_on_next_request()
         assert {b.node_id for b in kraft.describe_brokers(server)} == registered
         assert proxy.accepted == 3
-        # A connection kept longer than KEEP_SECONDS is closed, not used
-        monkeypatch.setattr(kraft._Kept, "KEEP_SECONDS", 0.0)
-        assert {b.node_id for b in kraft.describe_brokers(server)} == registered
-        assert proxy.accepted == 4
     finally:
         proxy.close()
 
 
-def test_an_answer_longer_than_the_cap_fails_the_call_unread(cluster: LocalKafkaCluster,
-                                                             monkeypatch: pytest.MonkeyPatch):
+def test_an_answer_longer_than_the_cap_fails_the_call_unread(cluster: LocalKafkaCluster):
     # Given a real broker's DescribeCluster answer (three brokers and the cluster id), read whole under the cap
-    brokers = kraft.describe_brokers(cluster.bootstrap_servers)
-    assert len(brokers) == 3
-    # When the cap is below that answer's length (as a broken or hostile server's frame would be over the real one)
-    monkeypatch.setattr(kraft, "MAX_RESPONSE_BYTES", 32)
-    monkeypatch.setattr(kraft, "_failed_at", {})  # (the brokers marked failed by this test only)
-    # Then the call fails as Kafka unavailable, naming the length, and nothing was read into memory
-    with pytest.raises(KafkaUnavailable, match=r"DescribeCluster: no server answered: .*an answer of [\d,]+ bytes, "
-                                               r"over the 32 read"):
-        kraft.describe_brokers(cluster.bootstrap_servers)
-    # And once the cap is back, the next call is answered (no connection was kept half read)
-    monkeypatch.setattr(kraft, "MAX_RESPONSE_BYTES", 64 * 1024 * 1024)
-    assert kraft.describe_brokers(cluster.bootstrap_servers) == brokers
+    proxy = KafkaProxy(cluster.brokers[0].broker_port)
+    try:
+        brokers = kraft.describe_brokers(proxy.address)
+        assert len(brokers) == 3
+        # When the server's answers claim more bytes than the cap (as a broken or hostile server's frame would)
+        proxy.overstate_answers()
+        # Then the call fails as Kafka unavailable, naming the length, and nothing was read into memory
+        with pytest.raises(KafkaUnavailable, match=rf"DescribeCluster: no server answered: .*an answer of "
+                                                   rf"{OVERSTATED:,} bytes, over the {kraft.MAX_RESPONSE_BYTES:,}"):
+            kraft.describe_brokers(proxy.address)
+        # And once the server answers truly, the next call is answered (no connection was kept half read)
+        proxy.overstate_answers(False)
+        assert kraft.describe_brokers(proxy.address) == brokers
+    finally:
+        proxy.close()
 
 
 @pytest.fixture(scope="module")
@@ -147,10 +145,8 @@ def test_describe_brokers_sees_fenced_brokers_that_describe_cluster_leaves_out(c
 
 
 def test_a_stuck_handle_is_replaced_though_reads_through_the_wire_client_succeed_beside_it(
-        cluster: LocalKafkaCluster, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setattr("krafty.clients.kafka_admin.TIMEOUT", 2.0)
-    admin = KafkaAdmin(Connection(cluster.bootstrap_servers))
-    admin._recycler = Recycler(after=1.0)
+        cluster: LocalKafkaCluster):
+    admin = KafkaAdmin(Connection(cluster.bootstrap_servers), timeout=2.0, recycle_after=1.0)
     # Given a librdkafka handle that cannot reach any broker
     admin._handle = AdminClient({"bootstrap.servers": "127.0.0.1:1", "log_level": 0})
     # When a call through it has no answer, Then it fails
@@ -183,27 +179,24 @@ def test_a_client_whose_calls_go_through_the_wire_client_keeps_no_librdkafka_han
     assert admin.create_topics([("fleeting", 1, 1, {})]) == {"fleeting": None}
     assert admin.create_partitions({"calm": 2}) == {"calm": None}
     assert admin.delete_topics(["fleeting"]) == {"fleeting": None}
-    # Then it holds no librdkafka handle (a thread per broker, their buffers) ...
-    assert admin._handle is None
+    # Then it holds no librdkafka handle (a thread per broker, their buffers, seen in /proc) ...
     assert librdkafka_threads() <= before
     # ... until a call that needs one (the groups reading a topic about to be deleted)
     assert admin.groups_reading({"calm"}) == {"calm": []}
-    assert admin._handle is not None
     assert librdkafka_threads() > before
     # And it lets the handle go, with its threads, once no call has used it for IDLE_AFTER
     now[0] += IDLE_AFTER - 1
     assert admin.topic_overrides(["calm"])["calm"]["retention.ms"] == "3600000"
-    assert admin._handle is not None
+    gc.collect()  # (a handle let go too early would be destroyed now, its threads ended)
+    assert librdkafka_threads() > before
     now[0] += 1
     assert admin.topic_overrides(["calm"])["calm"]["retention.ms"] == "3600000"
-    assert admin._handle is None
     wait_for(librdkafka_threads, lambda n: n <= before, 10, "librdkafka's threads ended")
 
 
 def test_changes_the_controller_answers_do_not_wait_on_the_broker_librdkafka_last_named_controller(
-        cluster: LocalKafkaCluster, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setattr("krafty.clients.kafka_admin.TIMEOUT", 5.0)
-    admin = KafkaAdmin(Connection(cluster.bootstrap_servers))
+        cluster: LocalKafkaCluster):
+    admin = KafkaAdmin(Connection(cluster.bootstrap_servers), timeout=5.0)
     # Given a client whose librdkafka handle has read the cluster's metadata, which names a broker as controller
     # (in KRaft any broker, at random), and a topic on the two others
     named = admin.client.list_topics(timeout=10).controller_id
@@ -236,12 +229,11 @@ def test_changes_the_controller_answers_do_not_wait_on_the_broker_librdkafka_las
 
 
 def test_the_groups_reading_a_topic_are_not_said_to_be_none_while_a_broker_does_not_list_its_own(
-        cluster: LocalKafkaCluster, monkeypatch: pytest.MonkeyPatch):
+        cluster: LocalKafkaCluster):
     # (the topic pass deletes a topic only once no live group reads it: a group whose coordinator did not answer
     # had been left out of the list, and its topic deleted under it)
-    monkeypatch.setattr("krafty.clients.kafka_admin.TIMEOUT", 3.0)
     kafka_admin.create_topic(cluster.admin(), "read", 1, 3)
-    admin = KafkaAdmin(Connection(cluster.bootstrap_servers))
+    admin = KafkaAdmin(Connection(cluster.bootstrap_servers), timeout=3.0)
     # Given a consumer group reading a topic
     stop = threading.Event()
 

@@ -174,12 +174,11 @@ def test_a_calm_pass_makes_no_report_again_and_a_change_in_kafka_still_reaches_t
 
 
 def test_a_create_kafka_never_answers_says_it_cannot_be_asked_and_a_later_pass_makes_the_topic(
-        apiserver, kube, kafka, monkeypatch):
-    monkeypatch.setattr("krafty.clients.kafka_admin.TIMEOUT", 2.0)
+        apiserver, kube, kafka):
     # Given the pass's client reaching Kafka through a proxy that takes the next CreateTopics request and never
     # passes it on (a broker stuck forwarding it), its reads answered
     proxy = KafkaProxy(kafka.brokers[0].broker_port)
-    admin = KafkaAdmin(Connection(proxy.address))
+    admin = KafkaAdmin(Connection(proxy.address), timeout=2.0)
     stuck = TopicReconciler(operator_kube(apiserver, (NS,)), fixed(proxy.address), lambda _: admin,
                             look_at_all_every=0)
     apply(apiserver, "unanswered", partitions=1, replicas=3)

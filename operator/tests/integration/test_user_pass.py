@@ -54,7 +54,7 @@ class FreezingAfterReads(UserAdmin):
     connections stay open and nothing answers), as Kafka stopping between a pass's reads and its changes."""
 
     def __init__(self, connection: Connection, kafka: LocalKafkaCluster) -> None:
-        super().__init__(connection)
+        super().__init__(connection, timeout=2.0)
         self.kafka = kafka
         self.freeze = True
 
@@ -78,8 +78,7 @@ def events(apiserver: LocalApiServer, name: str) -> list[str]:
 
 
 def test_a_credential_kafka_never_answers_for_says_it_cannot_be_asked_and_a_later_pass_sets_it(
-        apiserver, kube, local_kafka, monkeypatch):
-    monkeypatch.setattr("krafty.clients.kafka_admin.TIMEOUT", 2.0)
+        apiserver, kube, local_kafka):
     kafka = local_kafka(Layout.combined(1))
     admin = FreezingAfterReads(Connection(kafka.bootstrap_servers), kafka)
     reconciler = UserReconciler(operator_kube(apiserver, (NS,)), fixed(kafka.bootstrap_servers), lambda _: admin)

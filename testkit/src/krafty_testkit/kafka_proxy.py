@@ -1,6 +1,7 @@
 """A TCP proxy in front of one Kafka listener, for what a real broker cannot be made to do on cue: close a
-client's connections from its side (as a restart or its idle timeout does), hang up on a request, or take a kind
-of request and never answer it (a controller stuck behind a broker that forwards to it)."""
+client's connections from its side (as a restart or its idle timeout does), hang up on a request, take a kind
+of request and never answer it (a controller stuck behind a broker that forwards to it), or send answers whose
+length prefix claims more than any real answer (a broken or hostile server)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ import socket
 import struct
 import threading
 
+OVERSTATED = 2**31 - 1  # the largest length a frame's prefix can claim
 
 class KafkaProxy:
-    """Counts the connections it accepts; requests pass whole (a frame at a time), answers as they come."""
+    """Counts the connections it accepts; requests and answers pass whole, a frame at a time."""
 
     def __init__(self, port: int, host: str = "127.0.0.1") -> None:
         self.server = socket.create_server(("127.0.0.1", 0))
@@ -20,6 +22,7 @@ class KafkaProxy:
         self._target = (host, port)
         self._open: list[socket.socket] = []
         self._hang_up = threading.Event()
+        self._overstated = threading.Event()
         self._lock = threading.Lock()
         self._unanswered: dict[int, int] = {}  # api key -> how many more such requests to swallow
         threading.Thread(target=self._serve, daemon=True).start()
@@ -49,9 +52,11 @@ class KafkaProxy:
         _shut(client, broker)
 
     def _answers(self, broker: socket.socket, client: socket.socket) -> None:
-        with contextlib.suppress(OSError):
-            while data := broker.recv(65536):
-                client.sendall(data)
+        with contextlib.suppress(OSError, ConnectionError):
+            while True:
+                size = _exactly(broker, 4)
+                body = _exactly(broker, struct.unpack(">i", size)[0])
+                client.sendall((struct.pack(">i", OVERSTATED) if self._overstated.is_set() else size) + body)
         _shut(broker, client)
 
     def _swallowed(self, api_key: int) -> bool:
@@ -75,6 +80,13 @@ class KafkaProxy:
         """The next `times` requests of this kind are taken and never passed on: their answer never comes."""
         with self._lock:
             self._unanswered[api_key] = self._unanswered.get(api_key, 0) + times
+
+    def overstate_answers(self, overstated: bool = True) -> None:
+        """While on, each answer's length prefix says OVERSTATED bytes, whatever follows."""
+        if overstated:
+            self._overstated.set()
+        else:
+            self._overstated.clear()
 
     def close(self) -> None:
         self.server.close()

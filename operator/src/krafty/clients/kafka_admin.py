@@ -54,7 +54,7 @@ class Recycler:
     """Decides when a client handle that keeps failing is replaced (bounded in time, never per call)."""
 
     def __init__(self, after: float = RECYCLE_AFTER, clock: Callable[[], float] = time.monotonic) -> None:
-        self._after = after
+        self.after = after
         self._clock = clock
         self._failing_since: float | None = None
 
@@ -67,7 +67,7 @@ class Recycler:
         if self._failing_since is None:
             self._failing_since = now
             return False
-        if now - self._failing_since >= self._after:
+        if now - self._failing_since >= self.after:
             self._failing_since = None
             return True
         return False
@@ -88,7 +88,7 @@ def _kafka_call(method: F, *, through_handle: bool = True) -> F:
             except (KafkaException, FutureTimeout, ConnectionError, KafkaProtocolError) as error:
                 if through_handle and self._recycler.failed():
                     log.warning("Kafka admin client for %s failed for %.0fs: replacing it", self.bootstrap_servers,
-                                RECYCLE_AFTER)
+                                self._recycler.after)
                     self._handle = None  # the next call makes a new one
                 raise KafkaUnavailable(f"{method.__name__}: {describe_error(error)}") from error
             if through_handle:
@@ -108,14 +108,16 @@ class KafkaAdmin:
     thread per broker, their buffers) is made at the first call that needs it, and let go once no call has used it
     for IDLE_AFTER: every other call goes through the wire client."""
 
-    def __init__(self, connection: Connection, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, connection: Connection, clock: Callable[[], float] = time.monotonic, *,
+                 timeout: float = TIMEOUT, recycle_after: float = RECYCLE_AFTER) -> None:
         self.connection = connection
+        self.timeout = timeout  # each request's, in seconds
         self.bootstrap_servers = connection.servers
         self._handle: AdminClient | None = None
         self._clock = clock
         self._used_at = clock()  # when a call last took the handle
         self._lock = threading.RLock()
-        self._recycler = Recycler(clock=clock)
+        self._recycler = Recycler(recycle_after, clock)
         self._min_isr: dict[str, int] = {}  # last read per topic, for when configs cannot be read
         self.closed = False
 
@@ -147,7 +149,7 @@ class KafkaAdmin:
     @_wire_call
     def registered_brokers(self) -> set[int]:
         """Brokers registered with the controller and not fenced."""
-        return {broker.node_id for broker in kraft.describe_brokers(self.connection, TIMEOUT) if not broker.fenced}
+        return {broker.node_id for broker in kraft.describe_brokers(self.connection, self.timeout) if not broker.fenced}
 
     @_wire_call
     def topic_state(self) -> tuple[tuple[PartitionState, ...], frozenset[str] | None]:
@@ -174,7 +176,7 @@ class KafkaAdmin:
     @_wire_call
     def dynamic_cluster_defaults(self) -> dict[str, str]:
         """Cluster-wide dynamic broker settings currently set."""
-        return kraft.cluster_defaults(self.connection, TIMEOUT)
+        return kraft.cluster_defaults(self.connection, self.timeout)
 
     @_wire_call
     def alter_dynamic_cluster_defaults(self, set_values: dict[str, str], delete: Iterable[str]) -> None:
@@ -185,7 +187,7 @@ class KafkaAdmin:
     @_wire_call
     def elect_preferred(self, partitions: Iterable[tuple[str, int]]) -> dict[str, str]:
         """Preferred leader elections; returns partitions that failed, with the error."""
-        failed = kraft.elect_preferred(self.connection, partitions, TIMEOUT)
+        failed = kraft.elect_preferred(self.connection, partitions, self.timeout)
         return {f"{topic}-{partition}": error for (topic, partition), error in failed.items()}
 
 
@@ -217,48 +219,48 @@ class KafkaAdmin:
                       validate_only: bool = False) -> dict[str, str | None]:
         """Creates (or only validates) topics in one request; returns each topic's error, or None."""
         new = [wire.NewTopic(name, partitions, replicas, config) for name, partitions, replicas, config in topics]
-        return kraft.create_topics(self.connection, new, validate_only, TIMEOUT)
+        return kraft.create_topics(self.connection, new, validate_only, self.timeout)
 
     @_wire_call
     def create_partitions(self, counts: dict[str, int], validate_only: bool = False) -> dict[str, str | None]:
-        return kraft.create_partitions(self.connection, counts, {}, validate_only, TIMEOUT)
+        return kraft.create_partitions(self.connection, counts, {}, validate_only, self.timeout)
 
     @_wire_call
     def create_placed_topic(self, name: str, replicas: Sequence[Sequence[int]], config: Mapping[str, str]
                             ) -> str | None:
         """Creates a topic whose partitions have the given replica lists (leader first); returns its error."""
         return kraft.create_topics(self.connection, [wire.NewTopic(name, config=config, replicas=replicas)],
-                                   timeout=TIMEOUT)[name]
+                                   timeout=self.timeout)[name]
 
     @_wire_call
     def add_placed_partitions(self, name: str, total: int, replicas: Sequence[Sequence[int]]) -> str | None:
         """Grows a topic to `total` partitions, the new ones with the given replica lists; returns its error."""
-        return kraft.create_partitions(self.connection, {name: total}, {name: replicas}, timeout=TIMEOUT)[name]
+        return kraft.create_partitions(self.connection, {name: total}, {name: replicas}, timeout=self.timeout)[name]
 
     @_wire_call
     def alter_topic_configs(self, changes: dict[str, dict[str, str | None]],
                             validate_only: bool = False) -> dict[str, str | None]:
         """Incremental config changes for many topics in one request (None: back to the default)."""
-        return kraft.alter_topic_configs(self.connection, changes, validate_only, TIMEOUT)
+        return kraft.alter_topic_configs(self.connection, changes, validate_only, self.timeout)
 
     @_wire_call
     def delete_topics(self, names: list[str]) -> dict[str, str | None]:
-        return kraft.delete_topics(self.connection, names, TIMEOUT)
+        return kraft.delete_topics(self.connection, names, self.timeout)
 
     @_kafka_call
     def groups_reading(self, topics: set[str]) -> dict[str, list[str]]:
         """For each of the topics, the consumer groups with a live member assigned one of its partitions."""
         reading: dict[str, list[str]] = {topic: [] for topic in topics}
-        listed = self.client.list_consumer_groups(request_timeout=TIMEOUT).result(timeout=TIMEOUT + 5)
+        listed = self.client.list_consumer_groups(request_timeout=self.timeout).result(timeout=self.timeout + 5)
         if listed.errors:  # a broker that did not list its groups may coordinate one reading a topic: not "none"
             error = listed.errors[0]
             raise error if isinstance(error, KafkaException) else KafkaException(error)
         ids = [g.group_id for g in listed.valid]
         if not ids or not topics:
             return reading
-        for group_id, future in sorted(self.client.describe_consumer_groups(ids, request_timeout=TIMEOUT).items()):
+        for group_id, future in sorted(self.client.describe_consumer_groups(ids, request_timeout=self.timeout).items()):
             try:
-                group = future.result(timeout=TIMEOUT + 5)
+                group = future.result(timeout=self.timeout + 5)
             except KafkaException as error:
                 if _kafka_code(error) in UNANSWERED | COORDINATOR_AWAY:  # its members are not known: not "none"
                     raise

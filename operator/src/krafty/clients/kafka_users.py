@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 
 from krafty import wire
 from krafty.clients import kraft
-from krafty.clients.kafka_admin import TIMEOUT, KafkaAdmin, _wire_call
+from krafty.clients.kafka_admin import KafkaAdmin, _wire_call
 from krafty.facts.observed import Acl
 from krafty.model.user import AclEffect, AclOperation, AclPatternType, AclResourceType
 
@@ -54,23 +54,23 @@ class UserAdmin(KafkaAdmin):
     @_wire_call
     def acls(self) -> frozenset[Acl]:
         """Every ACL in the cluster."""
-        return frozenset(acl for acl in map(_acl, kraft.acls(self.connection, TIMEOUT)) if acl is not None)
+        return frozenset(acl for acl in map(_acl, kraft.acls(self.connection, self.timeout)) if acl is not None)
 
     @_wire_call
     def create_acls(self, acls: Iterable[Acl]) -> dict[Acl, str]:
         """Creates ACLs in one request; returns the error of each that failed."""
         wanted = list(dict.fromkeys(acls))
-        return _failed(wanted, kraft.create_acls(self.connection, [_entry(a) for a in wanted], TIMEOUT))
+        return _failed(wanted, kraft.create_acls(self.connection, [_entry(a) for a in wanted], self.timeout))
 
     @_wire_call
     def delete_acls(self, acls: Iterable[Acl]) -> dict[Acl, str]:
         doomed = list(dict.fromkeys(acls))
-        return _failed(doomed, kraft.delete_acls(self.connection, [_entry(a) for a in doomed], TIMEOUT))
+        return _failed(doomed, kraft.delete_acls(self.connection, [_entry(a) for a in doomed], self.timeout))
 
     @_wire_call
     def scram_users(self) -> frozenset[str]:
         """Users with a SCRAM-SHA-512 credential."""
-        return frozenset(user for user, mechanisms in kraft.scram_users(self.connection, TIMEOUT).items()
+        return frozenset(user for user, mechanisms in kraft.scram_users(self.connection, self.timeout).items()
                          if wire.SCRAM_SHA_512 in mechanisms)
 
     @_wire_call
@@ -82,7 +82,7 @@ class UserAdmin(KafkaAdmin):
             salt = secrets.token_bytes(SALT_BYTES)
             salted.append(wire.ScramUpsert(user, SCRAM_ITERATIONS, salt,
                                            wire.salted_password(password, salt, SCRAM_ITERATIONS)))
-        errors = kraft.alter_scram(self.connection, salted, list(deletes), TIMEOUT)
+        errors = kraft.alter_scram(self.connection, salted, list(deletes), self.timeout)
         return {user: error for user, error in errors.items() if error}
 
     @_wire_call

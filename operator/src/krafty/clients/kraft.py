@@ -50,6 +50,7 @@ FAILED_RECENTLY_S = 60.0
 # CONFIG_BATCH topics as much): a longer frame, a broken or hostile server's, fails the call before any of it is
 # read, well below the operator's memory limit
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+KEEP_SECONDS = 60.0  # brokers close a client's idle connection after 10 minutes (connections.max.idle.ms)
 _failed_at: dict[tuple[str, int], float] = {}  # address -> when it last failed (time.monotonic())
 _failed_lock = threading.Lock()  # passes of several clusters call at once
 
@@ -86,17 +87,18 @@ def _failed(address: tuple[str, int]) -> None:
 class _Kept:
     """Connections between calls, per (server name, port, TLS context), each used by one call at a time."""
 
-    KEEP_SECONDS = 60.0  # brokers close a client's idle connection after 10 minutes (connections.max.idle.ms)
     PER_SERVER = 4  # kept at most, per key: the passes that called it at once
 
-    def __init__(self) -> None:
+    def __init__(self, keep_seconds: float = KEEP_SECONDS, clock: Callable[[], float] = time.monotonic) -> None:
+        self._keep_seconds = keep_seconds
+        self._clock = clock
         self._lock = threading.Lock()
         self._idle: dict[tuple[object, ...], list[tuple[socket.socket, float]]] = {}
 
     def take(self, key: tuple[object, ...]) -> socket.socket | None:
         """A kept connection the server has not closed, or None."""
         with self._lock:
-            stale = self._expired(time.monotonic())
+            stale = self._expired(self._clock())
             kept = self._idle.get(key, [])
             sock = kept.pop()[0] if kept else None
         for old in stale:
@@ -110,15 +112,15 @@ class _Kept:
         with self._lock:
             kept = self._idle.setdefault(key, [])
             if len(kept) < self.PER_SERVER:
-                kept.append((sock, time.monotonic()))
+                kept.append((sock, self._clock()))
                 return
         sock.close()
 
     def _expired(self, now: float) -> list[socket.socket]:
         stale = []
         for key in list(self._idle):
-            fresh = [(sock, at) for sock, at in self._idle[key] if now - at < self.KEEP_SECONDS]
-            stale += [sock for sock, at in self._idle[key] if now - at >= self.KEEP_SECONDS]
+            fresh = [(sock, at) for sock, at in self._idle[key] if now - at < self._keep_seconds]
+            stale += [sock for sock, at in self._idle[key] if now - at >= self._keep_seconds]
             if fresh:
                 self._idle[key] = fresh
             else:
