@@ -9,7 +9,7 @@ ifndef KRAFTY_RUN_STARTED
 export KRAFTY_RUN_STARTED := $(shell date +%s)
 endif
 
-.PHONY: help setup lint unit integration e2e e2e-full test test-full bench bench-e2e demo demo-down cluster-up cluster-down
+.PHONY: help setup lint unit integration e2e e2e-full test test-full bench bench-smoke bench-e2e demo demo-down cluster-up cluster-down
 
 help:  ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 18
@@ -36,12 +36,15 @@ e2e-full:  ## every end-to-end test, the slow variants too
 	@[[ "$${KRAFTY_E2E_CLUSTER:-}" == existing ]] || e2e/localkube/localkube up
 	@$(ENV) KRAFTY_E2E_BUDGET_MINUTES=$${KRAFTY_E2E_BUDGET_MINUTES:-300} $(PYTEST) -q --durations=40 e2e/tests
 
-test: unit integration e2e  ## what CI runs (.ci/run): every tier
+test: unit integration bench-smoke e2e  ## what CI runs (.ci/run): every tier, and each local benchmark at its smallest size
 
 test-full: unit integration e2e-full  ## every tier with the full end-to-end set
 
 bench:  ## benchmarks on local processes (printed tables)
 	@$(ENV) $(PYTEST) -q -m bench bench
+
+bench-smoke:  ## every local benchmark at its smallest size: that it runs and prints its table (no figure to keep)
+	@$(ENV) KRAFTY_BENCH_SMOKE=1 $(PYTEST) -q -m bench bench
 
 bench-e2e:  ## benchmarks on the local Kubernetes cluster (rolls under load, gated by the canary, the data path, readiness, a restarted pod's pace, footprint, leader election)
 	@$(ENV) $(PYTEST) -q -m bench e2e/bench

@@ -18,12 +18,13 @@ from pathlib import Path
 
 import pytest
 
+from krafty_testkit.bench_size import sized
 from krafty_testkit.kafka_dist import kafka_home, tool_path
 from krafty_testkit.local_kafka import Layout, running_cluster
 from krafty_testkit.plugin import report_table
 
 pytestmark = pytest.mark.bench
-ROUNDS = 5
+ROUNDS = sized(5, 1)
 WAYS = ("with the archive", "without (the JDK's own)")
 
 

@@ -37,12 +37,13 @@ from operator_process import (
 from krafty.clients.connection import Connection
 from krafty.clients.kafka_admin import KafkaAdmin
 from krafty_testkit.apiserver import LocalApiServer
+from krafty_testkit.bench_size import sized
 from krafty_testkit.local_kafka import Layout, LocalKafkaCluster
 from krafty_testkit.plugin import report_table
 from krafty_testkit.waiting import wait_for
 
-CLUSTERS = 10
-TOPICS_EACH = int(os.environ.get("KRAFTY_BENCH_TOPICS_EACH", "500"))
+CLUSTERS = sized(10, 2)
+TOPICS_EACH = int(os.environ.get("KRAFTY_BENCH_TOPICS_EACH", sized("500", "10")))
 NAMESPACE = "clusters"
 
 pytestmark = pytest.mark.bench

@@ -19,12 +19,13 @@ from pathlib import Path
 import pytest
 
 from krafty_testkit import procfs
+from krafty_testkit.bench_size import sized
 from krafty_testkit.kafka_dist import kafka_home
 from krafty_testkit.local_kafka import Layout, LocalKafkaCluster, running_cluster
 from krafty_testkit.plugin import report_table
 
 pytestmark = pytest.mark.bench
-WARM, ROUNDS, SCRAPES = 200, 5, 50
+WARM, ROUNDS, SCRAPES = sized((200, 5, 50), (10, 1, 3))
 NODE = 0  # the one node of each cluster (combined nodes are numbered from 0)
 WAYS = ("the image's rules (now)", "every request histogram, no rule cached (before)")
 

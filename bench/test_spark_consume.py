@@ -22,7 +22,7 @@ Seconds are from the start of consuming to the last record: Spark's include
 query start and planning, but not the SparkSession start (a second row shows
 only the micro-batches' execution, from the query's progress); the perf
 tool's are its own elapsed time (group join included), not JVM start.
-Only sanity is asserted (every record read); the table is printed (-s).
+Only sanity is asserted (every record read); the table is printed at the end of the run.
 """
 
 from __future__ import annotations
@@ -41,12 +41,14 @@ from krafty_spark.events import PageView
 from krafty_spark.pageviews import parse_events, read_records
 from krafty_spark.session import build_session
 from krafty_testkit import kafka_admin, traffic
+from krafty_testkit.bench_size import sized
 from krafty_testkit.local_kafka import Layout, LocalKafkaCluster
+from krafty_testkit.plugin import report_table
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-SIZES = (1_000_000, 10_000_000)
+SIZES = sized((1_000_000, 10_000_000), (10_000,))
 PARTITIONS = 4
 
 
@@ -178,14 +180,10 @@ def confluent_consumer(kafka: LocalKafkaCluster, topic: str, records: int,
         consumer.close()
 
 
-def table(results: dict[str, Result], baseline: str) -> str:
+def table_rows(results: dict[str, Result], baseline: str) -> list[list[object]]:
     rates = {name: records / seconds for name, (records, seconds) in results.items()}
-    width = max(map(len, results))
-    lines = [f"{'reader':<{width}} {'records':>10} {'seconds':>8} {'records/s':>11} {'of (b)':>7}"]
-    for name, (records, seconds) in results.items():
-        lines.append(f"{name:<{width}} {records:>10,} {seconds:>8.2f} {rates[name]:>11,.0f} "
-                     f"{rates[name] / rates[baseline]:>6.2f}x")
-    return "\n".join(lines)
+    return [[name, f"{records:,}", f"{seconds:.2f}", f"{rates[name]:,.0f}", f"{rates[name] / rates[baseline]:.2f}x"]
+            for name, (records, seconds) in results.items()]
 
 
 @pytest.mark.bench
@@ -199,7 +197,7 @@ def test_spark_read_parse_against_kafka_consumers(loaded, tmp_path):
         "(c) confluent-kafka consumer": confluent_consumer(kafka, topic, records, None),
         "(d) confluent-kafka consumer + json.loads": confluent_consumer(kafka, topic, records, json.loads),
     }
-    print(f"\n{records:,} page views ({PARTITIONS} partitions, lz4) on a local single-node KRaft cluster\n"
-          + table(results, baseline))
+    report_table(f"{records:,} page views ({PARTITIONS} partitions, lz4) on a local single-node KRaft cluster",
+                 ["reader", "records", "seconds", "records/s", "of (b)"], table_rows(results, baseline))
     for name, (read, _) in results.items():
         assert read == records, f"{name} read {read} of {records} records"

@@ -47,12 +47,13 @@ from operator_process import (
 from krafty.clients.connection import Connection
 from krafty.clients.kafka_admin import KafkaAdmin
 from krafty_testkit.apiserver import LocalApiServer
+from krafty_testkit.bench_size import sized
 from krafty_testkit.local_kafka import Layout, LocalKafkaCluster
 from krafty_testkit.plugin import report_table
 from krafty_testkit.waiting import wait_for
 
-STEPS = [int(n) for n in os.environ.get("KRAFTY_BENCH_TOPIC_STEPS", "500,2000,5000").split(",")]
-GROUPS = 1000  # consumer groups committed beside the largest step
+STEPS = [int(n) for n in os.environ.get("KRAFTY_BENCH_TOPIC_STEPS", sized("500,2000,5000", "20")).split(",")]
+GROUPS = sized(1000, 10)  # consumer groups committed beside the largest step
 NAMESPACE = "bench"
 
 pytestmark = pytest.mark.bench

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from krafty_testkit import kafka_dist
+from krafty_testkit import bench_size, kafka_dist
 from krafty_testkit.apiserver import LocalApiServer, running_apiserver
 from krafty_testkit.local_kafka import Layout, LocalKafkaCluster
 
@@ -73,6 +73,17 @@ def local_kafka(kafka_home: Path, tmp_path_factory: pytest.TempPathFactory,
 def local_kafka_module(kafka_home: Path, tmp_path_factory: pytest.TempPathFactory,
                        request: pytest.FixtureRequest) -> Iterator[ClusterFactory]:
     yield from _factory(lambda: tmp_path_factory.mktemp("kafka"), request.node.nodeid)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """In the benchmarks' smoke run (bench_size.SMOKE), a benchmark that printed no table fails: running without
+    an error is not enough."""
+    before = len(_tables)
+    result = yield
+    if bench_size.SMOKE and item.get_closest_marker("bench") is not None and len(_tables) == before:
+        pytest.fail(f"{item.nodeid} ran in the smoke run and printed no table")
+    return result
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
