@@ -5,11 +5,10 @@ from __future__ import annotations
 import gc
 import re
 import signal
-import socket
 import threading
 import time
 import weakref
-from typing import Any
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer
@@ -27,39 +26,33 @@ from krafty_testkit import kafka_admin
 from krafty_testkit.kafka_proxy import OVERSTATED, KafkaProxy
 from krafty_testkit.local_kafka import Layout, LocalKafkaCluster
 from krafty_testkit.procfs import librdkafka_threads
+from krafty_testkit.resolver import Resolver
 from krafty_testkit.traffic import client_config
 from krafty_testkit.waiting import wait_for
 
 
 def test_calls_to_a_broker_share_a_kept_connection_and_one_the_broker_closed_is_replaced(
-        cluster: LocalKafkaCluster, monkeypatch: pytest.MonkeyPatch):
-    # Given a broker behind a name (as a pod's DNS name), through a proxy that counts connections
+        cluster: LocalKafkaCluster, tmp_path: Path):
+    # Given a broker behind a name (as a pod's DNS name) served by a real DNS server, through a proxy that counts
+    # connections, and the wire client in a process resolving through that server
     proxy = KafkaProxy(cluster.brokers[0].broker_port)
-    resolve, lookups = socket.getaddrinfo, []
-
-    def named(host: object, port: object, *args: object, **kwargs: object) -> list[Any]:
-        if host != "broker-0.brokers":
-            return resolve(host, port, *args, **kwargs)  # type: ignore[arg-type]
-        lookups.append(host)
-        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", int(proxy.address.rsplit(":")[1])))]
-
-    monkeypatch.setattr(socket, "getaddrinfo", named)
-    server = f"broker-0.brokers:{proxy.address.rsplit(':')[1]}"
+    registered = sorted(b.node_id for b in kraft.describe_brokers(cluster.bootstrap_servers))
+    describe = f"sorted(b.node_id for b in kraft.describe_brokers('broker-0.brokers:{proxy.port}'))"
     try:
-        registered = {b.node_id for b in kraft.describe_brokers(cluster.bootstrap_servers)}
-        # When the wire client asks it five times: one connection, one name lookup (each call used to cost
-        # both, and a TLS handshake on both sides)
-        for _ in range(5):
-            assert {b.node_id for b in kraft.describe_brokers(server)} == registered
-        assert (proxy.accepted, len(lookups)) == (1, 1)
-        # The broker closed it meanwhile: the next call looks the name up and connects again, and fails nothing
-        proxy.close_connections()
-        assert {b.node_id for b in kraft.describe_brokers(server)} == registered
-        assert (proxy.accepted, len(lookups)) == (2, 2)
-        # It hangs up on the request a kept connection carries: the request goes again on a new one
-        proxy.hang_up_on_next_request()
-        assert {b.node_id for b in kraft.describe_brokers(server)} == registered
-        assert proxy.accepted == 3
+        with Resolver(tmp_path, {"broker-0.brokers": ["127.0.0.1"]}) as dns, dns.python() as client:
+            # When it asks five times: one connection, one name lookup (each call used to cost both, and a TLS
+            # handshake on both sides)
+            for _ in range(5):
+                assert client.eval(describe) == registered
+            assert (proxy.accepted, dns.lookups("broker-0.brokers")) == (1, 1)
+            # The broker closed it meanwhile: the next call looks the name up and connects again, and fails nothing
+            proxy.close_connections()
+            assert client.eval(describe) == registered
+            assert (proxy.accepted, dns.lookups("broker-0.brokers")) == (2, 2)
+            # It hangs up on the request a kept connection carries: the request goes again on a new one
+            proxy.hang_up_on_next_request()
+            assert client.eval(describe) == registered
+            assert proxy.accepted == 3
     finally:
         proxy.close()
 
@@ -428,27 +421,31 @@ def test_remove_a_voter_and_errors_are_named(cluster: LocalKafkaCluster):
 
 
 def test_a_frozen_broker_behind_one_name_costs_one_timeout_not_every_call(cluster: LocalKafkaCluster,
-                                                                         monkeypatch: pytest.MonkeyPatch):
-    # Given one name that resolves to two brokers, as a headless Service's does to its pods: the first frozen
-    # (SIGSTOP: its kernel still accepts connections, nothing answers), the second running
+                                                                         tmp_path: Path):
+    # Given one name that resolves to two brokers, as a headless Service's does to its pods (a real DNS server,
+    # which rotates the order of its answers; the brokers behind proxies on two addresses, one port): the first
+    # frozen (SIGSTOP: its kernel still accepts connections, nothing answers), the second running
     frozen, running = cluster.brokers[0], cluster.brokers[1]
-    resolve = socket.getaddrinfo
-    answers = [("127.0.0.1", frozen.broker_port), ("127.0.0.1", running.broker_port)]
-
-    def headless(host: object, port: object, *args: object, **kwargs: object) -> list[Any]:
-        if host != "brokers.headless":
-            return resolve(host, port, *args, **kwargs)  # type: ignore[arg-type]
-        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", address) for address in answers]
-
-    registered = {b.node_id for b in kraft.describe_brokers(f"127.0.0.1:{running.broker_port}")}
-    monkeypatch.setattr(socket, "getaddrinfo", headless)
+    to_frozen = KafkaProxy(frozen.broker_port, listen=("127.0.0.2", 0))
+    to_running = KafkaProxy(running.broker_port, listen=("127.0.0.3", to_frozen.port))
+    registered = sorted(b.node_id for b in kraft.describe_brokers(f"127.0.0.1:{running.broker_port}"))
+    describe = f"sorted(b.node_id for b in kraft.describe_brokers('brokers.headless:{to_frozen.port}', timeout=3))"
     assert frozen.process is not None
     frozen.process.send_signal(signal.SIGSTOP)
     try:
-        # When the wire client asks that name
-        brokers = kraft.describe_brokers("brokers.headless:9092", timeout=3)
-        # Then the running broker answered, and the frozen one is now tried last
-        assert {b.node_id for b in brokers} == registered
-        assert kraft._resolved("brokers.headless", 9092) == [answers[1], answers[0]]
+        with Resolver(tmp_path, {"brokers.headless": ["127.0.0.2", "127.0.0.3"]}) as dns, dns.python() as client:
+            # When the wire client asks that name, the frozen broker's address first
+            assert client.eval(describe) == registered
+            # Then the running broker answered after the frozen one's timeout
+            assert (to_frozen.accepted, to_running.accepted) == (1, 1)
+            # And in the next calls, each resolving the name again (the running broker closed the kept connection),
+            # the frozen one is tried last, whatever order the server answers in: never asked again
+            for calls in range(2, 6):
+                to_running.close_connections()
+                assert client.eval(describe) == registered
+                assert (to_frozen.accepted, to_running.accepted) == (1, calls)
+            assert dns.lookups("brokers.headless") == 5
     finally:
         frozen.process.send_signal(signal.SIGCONT)
+        to_frozen.close()
+        to_running.close()

@@ -100,9 +100,10 @@ def test_a_leader_that_stops_cleanly_hands_over_at_once(kube: Kube, replicas: li
     # When the leader stops cleanly (SIGTERM: kopf's cleanup)
     stopped = time.monotonic()
     first.elector.stop()
-    # Then the standby leads within a retry period, far sooner than the Lease's 30 s
-    assert second.elected.wait(10)
-    assert time.monotonic() - stopped < 5
+    # Then the standby leads at its next retry (a second), not once the Lease's 30 s have run out: the bound is
+    # half of those, far above a retry however slow the machine
+    assert second.elected.wait(15)
+    assert time.monotonic() - stopped < 30 / 2
     assert first.elector.role is Role.STANDBY
     assert not first.lost.is_set()
 

@@ -15,9 +15,10 @@ OVERSTATED = 2**31 - 1  # the largest length a frame's prefix can claim
 class KafkaProxy:
     """Counts the connections it accepts; requests and answers pass whole, a frame at a time."""
 
-    def __init__(self, port: int, host: str = "127.0.0.1") -> None:
-        self.server = socket.create_server(("127.0.0.1", 0))
-        self.address = f"127.0.0.1:{self.server.getsockname()[1]}"
+    def __init__(self, port: int, host: str = "127.0.0.1", listen: tuple[str, int] = ("127.0.0.1", 0)) -> None:
+        self.server = socket.create_server(listen)
+        self.port = int(self.server.getsockname()[1])
+        self.address = f"{listen[0]}:{self.port}"
         self.accepted = 0
         self._target = (host, port)
         self._open: list[socket.socket] = []
