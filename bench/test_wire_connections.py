@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from krafty.clients import kraft
+from krafty.clients import kraft, kraft_transport
 from krafty_testkit import procfs
 from krafty_testkit.bench_size import sized
 from krafty_testkit.local_kafka import Layout, running_cluster
@@ -32,15 +32,15 @@ def _cpu_seconds(pids: list[int]) -> float:
 
 def test_wire_requests_over_tls_on_a_kept_connection_against_a_new_one_each(tmp_path: Path,
                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    keep = {WAYS[0]: kraft.KEEP_SECONDS, WAYS[1]: 0.0}
+    keep = {WAYS[0]: kraft_transport.KEEP_SECONDS, WAYS[1]: 0.0}
     figures: dict[str, dict[str, list[float]]] = {way: {"client": [], "brokers": [], "wall": []} for way in WAYS}
     with running_cluster(Layout.combined(3), tmp_path, tls=True) as cluster:
         connection, pids = cluster.connection, cluster.pids()
         expected = {b.node_id for b in kraft.describe_brokers(connection)}
         for _ in range(ROUNDS):
             for way in WAYS:
-                kraft._kept.close_all()
-                monkeypatch.setattr(kraft, "_kept", kraft._Kept(keep[way]))
+                kraft_transport._kept.close_all()
+                monkeypatch.setattr(kraft_transport, "_kept", kraft_transport._Kept(keep[way]))
                 brokers, client, wall = _cpu_seconds(pids), time.process_time(), time.monotonic()
                 for _ in range(CALLS):
                     assert {b.node_id for b in kraft.describe_brokers(connection)} == expected

@@ -14,7 +14,7 @@ from confluent_kafka import Consumer, ElectionType, KafkaException, Producer, To
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from krafty import wire
-from krafty.clients import kraft
+from krafty.clients import kraft, kraft_transport
 from krafty.clients.connection import Connection
 from krafty.clients.lag import LagReader
 from krafty.decide.lag import GroupSelection, LagRead, LogRange, Retention, SelectedGroups, by_topic, partition_lag
@@ -84,7 +84,7 @@ def test_the_groups_are_those_every_broker_coordinates_and_none_keeps_no_librdka
         consume_and_commit(cluster.bootstrap_servers, group, "listed", 1)
     tool = cluster.tool("kafka-consumer-groups.sh", "--bootstrap-server", cluster.bootstrap_servers, "--list").stdout
     assert sorted(tool.split()) == groups
-    coordinators = kraft.call(Connection(cluster.bootstrap_servers), wire.FIND_COORDINATOR, 4,
+    coordinators = kraft_transport.call(Connection(cluster.bootstrap_servers), wire.FIND_COORDINATOR, 4,
                               wire.encode_find_coordinators(groups), wire.decode_find_coordinators)
     assert len({c.node_id for c in coordinators.values()}) > 1
     assert kraft.group_ids(cluster.bootstrap_servers) == set(groups)

@@ -15,7 +15,7 @@ from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient
 from prometheus_client import REGISTRY
 
-from krafty.clients import kraft
+from krafty.clients import kraft, kraft_transport
 from krafty.clients.canary import Canary, CanarySettings
 from krafty.clients.connection import Connection
 from krafty.clients.errors import KafkaUnavailable
@@ -66,8 +66,9 @@ def test_an_answer_longer_than_the_cap_fails_the_call_unread(cluster: LocalKafka
         # When the server's answers claim more bytes than the cap (as a broken or hostile server's frame would)
         proxy.overstate_answers()
         # Then the call fails as Kafka unavailable, naming the length, and nothing was read into memory
+        cap = kraft_transport.MAX_RESPONSE_BYTES
         with pytest.raises(KafkaUnavailable, match=rf"DescribeCluster: no server answered: .*an answer of "
-                                                   rf"{OVERSTATED:,} bytes, over the {kraft.MAX_RESPONSE_BYTES:,}"):
+                                                   rf"{OVERSTATED:,} bytes, over the {cap:,}"):
             kraft.describe_brokers(proxy.address)
         # And once the server answers truly, the next call is answered (no connection was kept half read)
         proxy.overstate_answers(False)

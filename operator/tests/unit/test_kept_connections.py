@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import socket
 
-from krafty.clients.kraft import _Kept
+from krafty.clients.kraft_transport import _Kept
 
 KEY = ("broker-0.brokers", 9092, None)
 

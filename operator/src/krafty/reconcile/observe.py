@@ -19,6 +19,7 @@ from krafty import naming
 from krafty.clients import kraft
 from krafty.clients.errors import KafkaUnavailable
 from krafty.clients.kafka_admin import KafkaAdmin
+from krafty.clients.kraft_transport import Target
 from krafty.clients.kube import Kube
 from krafty.facts import pods, service_state, volume_claims
 from krafty.facts.observed import (
@@ -39,7 +40,7 @@ from krafty.wire import METADATA_VERSION, KafkaProtocolError
 log = logging.getLogger(__name__)
 
 
-def quorum_state(servers: kraft.Target) -> QuorumState:
+def quorum_state(servers: Target) -> QuorumState:
     quorum = kraft.describe_quorum(servers)
 
     def voter(replica: Any) -> VoterState:
