@@ -145,22 +145,22 @@ def test_prometheus_scrapes_the_operator_and_the_brokers(prometheus: Prometheus)
     assert sorted(r["value"][1] for r in leaders) == ["0", "1"]
 
 
-def test_only_prometheus_scrapes_the_operator_and_no_pod_reaches_its_plan_endpoint(
+def test_only_prometheus_scrapes_the_operator_and_plans_go_through_the_api_server(
         prometheus: Prometheus, prod: KafkaClusterHandle, client: ClientPod):
     # Given both operator replicas, whose metrics name every watched namespace's clusters, topics and groups
     pods = prod.kube.kubectl_json("get", "pods", "-n", OPERATOR_NAMESPACE, "-l",
                                   "app.kubernetes.io/name=krafty-operator")["items"]
     addresses = [p["status"]["podIP"] for p in pods if p["status"].get("phase") == "Running"]
     assert len(addresses) == 2, pods
-    # Then an ordinary pod opens none of their ports: metrics (the chart's NetworkPolicy), health, plan (loopback)
-    ports = (8080, 8081, 8082)
+    # Then an ordinary pod opens none of their ports: metrics (the chart's NetworkPolicy), health
+    ports = (8080, 8081)
     wait_for(lambda: {(address, port): opens(client, address, port) for address in addresses for port in ports},
              lambda seen: not any(seen.values()), 60, "every operator port closed to the client pod")
     # While Prometheus, which the policy lets in, scrapes both
     up = wait_for(lambda: prometheus.query('up{job="krafty-operator"} == 1'), lambda r: len(r) == 2, 60,
                   "both operator replicas up in Prometheus")
     assert {r["metric"]["instance"].split(":")[0] for r in up} == set(addresses)
-    # And kubectl krafty reads the leader's metrics and plans through port-forward
+    # And kubectl krafty reads the leader's metrics through port-forward, and plans through a KafkaClusterPlan
     screen = kubectl_krafty(prod.kube, "status", prod.name, "-n", prod.namespace)
     assert "consumer lag unknown" not in screen, screen
     preview = json.loads(kubectl_krafty(prod.kube, "plan", prod.name, "-n", prod.namespace, "-f", "-", "-o", "json",

@@ -267,19 +267,26 @@ EXPLAINED = {
                   "platforms that assign a UID override it (the chart fixes none)",
     "CKV_K8S_38": "the operator's token is mounted: it is a Kubernetes client (Kafka pods mount none unless rack "
                   "awareness needs it)",
+    "CKV_K8S_13": "a cluster that sets no resources gets no memory limit: a limit the operator guessed would kill "
+                  "a broker whose page cache and heap the user sized (the heap is 1 GiB unless resources or "
+                  "jvm.heap say otherwise); resources are the user's to set, as every example does",
     "CKV_K8S_8": "the helm test pod runs one check and exits: no liveness probe to have",
     "CKV_K8S_9": "the helm test pod runs one check and exits: no readiness probe to have",
 }
 
 
 def test_checkov_finds_nothing_unexplained_in_the_chart_and_the_kafka_workloads(tmp_path: Path):
-    # Given the chart as installed (rack awareness on) and a dedicated cluster's rendered Kafka workloads
+    # Given the chart as installed by default (every namespace watched) and with rack awareness on, a dedicated
+    # cluster's rendered Kafka workloads, and those of a new cluster that sets nothing but its broker count
     (tmp_path / "chart.yaml").write_text(run_helm("template", "krafty", str(CHART), "-n", "krafty-system",
                                                   "--kube-version", KUBE_VERSION, "--set",
                                                   "rackAwareness.enabled=true").stdout)
+    (tmp_path / "default-install.yaml").write_text(run_helm("template", "krafty", str(CHART), "-n", "krafty-system",
+                                                            "--kube-version", KUBE_VERSION).stdout)
     spec = yaml.safe_load((CRDS / "examples" / "kafkacluster-dedicated.yaml").read_text())["spec"]
-    workloads = [c.desired for c in children(context(spec, name="prod")) if c.desired is not None]
-    (tmp_path / "kafka.yaml").write_text(yaml.safe_dump_all(workloads))
+    for name, cluster_spec in (("prod", spec), ("fresh", {"brokers": {"replicas": 3}})):
+        workloads = [c.desired for c in children(context(cluster_spec, name=name)) if c.desired is not None]
+        (tmp_path / f"kafka-{name}.yaml").write_text(yaml.safe_dump_all(workloads))
     # When checkov checks them
     proc = subprocess.run([str(checkov()), "-d", str(tmp_path), "--framework", "kubernetes", "--quiet",
                            "--compact", "-o", "json"], capture_output=True, text=True, check=False, timeout=300)
@@ -357,7 +364,8 @@ def test_an_install_wide_policy_refuses_clusters_below_it_and_keeps_those_that_r
                         "--set", f"watchNamespaces={{{POLICED}}}", "--set", "clusterPolicy.requireTls=true",
                         "--set", "clusterPolicy.requireAuthentication=true",
                         "--set", "clusterPolicy.requireAuthorization=true").stdout
-    policy = [d for d in yaml.safe_load_all(rendered) if d and d["kind"].startswith("ValidatingAdmissionPolicy")]
+    policy = [d for d in yaml.safe_load_all(rendered) if d and d["kind"].startswith("ValidatingAdmissionPolicy")
+              and d["metadata"]["name"].endswith("cluster-policy")]
     assert [d["kind"] for d in policy] == ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
     try:
         for doc in policy:
@@ -390,3 +398,64 @@ def test_an_install_wide_policy_refuses_clusters_below_it_and_keeps_those_that_r
             api.kubectl("delete", doc["kind"].lower(), doc["metadata"]["name"], "--ignore-not-found")
         api.kubectl("delete", "kafkaclusters", "--all", "-n", POLICED)
         api.kubectl("delete", "kafkacluster", "elsewhere", "-n", "kafka", "--ignore-not-found")
+
+
+PLANNERS = "planners"
+
+
+def _plan(cluster: str) -> dict[str, Any]:
+    return {"apiVersion": "kafka.krafty.io/v1alpha1", "kind": "KafkaClusterPlan",
+            "metadata": {"generateName": f"{cluster}-plan-", "namespace": PLANNERS},
+            "spec": {"clusterRef": {"name": cluster}, "spec": {"brokers": {"replicas": 4}}}}
+
+
+def _role(name: str, rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A Role in the planners' namespace, bound to the user of the same name."""
+    return [{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+             "metadata": {"name": name, "namespace": PLANNERS}, "rules": rules},
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+             "metadata": {"name": name, "namespace": PLANNERS},
+             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+             "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": name}]}]
+
+
+def test_a_plan_is_taken_only_from_whoever_may_update_the_cluster_it_names(api: LocalApiServer):
+    # Given the chart's plan policy, a cluster, and three users of its namespace: one who may only create plans,
+    # one who may also update that cluster (as Kubernetes' edit role may), one who may only update it
+    docs = [d for d in yaml.safe_load_all(run_helm("template", "krafty", str(CHART), "-n", "krafty",
+                                                   "--kube-version", KUBE_VERSION).stdout) if d]
+    policy = [d for d in docs if d["kind"].startswith("ValidatingAdmissionPolicy")
+              and d["metadata"]["name"].endswith("plan-policy")]
+    assert [d["kind"] for d in policy] == ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
+    api.kubectl("create", "namespace", PLANNERS, check=False)
+    api.apply(kafka_cluster("prod", PLANNERS))
+    plans = {"apiGroups": ["kafka.krafty.io"], "resources": ["kafkaclusterplans"], "verbs": ["create", "get"]}
+    update = {"apiGroups": ["kafka.krafty.io"], "resources": ["kafkaclusters"], "verbs": ["update"]}
+    for doc in [*_role("only-plans", [plans]), *_role("editor", [plans, update]), *_role("updater", [update]),
+                *policy]:
+        api.apply(doc)
+
+    def create_as(user: str, cluster: str = "prod") -> subprocess.CompletedProcess[str]:
+        return api.kubectl("create", "--as", user, "-f", "-", "-o", "name", check=False,
+                           input=json.dumps(_plan(cluster)))
+
+    try:
+        # When each asks for a plan of the cluster, Then the API server takes the editor's and refuses the one
+        # who may not update the cluster, naming the right (once the policy is in force)
+        refused = wait_for(lambda: create_as("only-plans"), lambda proc: proc.returncode != 0, 30,
+                           "the plan policy in force")
+        assert "a plan of KafkaCluster prod needs the right to update it (update kafkaclusters in namespace " \
+               "planners)" in refused.stderr, refused.stderr
+        made = create_as("editor")
+        assert made.returncode == 0, made.stderr
+        assert made.stdout.startswith("kafkaclusterplan.kafka.krafty.io/prod-plan-")
+        # And whoever may not create plans is refused by RBAC, naming the resource
+        forbidden = create_as("updater")
+        assert 'cannot create resource "kafkaclusterplans"' in forbidden.stderr, forbidden.stderr
+        # And a plan of a cluster the editor may update but that does not exist yet is taken (the operator says
+        # ClusterNotFound in its status)
+        assert create_as("editor", "later").returncode == 0
+    finally:
+        for doc in reversed(policy):
+            api.kubectl("delete", doc["kind"].lower(), doc["metadata"]["name"], "--ignore-not-found")
+        api.kubectl("delete", "namespace", PLANNERS, "--wait=false")

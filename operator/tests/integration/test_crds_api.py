@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from krafty.model import KafkaClusterSpec, TopicSpec
+from krafty.model.plan import KafkaClusterPlanSpec
 from krafty.model.user import KafkaUserSpec
 from krafty.model.validation import validate_cluster
 from krafty.render.cluster import children
@@ -20,7 +21,8 @@ from krafty_testkit.apiserver import LocalApiServer
 from ..conftest import CRDS, EXAMPLES, REPO, context, example
 
 NAMESPACE = "crd-tests"
-MODELS = {"KafkaCluster": KafkaClusterSpec, "Topic": TopicSpec, "KafkaUser": KafkaUserSpec}
+MODELS = {"KafkaCluster": KafkaClusterSpec, "Topic": TopicSpec, "KafkaUser": KafkaUserSpec,
+          "KafkaClusterPlan": KafkaClusterPlanSpec}
 
 
 @pytest.fixture(scope="module")
@@ -293,28 +295,32 @@ STRIMZI = {"k", "kt", "ku", "kc", "kctr", "kmm2", "kb", "kr", "knp", "kafka", "k
 
 def test_short_names_live_beside_strimzi_and_kubectl_get_krafty_lists_every_kind(api: LocalApiServer):
     # Given our CRDs and an object of each kind
-    for doc in (example("kafkacluster-combined.yaml"), example("topic-minimal.yaml"), example("kafkauser-scram.yaml")):
+    for doc in (example("kafkacluster-combined.yaml"), example("topic-minimal.yaml"), example("kafkauser-scram.yaml"),
+                example("kafkaclusterplan.yaml")):
         assert create(api, doc, dry_run=False)[0] == 0
     names = {n for path in CRDS.glob("*.yaml") for n in yaml.safe_load(path.read_text())["spec"]["names"].get(
         "shortNames", [])}
     # Then none of our short names is one of Strimzi's, and the short names and the category work
-    assert names == {"kkc", "kkt", "kku"}
+    assert names == {"kkc", "kkt", "kku", "kkp"}
     assert not names & STRIMZI
     listed = api.kubectl("get", "krafty", "-n", NAMESPACE, "-o", "name").stdout.split()
     assert {name.split("/")[0] for name in listed} == {"kafkacluster.kafka.krafty.io", "topic.kafka.krafty.io",
-                                                     "kafkauser.kafka.krafty.io"}
+                                                     "kafkauser.kafka.krafty.io", "kafkaclusterplan.kafka.krafty.io"}
     assert api.kubectl("get", "kkt", "-n", NAMESPACE, "-o", "name").stdout.strip()
 
 
-DOCUMENTED = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+DOCUMENTED = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 # A fragment of a spec in the guide is shown inside this cluster (the README's own)
 DOCUMENTED_BASE = {"brokers": {"replicas": 3, "storage": {"size": "10Gi"}},
                    "controllers": {"mode": "dedicated", "replicas": 3, "storage": {"size": "1Gi"}}}
 
 
 def documented_examples() -> list[tuple[str, dict[str, Any]]]:
-    """Every YAML block of the README and docs/, each document with where it is (file:line)."""
-    found = []
+    """Every YAML block of the README and docs/, each document with where it is (file:line), and the quick start's
+    file (its krafty resources)."""
+    quick = REPO / "docs" / "quickstart.yaml"
+    found = [(f"{quick.name}#{i}", doc) for i, doc in enumerate(yaml.safe_load_all(quick.read_text()))
+             if doc and doc["kind"] in MODELS]
     for path in DOCUMENTED:
         text = path.read_text()
         for block in re.finditer(r"```yaml\n(.*?)```", text, re.S):

@@ -23,15 +23,13 @@ def test_a_pod_that_only_carries_the_operators_labels_elsewhere_is_never_asked(a
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "krafty-operator-x", "namespace": "impostor",
                                                            "labels": LABELS},
            "spec": {"containers": [{"name": "operator", "image": "example.com/fake:1",
-                                    "ports": [{"name": "metrics", "containerPort": 8080},
-                                              {"name": "plan", "containerPort": 8082}]}]}}
+                                    "ports": [{"name": "metrics", "containerPort": 8080}]}]}}
     kube.apply(pod)
     kube.patch_status("Pod", "krafty-operator-x", "impostor", {"phase": "Running"})
     assert kube.get("Pod", "krafty-operator-x", "impostor")["status"]["phase"] == "Running"
     # When the plugin looks for the operator (no operator in krafty-system), Then it finds none to ask
     with pytest.raises(PluginError, match=r"no running operator pod .* in namespace krafty-system"):
-        Plugin(kube)._with_leader("kafka", "prod", ("plan",), lambda ask, metrics: pytest.fail("asked the impostor"))
+        Plugin(kube)._leaders_metrics("kafka", "prod")
     # And pointed at the tenant's namespace it would ask it (port-forward fails: no kubelet runs it here)
     with pytest.raises(PluginError, match="kubectl port-forward to impostor/krafty-operator-x failed"):
-        Plugin(kube, operator_namespace="impostor")._with_leader("kafka", "prod", ("plan",),
-                                                                 lambda ask, metrics: pytest.fail("answered"))
+        Plugin(kube, operator_namespace="impostor")._leaders_metrics("kafka", "prod")

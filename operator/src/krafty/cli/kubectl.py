@@ -2,16 +2,17 @@
 
     kubectl krafty status CLUSTER [-n NS] [-o text|json]
     kubectl krafty plan CLUSTER -f new.yaml [-n NS] [-o text|json]
-    kubectl krafty restart POD [-n NS]
+    kubectl krafty restart POD [-n NS] [--force]
     kubectl krafty pause CLUSTER [-n NS]
     kubectl krafty resume CLUSTER [-n NS]
 
 An executable named kubectl-krafty on PATH (installed with the operator's Python package), which kubectl
-runs as a plugin. It uses the current kubeconfig context. `plan` and the consumer lag of `status` ask the
-leading operator replica through `kubectl port-forward` (krafty.cli.forward): nothing needs to reach the
-cluster's network, and only whoever may port-forward to the operator's pods may ask. The plan is the operator's
-own (krafty.planning.preview over its live observation, the children applied as a dry run), never a second
-implementation.
+runs as a plugin. It uses the current kubeconfig context, with the user's own rights. `plan` creates a
+KafkaClusterPlan beside the cluster (the API server lets only whoever may update the cluster do so), waits for
+the operator to write the plan into its status, prints it and deletes it: the plan is the operator's own
+(krafty.planning.preview over its live observation, the children applied as a dry run), never a second
+implementation. The consumer lag of `status` is read from the leading operator replica's metrics through
+`kubectl port-forward` (krafty.cli.forward): only whoever may port-forward to the operator's pods may ask.
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ import datetime
 import json
 import pathlib
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 import kubernetes
 import yaml
@@ -33,13 +35,14 @@ from prometheus_client.parser import text_string_to_metric_families
 from krafty import naming
 from krafty.cli import forward, view
 from krafty.clients.kube import Kube, api_message
-from krafty.facts.pods import RESTART_ANNOTATION
+from krafty.facts.pods import FORCED_RESTART, RESTART_ANNOTATION
+from krafty.planning import preview
 
 OPERATOR_SELECTOR = "app.kubernetes.io/name=krafty-operator"  # the chart's operator pods
 OPERATOR_NAMESPACE = "krafty-system"  # where the README installs the chart
 PLAN_TIMEOUT = 120.0  # the operator observes the cluster (Kafka included) to answer
+PLAN_POLL = 0.5
 METRICS_TIMEOUT = 30.0
-T = TypeVar("T")
 Ask = Callable[..., tuple[int, str]]  # (port name, path, method, body, timeout) -> (status, body text)
 
 
@@ -83,9 +86,9 @@ class Plugin:
         except forward.ForwardError as error:
             raise PluginError(str(error)) from error
 
-    def _with_leader(self, namespace: str, cluster: str, names: Sequence[str], use: Callable[[Ask, str], T]) -> T:
-        """What `use` makes of the leading operator replica that operates the cluster (its ports `names` and
-        metrics forwarded, and its metrics read), whichever install that is."""
+    def _leaders_metrics(self, namespace: str, cluster: str) -> str:
+        """The metrics of the leading operator replica that operates the cluster (forwarded to it and read),
+        whichever install that is."""
         running = [p for p in self.kube.list("Pod", self.operator_namespace, self.selector)
                    if (p.get("status") or {}).get("phase") == "Running"]
         if not running:
@@ -93,17 +96,17 @@ class Plugin:
                               f") in namespace {self.operator_namespace}: is the operator installed there "
                               "(--operator-namespace)?")
         for pod in running:
-            with self._reaching(pod, ["metrics", *names]) as ask:
+            with self._reaching(pod, ["metrics"]) as ask:
                 code, text = ask("metrics", "/metrics")
                 if code == 200 and leads(text, namespace, cluster):
-                    return use(ask, text)
+                    return text
         raise PluginError(f"no leading operator replica reports {namespace}/{cluster} (is its namespace watched, "
                           "or has it just started?)")
 
     def status(self, namespace: str, name: str, as_json: bool) -> str:
         body = self.cluster(namespace, name)
         try:
-            lag = group_lag(self._with_leader(namespace, name, (), lambda _, metrics: metrics), namespace, name)
+            lag = group_lag(self._leaders_metrics(namespace, name), namespace, name)
         except PluginError as error:
             lag, note = [], f"\n(consumer lag unknown: {error})"
         else:
@@ -114,23 +117,43 @@ class Plugin:
 
     def plan(self, namespace: str, name: str, document: dict[str, Any], as_json: bool) -> str:
         self.cluster(namespace, name)
-        path = f"/namespaces/{namespace}/kafkaclusters/{name}/plan"
-        code, text = self._with_leader(namespace, name, ("plan",),
-                                       lambda ask, _: ask("plan", path, "POST", document, PLAN_TIMEOUT))
+        made = self.kube.create({"apiVersion": naming.API_VERSION, "kind": naming.PLAN_KIND,
+                                 "metadata": {"generateName": f"{name}-plan-", "namespace": namespace},
+                                 "spec": {"clusterRef": {"name": name}, "spec": spec_of(document)}})
         try:
-            answer = json.loads(text)
-        except ValueError:
-            answer = {"message": text}
-        if code != 200:
-            raise PluginError(f"the operator could not plan ({code}): {answer.get('message', text)}")
+            answer = self._planned(namespace, made["metadata"]["name"])
+        finally:
+            self.kube.delete(naming.PLAN_KIND, made["metadata"]["name"], namespace)
         return json.dumps(answer, indent=2) if as_json else view.plan_screen(f"{namespace}/{name}", answer)
 
-    def restart(self, namespace: str, pod: str) -> str:
+    def _planned(self, namespace: str, name: str, timeout: float = PLAN_TIMEOUT) -> dict[str, Any]:
+        """The plan the operator wrote into the KafkaClusterPlan's status, once it has."""
+        deadline, last = time.monotonic() + timeout, "the operator has not taken it up"
+        while time.monotonic() < deadline:
+            body = self.kube.get(naming.PLAN_KIND, name, namespace) or {}
+            status = body.get("status") or {}
+            ready: dict[str, Any] = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
+            if status.get("observedGeneration") == body.get("metadata", {}).get("generation"):
+                if ready.get("status") == "True":
+                    # (a field the plan leaves empty, null, is not stored: it comes back as the empty plan's)
+                    return {**preview.Preview(preview.Verdict.NOTHING).as_json(), **status["plan"]}
+                if ready.get("reason") == "ClusterNotFound":
+                    raise PluginError(ready.get("message", "no such cluster"))
+                last = ready.get("message", last)
+            time.sleep(PLAN_POLL)
+        raise PluginError(f"no plan after {timeout:.0f} s ({last}): is an operator watching namespace {namespace}?")
+
+    def restart(self, namespace: str, pod: str, force: bool = False) -> str:
         found = self.kube.get("Pod", pod, namespace)
         if found is None or naming.ROLE_LABEL not in (found["metadata"].get("labels") or {}):
             raise PluginError(f"{namespace}/{pod} is not a Kafka node of a krafty cluster")
         moment = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        self.kube.merge_patch("Pod", pod, namespace, {"metadata": {"annotations": {RESTART_ANNOTATION: moment}}})
+        value = FORCED_RESTART if force else moment
+        self.kube.merge_patch("Pod", pod, namespace, {"metadata": {"annotations": {RESTART_ANNOTATION: value}}})
+        if force:
+            return (f"{pod} annotated for a forced restart: the operator restarts it once every other node's pod is "
+                    "ready, without asking Kafka whether a partition or the quorum can spare it (for a cluster that "
+                    "refuses the operator)")
         return (f"{pod} annotated for a restart: the operator restarts it when the roll allows (every other node "
                 "back and in sync, no partition taken offline or below min.insync.replicas)")
 
@@ -154,20 +177,38 @@ def group_lag(metrics: str, namespace: str, cluster: str) -> list[view.GroupLag]
     records: dict[tuple[str, str], float] = {}
     seconds: dict[tuple[str, str], float] = {}
     left: dict[tuple[str, str], float] = {}
+    types: dict[str, str] = {}
     wanted = {"krafty_consumergroup_lag_sum": (records, max), "krafty_consumergroup_lag_seconds": (seconds, max),
               "krafty_consumergroup_retention_seconds_left": (left, min)}
     for family in text_string_to_metric_families(metrics):
         for sample in family.samples:
             labels = sample.labels
-            if (sample.name not in wanted or labels.get("namespace") != namespace
-                    or labels.get("cluster") != cluster):
+            if labels.get("namespace") != namespace or labels.get("cluster") != cluster:
+                continue
+            if sample.name == "krafty_consumergroup_info":
+                types[labels["group"]] = labels["type"]
+            if sample.name not in wanted:
                 continue
             into, pick = wanted[sample.name]
             key = (labels["group"], labels["topic"])
             into[key] = pick(into[key], sample.value) if key in into else sample.value
     keys = sorted(set(records) | set(seconds) | set(left))
     return [view.GroupLag(group, topic, records.get((group, topic)), seconds.get((group, topic)),
-                                 left.get((group, topic))) for group, topic in keys]
+                          left.get((group, topic)), types.get(group, "-")) for group, topic in keys]
+
+
+def spec_of(document: Any) -> dict[str, Any]:
+    """The spec of a KafkaCluster document (kind may be left out), or the document itself when it is a spec."""
+    if not isinstance(document, dict):
+        raise PluginError("the file holds no KafkaCluster: not a YAML or JSON object")
+    if document.get("kind", naming.CLUSTER_KIND) != naming.CLUSTER_KIND:
+        raise PluginError(f"a {document['kind']} is not a {naming.CLUSTER_KIND}")
+    if "kind" not in document and "spec" not in document:
+        return document
+    spec = document.get("spec")
+    if not isinstance(spec, dict):
+        raise PluginError(f"the {naming.CLUSTER_KIND} has no spec")
+    return spec
 
 
 def _document(path: str) -> dict[str, Any]:
@@ -204,7 +245,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         sub.add_argument("cluster")
         sub.add_argument("-o", "--output", choices=("text", "json"), default="text")
     plan.add_argument("-f", "--filename", required=True, help="the KafkaCluster to preview (YAML or JSON; -: stdin)")
-    command("restart", "restart one Kafka node when the roll allows").add_argument("pod")
+    restart = command("restart", "restart one Kafka node when the roll allows")
+    restart.add_argument("pod")
+    restart.add_argument("--force", action="store_true",
+                         help="without Kafka's checks, once every other node's pod is ready (a cluster that refuses "
+                              "the operator's requests)")
     for verb in ("pause", "resume"):
         command(verb, f"{verb} the operator's changes to a cluster").add_argument("cluster")
     args = parser.parse_args(argv)
@@ -221,7 +266,7 @@ def run(args: argparse.Namespace, plugin: Plugin, namespace: str) -> str:
         case "plan":
             return plugin.plan(namespace, args.cluster, _document(args.filename), args.output == "json")
         case "restart":
-            return plugin.restart(namespace, args.pod)
+            return plugin.restart(namespace, args.pod, args.force)
         case _:
             return plugin.pause(namespace, args.cluster, args.command == "pause")
 

@@ -24,6 +24,7 @@ class GroupLag:
     records: float | None  # behind, summed over the topic's partitions (None: not every partition read)
     seconds: float | None  # age of the oldest record it has not processed (largest over the partitions)
     retention_left: float | None  # seconds until retention may delete a record it has not read (smallest)
+    type: str = "-"  # classic, consumer, share or streams
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
@@ -97,8 +98,10 @@ def status_screen(body: Mapping[str, Any], lag: Sequence[GroupLag] = ()) -> str:
     parts = status.get("partitions")
     if parts:
         lines.append(f"Partitions: {parts['total']} total, {parts['underReplicated']} under-replicated, "
-                     f"{parts['underMinIsr']} under min ISR, {parts['offline']} offline, "
-                     f"{parts['notPreferredLeader']} not on their preferred leader")
+                     f"{parts['underMinIsr']} under min ISR, {parts['offline']} offline"
+                     + (f" ({parts['eligibleLeadersOnly']} waiting for an eligible leader replica)"
+                        if parts.get("eligibleLeadersOnly") else "")
+                     + f", {parts['notPreferredLeader']} not on their preferred leader")
     for listener in status.get("listeners") or ():
         lines.append(f"Listener:   {listener['name']} ({listener.get('type', 'internal')}, "
                      f"{listener.get('securityProtocol', '?')}) {listener.get('bootstrapServers') or 'no address yet'}")
@@ -112,9 +115,9 @@ def status_screen(body: Mapping[str, Any], lag: Sequence[GroupLag] = ()) -> str:
                       n.get("message", "")) for n in status.get("nodes") or []])
     if lag:
         lines.append("")
-        lines += _table(("GROUP", "TOPIC", "LAG", "BEHIND", "RETENTION LEFT"),
-                        [(g.group, g.topic, "-" if g.records is None else f"{g.records:.0f}", _duration(g.seconds),
-                          _duration(g.retention_left)) for g in lag])
+        lines += _table(("GROUP", "TYPE", "TOPIC", "LAG", "BEHIND", "RETENTION LEFT"),
+                        [(g.group, g.type, g.topic, "-" if g.records is None else f"{g.records:.0f}",
+                          _duration(g.seconds), _duration(g.retention_left)) for g in lag])
     return "\n".join(lines)
 
 
@@ -131,14 +134,18 @@ def plan_screen(cluster: str, preview: Mapping[str, Any]) -> str:
         lines.append(f"  scaling: {preview['scaling']}")
     for volume in preview.get("volumes") or ():
         lines.append(f"  volume grows: {volume}")
+    for level in preview.get("features") or ():
+        lines.append(f"  feature: {level}")
     for pool in preview.get("preflight") or ():
         lines.append(f"  a preflight pod tries the new pod template of the {pool}s before any of them restarts")
     restarts = preview.get("restarts") or []
     if restarts:
-        lines.append(f"  {len(restarts)} restarts, one at a time, in this order:")
+        steps = len({r.get("step", i) for i, r in enumerate(restarts, 1)})
+        how = "one at a time" if steps == len(restarts) else f"in {steps} steps (a step's nodes together)"
+        lines.append(f"  {len(restarts)} restarts, {how}, in this order:")
         lines += ["    " + line for line in _table(
-            ("#", "NODE", "ID", "REASON", "WHY", "WOULD WAIT FOR"),
-            [(str(i), r["pod"], str(r["nodeId"]), r["reason"], r["why"], r.get("heldBy") or "-")
+            ("STEP", "NODE", "ID", "REASON", "WHY", "WOULD WAIT FOR"),
+            [(str(r.get("step", i)), r["pod"], str(r["nodeId"]), r["reason"], r["why"], r.get("heldBy") or "-")
              for i, r in enumerate(restarts, 1)])]
     elif verdict != "Refused":
         lines.append("  no node restarts")

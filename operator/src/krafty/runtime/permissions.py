@@ -23,7 +23,10 @@ WATCHED_NAMESPACES: dict[Resource, dict[str, str]] = {
     ("kafka.krafty.io", "kafkausers"): {
         "list": "the user pass reads its cluster's KafkaUsers; kopf watches them", "watch": "kopf watches them",
         "patch": "the user-cleanup finalizer"},
+    ("kafka.krafty.io", "kafkaclusterplans"): {
+        "get": "the plan pass reads the plan to make", "list": "kopf watches them", "watch": "kopf watches them"},
     ("kafka.krafty.io", "kafkaclusters/status"): {"patch": "status and conditions"},
+    ("kafka.krafty.io", "kafkaclusterplans/status"): {"patch": "the plan, written into status"},
     ("kafka.krafty.io", "topics/status"): {"patch": "status and conditions"},
     ("kafka.krafty.io", "kafkausers/status"): {"patch": "status and conditions"},
     ("", "pods"): {

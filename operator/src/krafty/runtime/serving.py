@@ -1,12 +1,12 @@
-"""The operator's own HTTP endpoints (Prometheus /metrics, the plan API), each served on its own thread.
+"""The operator's own HTTP endpoint (Prometheus /metrics), served on its own thread.
 
-socketserver's serve_forever wakes every poll interval only to look for a shutdown: twice a second by default, a
-seventh of an idle operator's CPU with two endpoints. Here it looks once a minute, and stop() wakes it at once
-with a connection of its own.
+socketserver's serve_forever wakes every poll interval only to look for a shutdown: twice a second by default (a
+seventh of an idle operator's CPU, measured when it served two endpoints). Here it looks once a minute, and stop()
+wakes it at once with a connection of its own.
 
-Any pod may open a connection to either port, so neither lets a client hold it: a client that sends nothing or
-reads nothing for CLIENT_SECONDS is hung up on, and past MAX_CONNECTIONS at once from one address a new one is
-closed at once (a thread each, up to then), leaving the Lease's renewal and the passes their CPU.
+Any pod the NetworkPolicy lets in may open a connection to it, so it lets no client hold it: a client that sends
+nothing or reads nothing for CLIENT_SECONDS is hung up on, and past MAX_CONNECTIONS at once from one address a new
+one is closed at once (a thread each, up to then), leaving the Lease's renewal and the passes their CPU.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ MAX_CONNECTIONS = 8
 
 class Bounded(socketserver.ThreadingMixIn):
     """A thread per connection, up to MAX_CONNECTIONS at once from one address (a pod that holds its share
-    leaves Prometheus and `kubectl krafty plan` theirs); those past it are closed unanswered."""
+    leaves Prometheus and `kubectl krafty status` theirs); those past it are closed unanswered."""
 
     daemon_threads = True
 
