@@ -7,6 +7,7 @@ import base64
 import datetime
 import json
 import signal
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -14,11 +15,14 @@ import pytest
 from krafty import naming
 from krafty.clients.connection import Connection
 from krafty.clients.kafka_users import UserAdmin
+from krafty.clients.kraft_transport import wire_name
 from krafty.clients.kube import Kube
 from krafty.pki import signing
 from krafty.reconcile.connection import fixed
 from krafty.reconcile.users import UserReconciler
+from krafty.telemetry import metrics
 from krafty_testkit.apiserver import LocalApiServer
+from krafty_testkit.kafka_proxy import KafkaProxy
 from krafty_testkit.local_kafka import Layout, LocalKafkaCluster
 from krafty_testkit.waiting import wait_for
 
@@ -101,3 +105,39 @@ def test_a_credential_kafka_never_answers_for_says_it_cannot_be_asked_and_a_late
              lambda condition: condition.get("status") == "True", 60, "alice Ready", interval=1)
     assert "alice" in UserAdmin(Connection(kafka.bootstrap_servers)).scram_users()
     assert [e for e in events(apiserver, "alice") if e.startswith("CredentialSet")]
+
+
+def _kube_requests() -> Counter[tuple[str, str]]:
+    """The operator's requests to the API server so far, by verb and kind."""
+    return Counter({(s.labels["verb"], s.labels["kind"]): int(s.value) for metric in metrics.KUBE_REQUESTS.collect()
+                    for s in metric.samples if s.name.endswith("_total")})
+
+
+def test_a_calm_pass_counted_call_by_call(apiserver, kube, local_kafka):
+    # Given a SCRAM user Ready with a quota, and the pass reaching Kafka through a proxy that counts each request
+    kafka = local_kafka(Layout.combined(1))
+    proxy = KafkaProxy(kafka.brokers[0].broker_port)
+    try:
+        admin = UserAdmin(Connection(proxy.address))
+        reconciler = UserReconciler(operator_kube(apiserver, (NS,)), fixed(proxy.address), lambda _: admin)
+        apiserver.apply({"apiVersion": "kafka.krafty.io/v1alpha1", "kind": naming.USER_KIND,
+                         "metadata": {"name": "calm", "namespace": NS},
+                         "spec": {"clusterRef": {"name": CLUSTER}, "authentication": {"type": "scram-sha-512"},
+                                  "quotas": {"producerByteRate": 1048576}}})
+        wait_for(lambda: (reconciler.reconcile(NS, CLUSTER), ready(kube, "calm"))[1],
+                 lambda condition: condition.get("status") == "True", 60, "calm Ready", interval=1)
+        reconciler.reconcile(NS, CLUSTER)
+        # When it passes again, nothing changed
+        asked, requests = proxy.requests(), _kube_requests()
+        reconciler.reconcile(NS, CLUSTER)
+        kafka_calls = Counter({wire_name(key): n for key, n in (proxy.requests() - asked).items()})
+        kube_calls = _kube_requests() - requests
+        # Then it asks Kafka what it holds, one request each (no ACLs: the cluster has no authorizer), and the API
+        # server for the KafkaUsers, their cluster, its two CA Secrets and each user's Secret; it writes nothing
+        assert kafka_calls == Counter({"DescribeUserScramCredentials": 1, "DescribeClientQuotas": 1})
+        users = len(kube.list(naming.USER_KIND, NS))  # (this one, and those the module's other tests left)
+        assert kube_calls == Counter({("list", naming.USER_KIND): 1, ("get", naming.CLUSTER_KIND): 1,
+                                      ("get", "Secret"): 2 + users}), kube_calls
+    finally:
+        proxy.close()
+        apiserver.kubectl("delete", naming.USER_KIND.lower(), "calm", "-n", NS, "--wait=false")

@@ -16,11 +16,12 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from enum import Enum
 
 from krafty.decide.configs import diff
 from krafty.decide.health import summarize, unhealthy
+from krafty.decide.verdicts import Refusal, withheld
 from krafty.decide.verdicts import Verdict as ResourceVerdict
-from krafty.decide.verdicts import withheld
 from krafty.facts.observed import PartitionState
 from krafty.model import KafkaClusterSpec, TopicSpec
 from krafty.model.validation import validate_topic
@@ -41,6 +42,7 @@ class TopicResource:
     managed: bool  # the operator created or adopted the topic (status.topicName is set)
     force_adopt: bool = False  # annotation: adopt an existing topic and make it match the spec
     created_with: tuple[int, int] | None = None  # (partitions, replicas) it was created or adopted with
+    settled: bool = False  # Ready at the current generation: a difference now was made behind its back
 
     @property
     def key(self) -> tuple[str, str]:
@@ -78,19 +80,46 @@ class Verdict(ResourceVerdict):
     target_replicas: int | None = None  # a replication-factor change under way: its target
 
 
-@dataclass
+@dataclass(frozen=True)
 class TopicPlan:
-    creates: list[NewTopic] = field(default_factory=list)
-    partition_counts: dict[str, int] = field(default_factory=dict)
-    config_changes: dict[str, dict[str, str | None]] = field(default_factory=dict)  # None: back to default
-    reassignments: dict[tuple[str, int], list[int]] = field(default_factory=dict)
-    verdicts: dict[tuple[str, str], Verdict] = field(default_factory=dict)
-    created_with: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)  # per resource key
+    """Every change of one pass, and a verdict per Topic resource; carried out as it is (what Kafka refuses comes
+    back as Refusals, and settle() makes the verdicts of them)."""
+
+    creates: tuple[NewTopic, ...] = ()
+    partition_counts: Mapping[str, int] = field(default_factory=dict)
+    config_changes: Mapping[str, Mapping[str, str | None]] = field(default_factory=dict)  # None: back to default
+    reassignments: Mapping[tuple[str, int], list[int]] = field(default_factory=dict)
+    verdicts: Mapping[tuple[str, str], Verdict] = field(default_factory=dict)
+    created_with: Mapping[tuple[str, str], tuple[int, int]] = field(default_factory=dict)  # per resource key
 
     def touched(self) -> set[str]:
         """The Kafka topics this plan changes (the only ones to read again after it)."""
         return ({t.name for t in self.creates} | set(self.partition_counts) | set(self.config_changes)
                 | {topic for topic, _ in self.reassignments})
+
+
+class Refused(Enum):
+    """Why Kafka did not take a change of one topic."""
+
+    INVALID = "InvalidConfig"  # refused when validated: nothing was changed
+    APPLY = "ApplyFailed"  # validated, then refused when applied
+    REASSIGNMENT = "ReassignmentFailed"  # a partition's replica move refused
+
+
+@dataclass
+class _Draft:
+    """A plan while plan() makes it."""
+
+    creates: list[NewTopic] = field(default_factory=list)
+    partition_counts: dict[str, int] = field(default_factory=dict)
+    config_changes: dict[str, dict[str, str | None]] = field(default_factory=dict)
+    reassignments: dict[tuple[str, int], list[int]] = field(default_factory=dict)
+    verdicts: dict[tuple[str, str], Verdict] = field(default_factory=dict)
+    created_with: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
+
+    def frozen(self) -> TopicPlan:
+        return TopicPlan(tuple(self.creates), self.partition_counts, self.config_changes, self.reassignments,
+                         self.verdicts, self.created_with)
 
 
 # Kafka's controller refuses a whole CreateTopics or CreatePartitions request, its valid topics with the rest, when
@@ -198,7 +227,7 @@ def _why_moves_wait(in_flight: int, started: int, wanted: int) -> str | None:
     return None
 
 
-def _plan_existing(plan: TopicPlan, resource: TopicResource, actual: KafkaTopic, cluster: KafkaClusterSpec,
+def _plan_existing(plan: _Draft, resource: TopicResource, actual: KafkaTopic, cluster: KafkaClusterSpec,
                    load: Counter[int], in_flight: int) -> Verdict:
     spec = resource.spec
     adopting = not resource.managed
@@ -211,7 +240,7 @@ def _plan_existing(plan: TopicPlan, resource: TopicResource, actual: KafkaTopic,
     events: list[tuple[str, str, bool]] = []
     if adopting:
         events.append(("TopicAdopted", f"took over existing topic {actual.name}", False))
-    elif differences:
+    elif differences and resource.settled:  # (not settled: the spec changed, and the verdict says it is applied)
         events.append(("DriftReverted", f"{actual.name} was changed outside the operator: {'; '.join(differences)}; "
                                         "making it match the spec", True))
     partitions, replicas = wanted(resource, cluster, actual)
@@ -240,7 +269,7 @@ def plan(resources: Iterable[TopicResource], actual: Mapping[str, KafkaTopic], c
          brokers: Iterable[int], moving: int = 0) -> TopicPlan:
     """Every change for one cluster's topics, and a verdict per Topic resource. `moving`: partitions whose
     replicas Kafka is moving now (no new batch starts before they are done)."""
-    result = TopicPlan()
+    result = _Draft()
     winners, losers = owners(resources)
     for loser, winner in losers:
         result.verdicts[loser.key] = Verdict(
@@ -267,18 +296,31 @@ def plan(resources: Iterable[TopicResource], actual: Mapping[str, KafkaTopic], c
             result.creates.append(NewTopic(topic, partitions, replicas,
                                            dict(spec.config)))
             result.verdicts[resource.key] = Verdict(False, "Creating", f"creating {topic}", progressing=True)
-    return result
+    return result.frozen()
 
 
-def settle(done: TopicPlan, resources: Iterable[TopicResource], actual: Mapping[str, KafkaTopic],
-           cluster: KafkaClusterSpec, brokers: Iterable[int]) -> TopicPlan:
-    """The verdicts once the plan was carried out: each topic it created says it was (an Event), and one that Kafka
-    already describes as the spec wants has the verdict the next pass would give it (so that its status is written
-    once, not twice)."""
-    created = [r for r in resources if r.key in done.verdicts and done.verdicts[r.key].reason == "Creating"]
-    again = plan([r for r in created if r.kafka_name in actual], actual, cluster, brokers).verdicts
+def created(done: TopicPlan, refused: Mapping[str, Refusal[Refused]]) -> set[str]:
+    """The Kafka topics the plan created (Kafka took their creation)."""
+    return {t.name for t in done.creates} - refused.keys()
+
+
+def settle(done: TopicPlan, refused: Mapping[str, Refusal[Refused]], resources: Iterable[TopicResource],
+           actual: Mapping[str, KafkaTopic], cluster: KafkaClusterSpec, brokers: Iterable[int]) -> TopicPlan:
+    """The verdicts once the plan was carried out: a topic whose change Kafka refused (`refused`, by Kafka topic)
+    says so on the resource that manages it, with a warning Event; each topic it created says it was (an Event),
+    and one that Kafka already describes as the spec wants has the verdict the next pass would give it (so that
+    its status is written once, not twice)."""
     verdicts = dict(done.verdicts)
-    for resource in created:
+    resources = list(resources)
+    for resource in resources:
+        refusal = refused.get(resource.kafka_name)
+        if refusal is not None and resource.key in verdicts and verdicts[resource.key].manage:
+            verdicts[resource.key] = Verdict(False, refusal.reason.value, refusal.message, events=refusal.events)
+    made = created(done, refused)
+    fresh = [r for r in resources
+             if r.kafka_name in made and r.key in verdicts and verdicts[r.key].reason == "Creating"]
+    again = plan([r for r in fresh if r.kafka_name in actual], actual, cluster, brokers).verdicts
+    for resource in fresh:
         event = ("TopicCreated", f"created {resource.kafka_name}", False)
         now = again.get(resource.key)
         verdicts[resource.key] = replace(now if now is not None and now.ready else verdicts[resource.key],
@@ -286,7 +328,7 @@ def settle(done: TopicPlan, resources: Iterable[TopicResource], actual: Mapping[
     return replace(done, verdicts=verdicts)
 
 
-def held(plan: TopicPlan, why: str) -> TopicPlan:
+def withhold(plan: TopicPlan, why: str) -> TopicPlan:
     """The same verdicts with every change withheld (a paused cluster changes nothing)."""
     return TopicPlan(verdicts=withheld(plan.verdicts, "Paused", why))
 

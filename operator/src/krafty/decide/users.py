@@ -12,11 +12,12 @@ everything it held, and its finalizer goes once Kafka holds nothing for it.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from enum import Enum
 
 from krafty import naming
-from krafty.decide.verdicts import Verdict, withheld
+from krafty.decide.verdicts import Refusal, Verdict, withheld
 from krafty.facts.observed import Acl
 from krafty.model.cluster import ClientAuthentication, KafkaClusterSpec, Listener
 from krafty.model.user import KafkaUserSpec, Quotas, UserAuthenticationType
@@ -75,29 +76,58 @@ class KafkaUsers:
                 self.quotas.get(user, {}))
 
 
-@dataclass
+@dataclass(frozen=True)
 class UserPlan:
-    acl_creates: list[Acl] = field(default_factory=list)
-    acl_deletes: list[Acl] = field(default_factory=list)
-    scram_upserts: list[str] = field(default_factory=list)
-    scram_deletes: list[str] = field(default_factory=list)
-    quota_changes: dict[str, dict[str, float | None]] = field(default_factory=dict)
-    verdicts: dict[tuple[str, str], Verdict] = field(default_factory=dict)
-    released: list[tuple[str, str]] = field(default_factory=list)  # deleted users Kafka holds nothing for
+    """Every change of one pass, and a verdict per live KafkaUser; carried out as it is (what Kafka refuses comes
+    back as Refusals, and settle() makes the verdicts of them)."""
+
+    acl_creates: tuple[Acl, ...] = ()
+    acl_deletes: tuple[Acl, ...] = ()
+    scram_upserts: tuple[str, ...] = ()
+    scram_deletes: tuple[str, ...] = ()
+    quota_changes: Mapping[str, Mapping[str, float | None]] = field(default_factory=dict)
+    verdicts: Mapping[tuple[str, str], Verdict] = field(default_factory=dict)
+    released: tuple[tuple[str, str], ...] = ()  # deleted users Kafka holds nothing for
 
     def changes_of(self, user: str) -> bool:
         principal = naming.user_principal(user)
         return (any(a.principal == principal for a in [*self.acl_creates, *self.acl_deletes])
                 or user in self.scram_upserts or user in self.scram_deletes or user in self.quota_changes)
 
-    def drop(self, user: str) -> None:
-        """Withdraws every change of one user (Kafka refused part of it: nothing is half-applied)."""
-        principal = naming.user_principal(user)
-        self.acl_creates = [a for a in self.acl_creates if a.principal != principal]
-        self.acl_deletes = [a for a in self.acl_deletes if a.principal != principal]
-        self.scram_upserts = [u for u in self.scram_upserts if u != user]
-        self.scram_deletes = [u for u in self.scram_deletes if u != user]
-        self.quota_changes.pop(user, None)
+    def without(self, refused: Collection[str]) -> UserPlan:
+        """The same plan with every change of these users withdrawn (Kafka refused part of it: nothing is
+        half-applied)."""
+        principals = {naming.user_principal(user) for user in refused}
+        return replace(self, acl_creates=tuple(a for a in self.acl_creates if a.principal not in principals),
+                       acl_deletes=tuple(a for a in self.acl_deletes if a.principal not in principals),
+                       scram_upserts=tuple(u for u in self.scram_upserts if u not in refused),
+                       scram_deletes=tuple(u for u in self.scram_deletes if u not in refused),
+                       quota_changes={u: c for u, c in self.quota_changes.items() if u not in refused})
+
+
+class Refused(Enum):
+    """Why Kafka did not take a change of one user."""
+
+    QUOTA = "QuotaRefused"  # its quotas (validated first: then the user gets none of its changes)
+    CREDENTIAL = "CredentialRefused"  # its SCRAM credential
+    ACL = "AclRefused"  # one of its ACLs
+
+
+@dataclass
+class _Draft:
+    """A plan while plan() makes it."""
+
+    acl_creates: list[Acl] = field(default_factory=list)
+    acl_deletes: list[Acl] = field(default_factory=list)
+    scram_upserts: list[str] = field(default_factory=list)
+    scram_deletes: list[str] = field(default_factory=list)
+    quota_changes: dict[str, dict[str, float | None]] = field(default_factory=dict)
+    verdicts: dict[tuple[str, str], Verdict] = field(default_factory=dict)
+    released: list[tuple[str, str]] = field(default_factory=list)
+
+    def frozen(self) -> UserPlan:
+        return UserPlan(tuple(self.acl_creates), tuple(self.acl_deletes), tuple(self.scram_upserts),
+                        tuple(self.scram_deletes), self.quota_changes, self.verdicts, tuple(self.released))
 
 
 def desired_acls(name: str, spec: KafkaUserSpec) -> frozenset[Acl]:
@@ -142,7 +172,7 @@ def _held_description(acls: frozenset[Acl], scram: bool, quotas: Mapping[str, fl
     return held + [f"quotas {', '.join(sorted(quotas))}"] * bool(quotas)
 
 
-def _plan_live(plan: UserPlan, resource: UserResource, kafka: KafkaUsers, cluster: KafkaClusterSpec) -> Verdict:
+def _plan_live(plan: _Draft, resource: UserResource, kafka: KafkaUsers, cluster: KafkaClusterSpec) -> Verdict:
     acls, has_scram, quotas = kafka.held_by(resource.name)
     found = _held_description(acls, has_scram, quotas)
     if not resource.managed and found and not resource.force_adopt:
@@ -182,7 +212,7 @@ def _plan_live(plan: UserPlan, resource: UserResource, kafka: KafkaUsers, cluste
     return Verdict(True, "UserReady", message, events=tuple(events), progressing=bool(changed or upsert))
 
 
-def _plan_deleted(plan: UserPlan, resource: UserResource, kafka: KafkaUsers) -> None:
+def _plan_deleted(plan: _Draft, resource: UserResource, kafka: KafkaUsers) -> None:
     acls, has_scram, quotas = kafka.held_by(resource.name)
     if not resource.managed or not (acls or has_scram or quotas):
         plan.released.append(resource.key)
@@ -201,12 +231,12 @@ def plan(resources: Iterable[UserResource], kafka: KafkaUsers, cluster: KafkaClu
     no ACLs and takes none, so nothing is changed, and no ACL it lacks is taken for drift)."""
     result = _plan(resources, kafka, cluster)
     if cluster.authorization.enabled and not authorizing:
-        return held(result, "AuthorizationPending", "the nodes are restarting to turn spec.authorization on")
+        return withhold(result, "AuthorizationPending", "the nodes are restarting to turn spec.authorization on")
     return result
 
 
 def _plan(resources: Iterable[UserResource], kafka: KafkaUsers, cluster: KafkaClusterSpec) -> UserPlan:
-    result = UserPlan()
+    result = _Draft()
     for resource in sorted(resources, key=lambda r: r.name):
         if resource.deleting:
             _plan_deleted(result, resource, kafka)
@@ -216,9 +246,22 @@ def _plan(resources: Iterable[UserResource], kafka: KafkaUsers, cluster: KafkaCl
             result.verdicts[resource.key] = Verdict(False, found[0][0], "; ".join(m for _, m in found), manage=False)
         else:
             result.verdicts[resource.key] = _plan_live(result, resource, kafka, cluster)
-    return result
+    return result.frozen()
 
 
-def held(plan: UserPlan, reason: str, why: str) -> UserPlan:
+def settle(done: UserPlan, refused: Mapping[str, Refusal[Refused]]) -> UserPlan:
+    """The plan once carried out: a user any part of whose change Kafka refused (`refused`, by user) has none of
+    its changes left and a verdict that says what Kafka answered, with a warning Event; one whose quotas Kafka
+    refused is not managed (its Secret is not written)."""
+    verdicts = dict(done.verdicts)
+    for key, verdict in done.verdicts.items():
+        refusal = refused.get(key[1])
+        if refusal is not None:
+            verdicts[key] = Verdict(False, refusal.reason.value, refusal.message, events=refusal.events,
+                                    manage=verdict.manage and refusal.reason is not Refused.QUOTA)
+    return replace(done.without(refused), verdicts=verdicts)
+
+
+def withhold(plan: UserPlan, reason: str, why: str) -> UserPlan:
     """The same verdicts with every change to Kafka withheld (a paused cluster changes nothing)."""
     return UserPlan(verdicts=withheld(plan.verdicts, reason, why))

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import TypeVar
+from enum import Enum
+from typing import Generic, TypeVar
 
 
 @dataclass(frozen=True)
@@ -21,6 +22,21 @@ class Verdict:
 
 V = TypeVar("V", bound=Verdict)
 K = TypeVar("K")
+R = TypeVar("R", bound=Enum)
+
+
+@dataclass(frozen=True)
+class Refusal(Generic[R]):
+    """What Kafka answered to a change it did not take: why (an enum whose values are status reasons), in its
+    words."""
+
+    reason: R
+    message: str
+
+    @property
+    def events(self) -> tuple[tuple[str, str, bool], ...]:
+        """The warning Event that tells the resource's owner."""
+        return ((self.reason.value, self.message, True),)
 
 
 def withheld(verdicts: Mapping[K, V], reason: str, why: str) -> dict[K, V]:

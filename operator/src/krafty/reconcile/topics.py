@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import datetime
 import time
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -37,16 +36,16 @@ from krafty.clients.errors import KafkaUnavailable
 from krafty.clients.kafka_admin import KafkaAdmin
 from krafty.clients.kube import Kube
 from krafty.decide import topics
-from krafty.decide.health import summarize
 from krafty.decide.status import DEGRADED, PROGRESSING, READY, Condition
+from krafty.decide.verdicts import Refusal
 from krafty.model import DeletionPolicy, KafkaClusterSpec, TopicSpec
 from krafty.model.common import deleting, spec_of
-from krafty.reconcile import status as writer
+from krafty.reconcile import writer
+from krafty.reconcile.batched import BUSY_INTERVAL, CHECK_INTERVAL, add_finalizers, settled, unreachable
 from krafty.reconcile.connection import Locate
+from krafty.reconcile.topic_memory import Parsed, Quiet, TopicMemory
 from krafty.telemetry import metrics
 
-BUSY_INTERVAL = 5.0
-CHECK_INTERVAL = 30.0
 CREATED_RETRIES, CREATED_WAIT = 3, 0.3  # a new topic not described yet: asked again, so many times, seconds apart
 DELETION_RETRY = 15.0  # a deletion held by readers, or by an unreachable Kafka, is asked again
 
@@ -61,37 +60,8 @@ def _resource(body: dict[str, Any]) -> topics.TopicResource | None:
     return topics.TopicResource(
         meta["namespace"], meta["name"], meta.get("creationTimestamp") or "", spec, bool(status.get("topicName")),
         force_adopt=(meta.get("annotations") or {}).get(naming.ADOPT_ANNOTATION) == "force",
-        created_with=(created["partitions"], created["replicationFactor"]) if created else None)
-
-
-@dataclass
-class Looked:
-    """What the passes of one cluster's Topics saw: when they last looked at all of them, with which cluster spec,
-    each Topic Ready then (by its marker), the Kafka topics known to exist, and each one's partitions and
-    under-replicated partitions (the metrics)."""
-    at: float
-    cluster: tuple[KafkaClusterSpec, bool]  # the spec and whether paused
-    ready: dict[tuple[str, str], tuple[str, int, bool]]
-    existing: set[str]
-    counts: dict[str, tuple[int, int]]
-
-
-def _marker(body: dict[str, Any]) -> tuple[str, int, bool]:
-    """What changes when a user changes a Topic (not the operator's status writes): made again (another uid), its
-    spec (generation), or the adoption annotation."""
-    meta = body["metadata"]
-    return (str(meta.get("uid")), int(meta.get("generation") or 0),
-            (meta.get("annotations") or {}).get(naming.ADOPT_ANNOTATION) == "force")
-
-
-@dataclass(frozen=True)
-class Quiet:
-    """What a Topic's report is made of, but for a move's progress: the resource (its resourceVersion), Kafka's
-    topic, the verdict and the sizes it was created with."""
-    version: str | None
-    kafka_topic: topics.KafkaTopic | None
-    verdict: topics.Verdict
-    created_with: tuple[int, int] | None
+        created_with=(created["partitions"], created["replicationFactor"]) if created else None,
+        settled=settled(body))
 
 
 @dataclass(frozen=True)
@@ -115,14 +85,8 @@ class TopicReconciler:
         self.admin = admin
         self.watched = watched or (lambda namespace: kube.list(naming.TOPIC_KIND, namespace))
         self._watched_cluster = watched_cluster
-        self._look_at_all_every = look_at_all_every
         self._clock = clock
-        self._looked: dict[tuple[str, str], Looked] = {}
-        # Each cluster's Topics as parsed in its last pass, by resourceVersion: a calm pass parses none again
-        self._parsed: dict[tuple[str, str], dict[tuple[str, str], tuple[str | None, topics.TopicResource | None]]] = {}
-        # Each cluster's Topics whose last report wrote nothing, with what it was made of: the same again writes
-        # nothing, so a calm pass does not make it again
-        self._quiet: dict[tuple[str, str], dict[tuple[str, str], Quiet]] = {}
+        self._memory = TopicMemory(look_at_all_every)
 
     def cluster_body(self, namespace: str, name: str) -> dict[str, Any] | None:
         """A KafkaCluster as the watch delivered it, or from the API server while the watch has not: right after
@@ -140,28 +104,25 @@ class TopicReconciler:
     def reconcile(self, namespace: str, cluster: str) -> float | None:
         bodies = self.bodies(namespace, cluster)
         if not bodies:
-            self._parsed.pop((namespace, cluster), None)
-            self._looked.pop((namespace, cluster), None)
-            self._quiet.pop((namespace, cluster), None)
+            self._memory.forget((namespace, cluster))
             return None
         live = [b for b in bodies if not deleting(b)]
-        writer.for_each([b for b in live if naming.TOPIC_FINALIZER not in (b["metadata"].get("finalizers") or [])],
-                        lambda body: self.kube.add_finalizer(naming.TOPIC_KIND, body, naming.TOPIC_FINALIZER))
+        add_finalizers(self.kube, naming.TOPIC_KIND, naming.TOPIC_FINALIZER, live)
         cluster_body = self.cluster_body(namespace, cluster)
         waiting = self._let_go([b for b in bodies if deleting(b)], namespace, cluster, cluster_body)
         retry = DELETION_RETRY if waiting else None
         if not live:
             return retry
         spec = None if deleting(cluster_body) else spec_of(KafkaClusterSpec, cluster_body)
-        parsed = self._parse(namespace, cluster, live)
+        parsed = self._memory.parse((namespace, cluster), live, _resource)
         resources = [r for _, r in parsed if r is not None]
         if spec is None:  # gone or going (its Topics are looked at again when it comes back), or not parseable
             self._report((namespace, cluster), parsed, topics.plan(resources, {}, None, []), {})
             return retry if cluster_body is None or deleting(cluster_body) else CHECK_INTERVAL
         key, began, state = (namespace, cluster), self._clock(), (spec, naming.paused(cluster_body))
-        focus = self._focus(self._looked.get(key), state, parsed, began)
+        focus = self._memory.focus(key, state, parsed, began)
         if focus is not None and not focus:  # nothing changed since the last pass
-            return self._next(key, began, retry or CHECK_INTERVAL)
+            return self._memory.next(key, began, retry or CHECK_INTERVAL)
         try:
             admin = self.admin(self.locate(namespace, cluster))
             looking = resources if focus is None else focus
@@ -172,92 +133,30 @@ class TopicReconciler:
             brokers = admin.registered_brokers()
             ongoing = kraft.list_reassignments(admin.connection)
         except KafkaUnavailable as error:  # Kafka down: report it on every topic, retry soon
-            self._unreachable(live, str(error))
-            return BUSY_INTERVAL
+            return unreachable(self.kube, naming.TOPIC_KIND, live, error, writer.now())
         plan = topics.plan(looking, actual, spec, sorted(brokers), moving=len(ongoing))
         if state[1]:
-            plan = topics.held(plan, f"KafkaCluster {cluster} is paused")
+            plan = topics.withhold(plan, f"KafkaCluster {cluster} is paused")
         try:
-            self._execute(admin, plan, looking, spec.leader_balance.replication_throttle_bytes_per_second)
+            refused = self._execute(admin, plan, spec.leader_balance.replication_throttle_bytes_per_second)
         except KafkaUnavailable as error:  # a request Kafka never answered: as when it cannot be read
-            self._unreachable(live, str(error))
-            return BUSY_INTERVAL
+            return unreachable(self.kube, naming.TOPIC_KIND, live, error, writer.now())
         touched = plan.touched()
-        after = {**actual, **self._described(admin, touched, plan, looking)} if touched else actual
-        plan = topics.settle(plan, looking, after, spec, sorted(brokers))
+        after = {**actual, **self._described(admin, touched, topics.created(plan, refused))} if touched else actual
+        plan = topics.settle(plan, refused, looking, after, spec, sorted(brokers))
         if plan.reassignments:
             ongoing = kraft.list_reassignments(admin.connection)
         keys = {r.key for r in looking}
         self._report(key, [(b, r) for b, r in parsed if r is None or r.key in keys], plan, after, ongoing)
-        looked = self._remember(key, focus is None, began, state, parsed, plan, after)
+        looked = self._memory.remember(key, focus is None, began, state, parsed, plan, after)
         metrics.COLLECTOR.set_topics(namespace, cluster, looked.counts)
         busy = any(v.progressing for v in plan.verdicts.values())
-        return BUSY_INTERVAL if busy else self._next(key, began, retry or CHECK_INTERVAL)
+        return BUSY_INTERVAL if busy else self._memory.next(key, began, retry or CHECK_INTERVAL)
 
-    def _focus(self, looked: Looked | None, state: tuple[KafkaClusterSpec, bool],
-               parsed: list[tuple[dict[str, Any], topics.TopicResource | None]], now: float
-               ) -> list[topics.TopicResource] | None:
-        """The Topics this pass looks at, or None for all of them (see the module's docstring)."""
-        if looked is None or now - looked.at >= self._look_at_all_every or looked.cluster != state:
-            return None
-        claims = Counter(r.kafka_name for _, r in parsed if r is not None)
-        changed = [r for body, r in parsed if r is not None and looked.ready.get(r.key) != _marker(body)]
-        if any(r.kafka_name in looked.existing or claims[r.kafka_name] > 1 for r in changed):
-            return None
-        return changed
-
-    def _remember(self, key: tuple[str, str], whole: bool, began: float, state: tuple[KafkaClusterSpec, bool],
-                  parsed: list[tuple[dict[str, Any], topics.TopicResource | None]], plan: topics.TopicPlan,
-                  after: dict[str, topics.KafkaTopic]) -> Looked:
-        counts = {name: (len(t.partitions), summarize(t.partitions).under_replicated) for name, t in after.items()}
-        looked = self._looked.get(key)
-        if whole or looked is None:
-            looked = self._looked[key] = Looked(began, state, {}, set(), {})
-        looked.existing.update(after)
-        looked.existing.update(t.name for t in plan.creates)  # (one the brokers do not describe yet too)
-        looked.counts.update(counts)
-        for body, resource in parsed:
-            topic = (body["metadata"]["namespace"], body["metadata"]["name"])
-            verdict = plan.verdicts.get(topic) if resource is not None else None
-            if verdict is not None and verdict.ready:
-                looked.ready[topic] = _marker(body)
-            elif verdict is not None or whole:
-                looked.ready.pop(topic, None)
-        return looked
-
-    def _next(self, key: tuple[str, str], began: float, delay: float) -> float:
-        """`delay`, or less when a pass that looks at every Topic is due before."""
-        looked = self._looked.get(key)
-        if looked is None or self._look_at_all_every <= 0:
-            return delay
-        return max(min(delay, looked.at + self._look_at_all_every - began), 0.5)
-
-    def _parse(self, namespace: str, cluster: str, bodies: list[dict[str, Any]]
-               ) -> list[tuple[dict[str, Any], topics.TopicResource | None]]:
-        """Each body with its resource (None: a spec that cannot be parsed), parsed again only once changed."""
-        before = self._parsed.get((namespace, cluster), {})
-        now = {}
-        out = []
-        for body in bodies:
-            meta = body["metadata"]
-            key, version = (meta["namespace"], meta["name"]), meta.get("resourceVersion")
-            known = before.get(key)
-            if known is None or version is None or known[0] != version:
-                known = (version, _resource(body))
-            now[key] = known
-            out.append((body, known[1]))
-        self._parsed[(namespace, cluster)] = now
-        quiet = self._quiet.get((namespace, cluster), {})
-        self._quiet[(namespace, cluster)] = {topic: made_of for topic, made_of in quiet.items() if topic in now}
-        return out
-
-    def _described(self, admin: KafkaAdmin, touched: set[str], plan: topics.TopicPlan,
-                   resources: list[topics.TopicResource]) -> dict[str, topics.KafkaTopic]:
+    def _described(self, admin: KafkaAdmin, touched: set[str], created: set[str]) -> dict[str, topics.KafkaTopic]:
         """The topics the pass changed, read again; one it created that the brokers do not describe yet is asked
         again a moment later (a few times), so that its first status is whole and not written twice."""
         found = self._actual(admin, touched)
-        created = {r.kafka_name for r in resources
-                   if r.key in plan.verdicts and plan.verdicts[r.key].reason == "Creating"}
         for _ in range(CREATED_RETRIES):
             missing = created - found.keys()
             if not missing:
@@ -272,17 +171,18 @@ class TopicReconciler:
                 for name, (topic_id, partitions, overrides) in admin.describe_topics(names).items()}
 
     # -- acting ---------------------------------------------------------------------
-    def _execute(self, admin: KafkaAdmin, plan: topics.TopicPlan, resources: list[topics.TopicResource],
-                 throttle: int) -> None:
-        by_topic = {r.kafka_name: r for r in resources if r.key in plan.verdicts and plan.verdicts[r.key].manage}
+    def _execute(self, admin: KafkaAdmin, plan: topics.TopicPlan, throttle: int) -> dict[str, Refusal[topics.Refused]]:
+        """Carries the plan out as it is; returns what Kafka refused, by Kafka topic (the last refusal of each)."""
+        refused: dict[str, Refusal[topics.Refused]] = {}
         creates = {t.name: (t.name, t.partitions, t.replicas, dict(t.config)) for t in plan.creates}
         for names in topics.by_request({t.name: topics.records_to_create(t) for t in plan.creates}):
             batch = [creates[n] for n in names]
-            self._two_phase(plan, by_topic, partial(admin.create_topics, batch))
+            refused.update(self._two_phase(partial(admin.create_topics, batch)))
         for names in topics.by_request(plan.partition_counts):  # (a partition record each, the new ones fewer)
             counts = {n: plan.partition_counts[n] for n in names}
-            self._two_phase(plan, by_topic, partial(admin.create_partitions, counts))
-        self._two_phase(plan, by_topic, lambda v: admin.alter_topic_configs(plan.config_changes, validate_only=v))
+            refused.update(self._two_phase(partial(admin.create_partitions, counts)))
+        changes = {topic: dict(change) for topic, change in plan.config_changes.items()}
+        refused.update(self._two_phase(lambda v: admin.alter_topic_configs(changes, validate_only=v)))
         if plan.reassignments:
             # Throttled like scaling moves; the cluster pass removes the throttles once no move is in flight.
             moved = sorted({topic for topic, _ in plan.reassignments})
@@ -290,38 +190,27 @@ class TopicReconciler:
             admin.alter_topic_configs({t: dict.fromkeys(naming.THROTTLED_REPLICAS_KEYS, "*") for t in moved})
             errors = kraft.alter_reassignments(admin.connection, plan.reassignments)
             for (topic, partition), error in errors.items():
-                self._fail(plan, by_topic, topic, "ReassignmentFailed", f"partition {partition}: {error}")
-
-    def _two_phase(self, plan: topics.TopicPlan, by_topic: dict[str, topics.TopicResource],
-                   call: Callable[[bool], dict[str, str | None]]) -> None:
-        """Validate everything first (Kafka's own checks), then apply what passed."""
-        errors = call(True)
-        for topic, error in errors.items():
-            if error:
-                self._fail(plan, by_topic, topic, "InvalidConfig", f"Kafka refused it: {error}")
-        if any(error is None for error in errors.values()):
-            for topic, error in call(False).items():
-                if error and errors.get(topic) is None:
-                    self._fail(plan, by_topic, topic, "ApplyFailed", error)
+                refused[topic] = Refusal(topics.Refused.REASSIGNMENT, f"partition {partition}: {error}")
+        return refused
 
     @staticmethod
-    def _fail(plan: topics.TopicPlan, by_topic: dict[str, topics.TopicResource], topic: str, reason: str,
-              message: str) -> None:
-        resource = by_topic.get(topic)
-        if resource is not None:
-            plan.verdicts[resource.key] = topics.Verdict(False, reason, message, events=((reason, message, True),))
+    def _two_phase(call: Callable[[bool], dict[str, str | None]]) -> dict[str, Refusal[topics.Refused]]:
+        """Validate everything first (Kafka's own checks), then apply what passed; returns what Kafka refused."""
+        errors = call(True)
+        refused = {topic: Refusal(topics.Refused.INVALID, f"Kafka refused it: {error}")
+                   for topic, error in errors.items() if error}
+        if any(error is None for error in errors.values()):
+            refused.update({topic: Refusal(topics.Refused.APPLY, error) for topic, error in call(False).items()
+                            if error and errors.get(topic) is None})
+        return refused
 
     # -- reporting ------------------------------------------------------------------
-    def _unreachable(self, bodies: list[dict[str, Any]], error: str) -> None:
-        writer.for_each(bodies, lambda body: self._status(
-            body, {}, [Condition(READY, False, "KafkaUnreachable", f"Kafka cannot be asked: {error}")]))
-
-    def _report(self, cluster_key: tuple[str, str], parsed: list[tuple[dict[str, Any], topics.TopicResource | None]],
+    def _report(self, cluster_key: tuple[str, str], parsed: Parsed,
                 plan: topics.TopicPlan, actual: dict[str, topics.KafkaTopic],
                 ongoing: dict[tuple[str, int], Any] | None = None) -> None:
         """Each resource's Events and status, decided in line; only those with something to write are written
-        (at once: krafty.reconcile.status.for_each)."""
-        moment, quiet = writer.now(), self._quiet.setdefault(cluster_key, {})
+        (at once: krafty.reconcile.writer.for_each)."""
+        moment, quiet = writer.now(), self._memory.quiet(cluster_key)
         reports = (self._report_one(body, resource, plan, actual, ongoing or {}, moment, quiet)
                    for body, resource in parsed)
         writer.for_each([r for r in reports if r.events or r.status is not None], self._write)

@@ -25,20 +25,19 @@ from krafty.clients.pki_process import Issuer
 from krafty.decide import certificates, users
 from krafty.decide.certificates import Subject
 from krafty.decide.status import READY, Condition
-from krafty.decide.verdicts import Verdict
+from krafty.decide.verdicts import Refusal, Verdict
 from krafty.facts import pods
 from krafty.model import KafkaClusterSpec
 from krafty.model.common import deleting, spec_of
 from krafty.model.user import KafkaUserSpec, UserAuthenticationType
 from krafty.pki.certs import KeyPair
-from krafty.reconcile import status as writer
+from krafty.reconcile import writer
+from krafty.reconcile.batched import BUSY_INTERVAL, CHECK_INTERVAL, add_finalizers, settled, unreachable
 from krafty.reconcile.connection import Locate
 from krafty.reconcile.pki import ca_held
 from krafty.render.configmaps import client_settings
 from krafty.render.secrets import annotations_of, decoded, owned_by, user_secret
 
-BUSY_INTERVAL = 5.0
-CHECK_INTERVAL = 30.0
 _TLS_SECRET, _OPAQUE = "kubernetes.io/tls", "Opaque"
 
 
@@ -72,13 +71,6 @@ class _Renewal:
         return {naming.RENEWED_FOR_ANNOTATION: self.requested} if self.requested else {}
 
 
-def _settled(body: dict[str, Any]) -> bool:
-    """Ready at the current generation: a difference found now was made behind the operator's back."""
-    status = body.get("status") or {}
-    ready: dict[str, Any] = next((c for c in status.get("conditions") or [] if c.get("type") == READY), {})
-    return ready.get("status") == "True" and status.get("observedGeneration") == body["metadata"].get("generation")
-
-
 def _jaas(user: str, password: str) -> str:
     escaped = password.replace("\\", "\\\\").replace('"', '\\"')
     return f'org.apache.kafka.common.security.scram.ScramLoginModule required username="{user}" password="{escaped}";'
@@ -103,8 +95,7 @@ class UserReconciler:
         if not bodies:
             return None
         live = [b for b in bodies if not deleting(b)]
-        for body in live:
-            self.kube.add_finalizer(naming.USER_KIND, body, naming.USER_FINALIZER)
+        add_finalizers(self.kube, naming.USER_KIND, naming.USER_FINALIZER, live)
         cluster_body = self.kube.get(naming.CLUSTER_KIND, cluster, namespace)
         spec = spec_of(KafkaClusterSpec, cluster_body)
         if spec is None or deleting(cluster_body):
@@ -122,15 +113,16 @@ class UserReconciler:
             admin = self.admin(self.locate(namespace, cluster))
             kafka = self._kafka(admin, spec)
         except KafkaUnavailable as error:
-            return self._unreachable(live, error)
+            return unreachable(self.kube, naming.USER_KIND, live, error, self.clock())
         plan = users.plan(resources, kafka, spec, self._authorizing(namespace, cluster, spec))
         if naming.paused(cluster_body):
-            plan = users.held(plan, "Paused", f"KafkaCluster {cluster} is paused")
+            plan = users.withhold(plan, "Paused", f"KafkaCluster {cluster} is paused")
         try:
-            self._act(admin, plan, {b["metadata"]["name"]: b for b in bodies}, credentials, cluster)
+            plan = users.settle(plan, self._act(admin, plan, {b["metadata"]["name"]: b for b in bodies}, credentials,
+                                                cluster))
             after = self._kafka(admin, spec) if plan.acl_creates or plan.acl_deletes else kafka
         except KafkaUnavailable as error:  # a request Kafka never answered: as when it cannot be read
-            return self._unreachable(live, error)
+            return unreachable(self.kube, naming.USER_KIND, live, error, self.clock())
         self._report(live, plan, refused, after)
         for key in plan.released:
             self._release(next(b for b in bodies if _key(b) == key))
@@ -177,7 +169,7 @@ class UserReconciler:
             return None, None, Verdict(False, "InvalidSpec", "the spec cannot be parsed", manage=False)
         resource = users.UserResource(
             meta["namespace"], meta["name"], spec, bool((body.get("status") or {}).get("username")),
-            settled=_settled(body), force_adopt=(meta.get("annotations") or {}).get(naming.ADOPT_ANNOTATION) == "force",
+            settled=settled(body), force_adopt=(meta.get("annotations") or {}).get(naming.ADOPT_ANNOTATION) == "force",
             deleting=deleting(body))
         if resource.deleting:
             return resource, None, None
@@ -244,29 +236,30 @@ class UserReconciler:
 
     # -- acting ---------------------------------------------------------------------
     def _act(self, admin: UserAdmin, plan: users.UserPlan, bodies: dict[str, dict[str, Any]],
-             credentials: dict[tuple[str, str], Credential], cluster: str) -> None:
+             credentials: dict[tuple[str, str], Credential], cluster: str) -> dict[str, Refusal[users.Refused]]:
+        """Carries the plan out; returns what Kafka refused, by user (the last refusal of each)."""
         # Kafka's own verdict on the quotas first: a user it refuses gets none of its changes
-        for user, error in admin.alter_quotas(plan.quota_changes, validate_only=True).items():
-            self._refuse(plan, user, "QuotaRefused", f"spec.quotas: Kafka refused them: {error}")
-        managed = {key for key, verdict in plan.verdicts.items() if verdict.manage}
+        refused = {user: Refusal(users.Refused.QUOTA, f"spec.quotas: Kafka refused them: {error}")
+                   for user, error in admin.alter_quotas(plan.quota_changes, validate_only=True).items()}
+        plan = plan.without(refused)
+        managed = {key for key, verdict in plan.verdicts.items() if verdict.manage and key[1] not in refused}
         for key in managed:  # the credential is kept before Kafka hears of it
             self._write_secret(bodies[key[1]], cluster, credentials.get(key))
         upserts = {user: credential.password for (_, user), credential in credentials.items()
                    if user in plan.scram_upserts and credential.password is not None}
-        failures = {user: ("CredentialRefused", f"Kafka refused the SCRAM credential: {error}")
-                    for user, error in admin.alter_scram(upserts, plan.scram_deletes).items()}
+        for user, error in admin.alter_scram(upserts, plan.scram_deletes).items():
+            refused[user] = Refusal(users.Refused.CREDENTIAL, f"Kafka refused the SCRAM credential: {error}")
         for acl, error in {**admin.create_acls(plan.acl_creates), **admin.delete_acls(plan.acl_deletes)}.items():
-            failures[acl.principal.removeprefix("User:")] = ("AclRefused", f"{acl.describe()}: {error}")
+            refused[acl.principal.removeprefix("User:")] = Refusal(users.Refused.ACL, f"{acl.describe()}: {error}")
         for user, error in admin.alter_quotas(plan.quota_changes, validate_only=False).items():
-            failures[user] = ("QuotaRefused", f"spec.quotas: {error}")
-        for user, (reason, message) in failures.items():
-            self._refuse(plan, user, reason, message)
+            refused[user] = Refusal(users.Refused.QUOTA, f"spec.quotas: {error}")
         for key in managed:
             credential = credentials.get(key)
-            if credential is not None and key[1] in upserts and key[1] not in failures:
+            if credential is not None and key[1] in upserts and key[1] not in refused:
                 credential.annotations[naming.APPLIED_PASSWORD_ANNOTATION] = users.password_digest(upserts[key[1]])
                 self._write_secret(bodies[key[1]], cluster, credential)
                 self._tell(bodies[key[1]], "CredentialSet", f"the SCRAM-SHA-512 credential of User:{key[1]} is set")
+        return refused
 
     def _write_secret(self, body: dict[str, Any], cluster: str, credential: Credential | None) -> None:
         if credential is None:
@@ -277,14 +270,6 @@ class UserReconciler:
         if credential.kept != (credential.data, credential.annotations):  # (the Secret as read this pass)
             self.kube.apply(user_secret(body, cluster, credential.data, credential.annotations, credential.kind))
             credential.kept = (dict(credential.data), dict(credential.annotations))
-
-    @staticmethod
-    def _refuse(plan: users.UserPlan, user: str, reason: str, message: str) -> None:
-        plan.drop(user)
-        for key, verdict in plan.verdicts.items():
-            if key[1] == user:
-                plan.verdicts[key] = Verdict(False, reason, message, events=((reason, message, True),),
-                                                   manage=verdict.manage and reason != "QuotaRefused")
 
     def _release(self, body: dict[str, Any]) -> None:
         if self.kube.remove_finalizer(naming.USER_KIND, body, naming.USER_FINALIZER):
@@ -304,12 +289,6 @@ class UserReconciler:
         reason, message = ("ClusterNotFound", f"KafkaCluster {cluster} does not exist (or is being deleted)") if gone \
             else ("ClusterInvalid", f"the spec of KafkaCluster {cluster} cannot be parsed")
         self._report_all([b for b in bodies if not deleting(b)], reason, message)
-
-    def _unreachable(self, bodies: list[dict[str, Any]], error: KafkaUnavailable) -> float:
-        """Every user says Kafka cannot be asked; the pass looks again soon (a password already kept in its
-        Secret and not yet recorded as applied is put into Kafka then)."""
-        self._report_all(bodies, "KafkaUnreachable", f"Kafka cannot be asked: {error}")
-        return BUSY_INTERVAL
 
     def _report_all(self, bodies: list[dict[str, Any]], reason: str, message: str) -> None:
         writer.for_each(bodies, lambda body: writer.write(

@@ -1,4 +1,4 @@
-"""kopf registrations: thin handlers that hand every KafkaCluster and its Topics to the scheduler.
+"""kopf registrations: thin handlers that hand every KafkaCluster, its Topics, KafkaUsers and plans to the scheduler.
 
 Level-based: whatever changed (spec, pods, Kafka itself), each pass reads the
 whole state again, so the handlers only say "look at this one now". Both kinds
@@ -14,7 +14,6 @@ import os
 import sys
 import time
 from collections.abc import Mapping
-from http.server import HTTPServer
 from typing import Any
 
 import kopf
@@ -32,9 +31,10 @@ from krafty.reconcile import connection
 from krafty.reconcile.cluster import ClusterReconciler, Endpoints, Intervals, Settings
 from krafty.reconcile.disks import DiskPass
 from krafty.reconcile.lag import LagPass
+from krafty.reconcile.plans import PlanPass
 from krafty.reconcile.topics import TopicReconciler
 from krafty.reconcile.users import UserReconciler
-from krafty.runtime import plan_api, serving
+from krafty.runtime.failing import CLUSTER_PASSES, FailingPasses
 from krafty.runtime.leadership import Elector, NamespaceClaims
 from krafty.runtime.scheduler import Scheduler
 from krafty.runtime.settings import OperatorSettings
@@ -46,7 +46,7 @@ FOLLOWING_INTERVAL = 1.0  # at least, and at least as long as the pass took: nev
 BUSY_INTERVAL = 5.0
 IDLE_INTERVAL = 30.0
 REFUSED_INTERVAL = 30.0  # a namespace another install operates: look again this often
-JOBS = ("cluster", "topics", "users", "lag", "disks")
+JOBS = CLUSTER_PASSES  # each cluster's passes (a KafkaClusterPlan's is "plan")
 
 
 def _cluster_of(key: Any) -> tuple[str, str]:
@@ -75,7 +75,8 @@ class Operator:
         endpoints = (Endpoints(override, config.kafka_controllers)
                      if isinstance(override, str) and config.kafka_controllers else None)
         settings = Settings(broker_images=config.broker_images or {}, cluster_domain=config.cluster_domain,
-                            rack_binding=config.rack_binding, operator=config.operator, endpoints=endpoints)
+                            rack_binding=config.rack_binding, operator=config.operator, endpoints=endpoints,
+                            monitoring_peers=config.monitoring_peers)
         if override:
             locate, reached = connection.fixed(override), None
         else:
@@ -92,28 +93,27 @@ class Operator:
         self.users = UserReconciler(self.kube, locate, self.user_admins.get, cluster_domain=settings.cluster_domain)
         self.lag = LagPass(self.kafka_connection, self.tell_cluster, config.lag_groups)
         self.disks = DiskPass(self.kafka_connection)
+        self.plans = PlanPass(self.kube, self.clusters.preview)
         lease = config.lease
         # Each cluster's passes (cluster, topics, users, lag, disks) use at most two workers at once
-        self.scheduler = Scheduler(self.run, workers=WORKERS, leading=lease is None, group=_cluster_of, per_group=2)
+        self.failing = FailingPasses(self.kube)
+        self.scheduler = Scheduler(self.run, workers=WORKERS, leading=lease is None, group=_cluster_of, per_group=2,
+                                   told=self.failing.told)
         self.elector = None if lease is None else Elector(self.kube, lease, self.scheduler.lead, _stop_acting)
         # The install (its namespace and Lease), not the pod: another install watching a namespace it claims
         # leaves that namespace alone
         self.claims = None if lease is None else NamespaceClaims(self.kube, f"{lease.namespace}/{lease.name}")
         self._told: set[tuple[str, str, str | None]] = set()
         self._seen: dict[tuple[str, str, str], tuple[Any, ...]] = {}
-        self.plan_api: HTTPServer | None = None
 
     def start(self) -> None:
         self.scheduler.start()
         if self.elector is not None:
             self.elector.start()
-        self.plan_api = plan_api.serve(self.config.api_port, self.kube, self.clusters.preview)
 
     def stop(self) -> None:
         """Finishes the passes under way, then lets go of the namespaces and the Lease (a standby takes over
         at once)."""
-        if self.plan_api is not None:
-            serving.stop(self.plan_api)
         self.scheduler.stop()
         if self.claims is not None and self.role is Role.LEADER:
             self.claims.release()
@@ -135,9 +135,10 @@ class Operator:
         told = (namespace, name, claim.holder)
         if told not in self._told:
             self._told.add(told)
-            body = self.kube.get(naming.CLUSTER_KIND, name, namespace)
+            told_kind = naming.PLAN_KIND if kind == "plan" else naming.CLUSTER_KIND
+            body = self.kube.get(told_kind, name, namespace)
             if body is not None:
-                self.kube.event(body, naming.CLUSTER_KIND, "NamespaceClaimed", claim.reason, warning=True)
+                self.kube.event(body, told_kind, "NamespaceClaimed", claim.reason, warning=True)
         return True
 
     @property
@@ -147,7 +148,7 @@ class Operator:
     def run(self, key: Any) -> float | None:
         kind, namespace, name = key
         jobs = {"cluster": self.run_cluster, "topics": self.topics.reconcile, "users": self.users.reconcile,
-                "lag": self.lag.reconcile, "disks": self.disks.reconcile}
+                "lag": self.lag.reconcile, "disks": self.disks.reconcile, "plan": self.plans.reconcile}
         if self._refused(kind, namespace, name):
             return REFUSED_INTERVAL
         try:
@@ -286,6 +287,18 @@ def topic_event(type: str | None, body: kopf.Body, spec: Mapping[str, Any], name
 def user_event(type: str | None, body: kopf.Body, spec: Mapping[str, Any], namespace: str | None,
                memo: kopf.Memo, **_: Any) -> None:
     _look_at_cluster_of(memo, naming.USER_KIND, "users", type, body, spec, namespace)
+
+
+@kopf.on.event(naming.GROUP, naming.VERSION, naming.PLAN_PLURAL)
+def plan_event(type: str | None, body: kopf.Body, namespace: str | None, name: str, memo: kopf.Memo,
+               **_: Any) -> None:
+    """A KafkaClusterPlan appeared or its spec changed: the plan pass plans it (once per generation)."""
+    operator = _operator(memo)
+    if type == "DELETED":
+        operator.changed(naming.PLAN_KIND, body, True)
+        operator.scheduler.forget(("plan", namespace, name))
+    elif operator.changed(naming.PLAN_KIND, body, False):
+        operator.scheduler.poke(("plan", namespace, name))
 
 
 @kopf.on.event("", "v1", "pods", labels={naming.MANAGED_BY_LABEL: naming.MANAGED_BY})

@@ -12,6 +12,7 @@ leads (krafty.runtime.leadership); it then runs every queued one at once.
 
 from __future__ import annotations
 
+import datetime
 import logging
 import math
 import threading
@@ -21,6 +22,7 @@ from collections.abc import Callable, Hashable
 from concurrent.futures import ThreadPoolExecutor
 
 from krafty.clients.errors import KafkaUnavailable
+from krafty.decide.cluster_status import PassFailure
 
 log = logging.getLogger(__name__)
 
@@ -35,16 +37,19 @@ def retry_delay(failures: int, first: float = ERROR_DELAY, most: float = MAX_ERR
 Key = Hashable
 Pass = Callable[[Key], float | None]  # returns seconds until the next pass, or None to forget the key
 Group = Callable[[Key], Hashable]  # which keys share a limit (the passes of one Kafka cluster)
+Told = Callable[[Key, PassFailure | None], None]  # a key's pass failed (how), or succeeded after failing (None)
 
 
 class Scheduler:
     def __init__(self, run: Pass, workers: int = 4, leading: bool = True,
                  group: Group | None = None, per_group: int | None = None,
-                 error_delays: tuple[float, float] = (ERROR_DELAY, MAX_ERROR_DELAY)) -> None:
+                 error_delays: tuple[float, float] = (ERROR_DELAY, MAX_ERROR_DELAY), told: Told | None = None) -> None:
         """`per_group`: at most this many passes of one group at once, so that a cluster whose calls hang (each
         bounded by its timeout) holds that many workers, never all of them: other clusters' passes go on.
-        `error_delays`: the first and the longest wait after a failed pass (retry_delay)."""
+        `error_delays`: the first and the longest wait after a failed pass (retry_delay). `told`: called after each
+        failed pass, and after the first that succeeds again."""
         self._run = run
+        self._told = told
         self._error_delays = error_delays
         self._failures: Counter[Key] = Counter()  # failed passes in a row, per key
         self._group = group or (lambda key: key)
@@ -107,6 +112,14 @@ class Scheduler:
             self._wake.wait(timeout)
             self._wake.clear()
 
+    def _tell(self, key: Key, failure: PassFailure | None) -> None:
+        if self._told is None:
+            return
+        try:
+            self._told(key, failure)
+        except Exception:  # (telling is a record: the passes go on without it)
+            log.exception("telling how the pass of %s went failed", key)
+
     def _until_due(self, now: float) -> float | None:
         """Seconds until the next key falls due, or None. (A key due already but held by its group's limit waits
         for one of that group's passes to end, which wakes the loop.)"""
@@ -128,13 +141,16 @@ class Scheduler:
         delay: float | None = self._error_delays[0]
         try:
             delay = self._run(key)
-            self._failures.pop(key, None)
+            if self._failures.pop(key, None):
+                self._tell(key, None)
         except KafkaUnavailable as error:  # Kafka starting, restarting or unreachable: one line, no traceback
             log.warning("reconcile of %s: Kafka did not answer (%s); retrying in %ss", key, error, delay)
-        except Exception:
+        except Exception as error:
             self._failures[key] += 1
             delay = retry_delay(self._failures[key], *self._error_delays)
             log.exception("reconcile of %s failed (%d in a row); retrying in %ss", key, self._failures[key], delay)
+            self._tell(key, PassFailure(self._failures[key], f"{type(error).__name__}: {error}",
+                                        datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=delay)))
         finally:
             with self._lock:
                 self._running.discard(key)

@@ -13,12 +13,14 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from pydantic import ValidationError
+
 from krafty.decide.lag import GroupSelection
 from krafty.model.context import OperatorPeer
+from krafty.model.network import NetworkPolicyPeer
 from krafty.model.versions import SUPPORTED_KAFKA_VERSIONS
 from krafty.runtime.leadership import LeaseSettings
 
-DEFAULT_API_PORT = 8082  # the plan endpoint (krafty.runtime.plan_api)
 DEFAULT_LEASE_SECONDS = 15
 DEFAULT_MAX_GROUPS = 200
 KafkaAddresses = str | dict[str, str]  # one cluster's "host:port,..." or, per "namespace/cluster", each one's
@@ -31,13 +33,13 @@ class OperatorSettings:
     cluster_domain: str = "cluster.local"  # KRAFTY_CLUSTER_DOMAIN
     rack_binding: str | None = None  # KRAFTY_RACK_BINDING: the chart's ClusterRoleBinding for rack awareness
     operator: OperatorPeer | None = None  # KRAFTY_OPERATOR_NAMESPACE and _POD_SELECTOR: the operator's pods
+    monitoring_peers: tuple[NetworkPolicyPeer, ...] = ()  # KRAFTY_MONITORING_PEERS: the install's Prometheus
     lease: LeaseSettings | None = None  # KRAFTY_LEADER_LEASE, _POD_NAME, _LEASE_DURATION_SECONDS
     # KRAFTY_LAG_INCLUDE_GROUPS, _EXCLUDE_GROUPS, _MAX_GROUPS
     lag_groups: GroupSelection = field(default_factory=GroupSelection)
     # Outside Kubernetes pod DNS names do not resolve: where the passes reach Kafka instead
     kafka_bootstrap: KafkaAddresses | None = None  # KRAFTY_KAFKA_BOOTSTRAP
     kafka_controllers: str | None = None  # KRAFTY_KAFKA_CONTROLLERS (with one cluster's bootstrap only)
-    api_port: int = DEFAULT_API_PORT  # KRAFTY_API_PORT
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] | None = None) -> OperatorSettings:
@@ -50,8 +52,7 @@ class OperatorSettings:
                    broker_images=_broker_images(env), cluster_domain=env.get("KRAFTY_CLUSTER_DOMAIN", "cluster.local"),
                    rack_binding=env.get("KRAFTY_RACK_BINDING") or None, operator=_operator_peer(env),
                    lease=_lease(env), lag_groups=_group_selection(env), kafka_bootstrap=bootstrap,
-                   kafka_controllers=controllers,
-                   api_port=_integer(env, "KRAFTY_API_PORT", DEFAULT_API_PORT))
+                   kafka_controllers=controllers, monitoring_peers=_monitoring_peers(env))
 
 
 def _integer(env: Mapping[str, str], name: str, default: int) -> int:
@@ -66,6 +67,16 @@ def _operator_peer(env: Mapping[str, str]) -> OperatorPeer | None:
     """The chart tells the operator its namespace and pod labels (the cluster's NetworkPolicy names them)."""
     namespace, selector = env.get("KRAFTY_OPERATOR_NAMESPACE"), env.get("KRAFTY_OPERATOR_POD_SELECTOR")
     return OperatorPeer.parse(namespace, selector) if namespace and selector else None
+
+
+def _monitoring_peers(env: Mapping[str, str]) -> tuple[NetworkPolicyPeer, ...]:
+    """The chart's networkPolicy.metricsFrom (a JSON list of NetworkPolicy peers): who scrapes the install's
+    metrics, let in to a cluster's metrics port when it names no peers (unnamedPeers Namespace)."""
+    try:
+        return tuple(NetworkPolicyPeer.model_validate(peer) for peer in json.loads(
+            env.get("KRAFTY_MONITORING_PEERS") or "[]"))
+    except (json.JSONDecodeError, TypeError, ValidationError) as error:
+        raise SystemExit(f"KRAFTY_MONITORING_PEERS is not a JSON list of NetworkPolicy peers: {error}") from error
 
 
 def _lease(env: Mapping[str, str]) -> LeaseSettings | None:

@@ -1,4 +1,4 @@
-"""The one status writer for KafkaClusters and Topics, and the one clock their conditions use."""
+"""The one status writer for KafkaClusters, Topics and KafkaUsers, and the one clock their conditions use."""
 
 from __future__ import annotations
 
