@@ -11,9 +11,11 @@ key="$(files_hash requirements-dev.txt operator/requirements.txt)"
 venv="$KRAFTY_CACHE/venv/$key"
 if [[ ! -f "$venv/.complete" ]]; then
   log "creating Python venv $venv (first time only)"
+  began=$SECONDS
   rm -rf "$venv"
   python3 -m venv "$venv"
   "$venv/bin/pip" install --progress-bar off -r requirements-dev.txt >&2  # (a line per package: minutes of silence otherwise)
   touch "$venv/.complete"
+  note_first_build "$((SECONDS - began))" "the Python venv"
 fi
 echo "$venv"

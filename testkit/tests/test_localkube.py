@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -136,3 +137,19 @@ def test_a_long_step_says_what_it_is_at_with_each_line(capsys: pytest.CaptureFix
 ])
 def test_a_build_step_read_off_buildahs_line(line: str, step: str | None):
     assert images.step_of(line) == step
+
+
+def test_status_on_a_machine_without_the_container_engine_says_so(tmp_path: Path):
+    # Given a machine where neither docker nor podman is installed yet (a fresh one, before `make cluster-up`)
+    lk = Path(__file__).resolve().parents[2] / "e2e" / "localkube"
+    env = {"PATH": str(tmp_path), "PYTHONPATH": str(lk), "KRAFTY_CACHE": str(tmp_path)}
+    # When the cluster's state is asked for, Then it is down and names what is missing (it was a traceback:
+    # FileNotFoundError: 'podman')
+    result = subprocess.run([sys.executable, "-m", "lk", "status"], env=env, capture_output=True, text=True,
+                            timeout=60, check=False)
+    assert (result.returncode, result.stderr) == (1, ""), result.stderr
+    assert result.stdout.startswith("state: down (podman, not installed: `make cluster-up` installs it)")
+    # And the JSON form, read by the test fixtures, says the same
+    answer = subprocess.run([sys.executable, "-m", "lk", "status", "--json"], env=env, capture_output=True,
+                            text=True, timeout=60, check=False)
+    assert json.loads(answer.stdout)["state"] == "down"

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import settings as s
+from .progress import first_build
 from .settings import Settings
 
 SUITE = "bookworm"
@@ -179,9 +180,10 @@ def ensure(cfg: Settings) -> str:
     key = recipe_key(sources)
     if _current_key() == key:
         return key
-    tarball = cfg.cache / "base" / f"debian-{SUITE}-minbase-{key}.tar"
-    tarball.parent.mkdir(parents=True, exist_ok=True)
-    if not tarball.exists():
-        _debootstrap(tarball, sources)
-    _commit(tarball, key)
+    with first_build("the nodes' base image"):
+        tarball = cfg.cache / "base" / f"debian-{SUITE}-minbase-{key}.tar"
+        tarball.parent.mkdir(parents=True, exist_ok=True)
+        if not tarball.exists():
+            _debootstrap(tarball, sources)
+        _commit(tarball, key)
     return key

@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -303,6 +304,10 @@ def leftovers() -> dict[str, list[str]]:
 
 def status() -> dict[str, Any]:
     cfg = Settings.from_env()
+    runs = engine()
+    if shutil.which(runs) is None:  # (a fresh machine before `make cluster-up`: nothing to ask)
+        return {"state": "down", "engine": f"{runs}, not installed: `make cluster-up` installs it",
+                "containers": {}, "nodes": {}, "kubeconfig": str(cfg.admin_kubeconfig), "leftovers": {}}
     found = containers()
     try:
         conditions = node_conditions(cfg) if found else {}
@@ -310,7 +315,7 @@ def status() -> dict[str, Any]:
         conditions = {"(API server)": str(error).splitlines()[0]}
     ready = set(conditions) == set(found) and all(v == "True" for v in conditions.values())
     state = "down" if not found else ("up" if ready and all(v == "running" for v in found.values()) else "degraded")
-    return {"state": state, "engine": engine(), "containers": found, "nodes": conditions,
+    return {"state": state, "engine": runs, "containers": found, "nodes": conditions,
             "kubeconfig": str(cfg.admin_kubeconfig), "leftovers": leftovers() if state == "down" else {}}
 
 

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from . import images
 from . import settings as s
-from .progress import say, ticking
+from .progress import first_build, say, ticking
 from .settings import Settings
 
 KIND_DIR = s.HERE / "kind"
@@ -203,6 +203,11 @@ def ensure(cfg: Settings, engine: str) -> str:
     ref = f"{s.KIND_IMAGE_REPOSITORY}/node:{cfg.versions['K8S_VERSION']}-{key(cfg, module, base_id)}"
     if _exists(engine, ref):
         return ref
+    with first_build("the node image"):
+        return _build(cfg, engine, base_id, module, ref)
+
+
+def _build(cfg: Settings, engine: str, base_id: str, module: Path, ref: str) -> str:
     args = images.build_args(images.pip_settings())
     parts = components(cfg)
     with tempfile.TemporaryDirectory(dir=cfg.cache) as tmp:
