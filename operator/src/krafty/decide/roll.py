@@ -3,11 +3,16 @@
 One node at a time, in this order: nodes whose pod is not running (they serve
 nothing), then dedicated controllers, then brokers; among voters the active
 controller goes last. A voter restarts only while a caught-up majority of the
-other voters remains; a broker only if no partition would go offline or drop
-below min.insync.replicas. Before each restart every running node must be
+other voters remains; a broker only if no partition would go offline (no
+in-sync replica left, nor an eligible leader replica where the cluster runs
+ELR) or drop below min.insync.replicas. Before each restart every running node must be
 back: pods ready, brokers registered and back in the ISR of all their
 partitions, voters caught up, and (when the operator balances leaders) each
 partition led by its preferred replica again.
+
+A node annotated for a forced restart (kubectl krafty restart --force) goes as soon as no other node is stopping
+or starting, without asking Kafka: the way back for a cluster that refuses the operator (whose checks then cannot
+be asked), at the user's word.
 """
 
 from __future__ import annotations
@@ -16,7 +21,17 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from krafty.decide.leaders import electable, imbalance_by_broker, partitions_to_rebalance
-from krafty.facts.observed import ChangeKind, ClusterObservation, NodeState, PartitionState, PodPhase, QuorumState
+from krafty.decide.restart_groups import Parallelism, ParallelismKind, next_group
+from krafty.decide.restart_phases import recovering
+from krafty.facts.observed import (
+    ChangeKind,
+    ClusterObservation,
+    NodeState,
+    PartitionState,
+    PodPhase,
+    QuorumState,
+    RestartRequest,
+)
 from krafty.naming import Pool
 
 # A voter this many offsets behind the leader still counts as caught up.
@@ -33,7 +48,9 @@ class RestartReason(StrEnum):
     CERTIFICATES_CHANGED = "CertificatesChanged"
     POD_TEMPLATE_CHANGED = "PodTemplateChanged"
     MANUAL = "ManualRestart"
+    FORCED = "ForcedRestart"
     FILE_SYSTEM_RESIZE = "FileSystemResize"
+    ROLES_CHANGED = "RolesChanged"  # combined mode: it joins or leaves the controllers (spec.controllers.replicas)
     NOT_RUNNING = "PodNotRunning"
 
 
@@ -42,6 +59,12 @@ class Restart:
     node: NodeState
     reason: RestartReason
     message: str
+    together: tuple[NodeState, ...] = ()  # brokers restarted at the same time (spec.restarts.parallelism)
+    alone: str | None = None  # why it goes alone when more were asked for
+
+    @property
+    def nodes(self) -> tuple[NodeState, ...]:
+        return (self.node, *self.together)
 
 
 @dataclass(frozen=True)
@@ -73,7 +96,7 @@ class Blocked:
 
 
 @dataclass(frozen=True)
-class Held:
+class Gated:
     """The next restart is safe for Kafka but waits on what clients feel (the canary's gate)."""
 
     node: NodeState
@@ -86,16 +109,22 @@ class Done:
     pass
 
 
-Step = Restart | ElectLeaders | Wait | Blocked | Held | Done
+Step = Restart | ElectLeaders | Wait | Blocked | Gated | Done
 
 
 def restart_reason(node: NodeState) -> tuple[RestartReason, str]:
     if not node.running:
         return RestartReason.NOT_RUNNING, f"{node.pod} is not running and waits for a new configuration"
-    if node.restart_requested and node.revision_current:
+    if node.restart_requested is RestartRequest.FORCED:
+        return RestartReason.FORCED, (f"{node.pod} was annotated for a forced restart: it goes without Kafka's "
+                                      "checks (partitions in sync, the quorum)")
+    if node.restart_requested is RestartRequest.SAFE and node.revision_current:
         return RestartReason.MANUAL, f"{node.pod} was annotated for a restart"
     if node.resize_waiting is not None and node.revision_current:
         return RestartReason.FILE_SYSTEM_RESIZE, f"{node.pod}: {node.resize_waiting}"
+    if node.roles_pending and node.revision_current:
+        joins = "joins the controllers" if node.is_controller else "leaves the controllers"
+        return RestartReason.ROLES_CHANGED, f"{node.pod} {joins} (process.roles {','.join(node.roles)})"
     config = [c.describe() for c in node.pending if c.kind is ChangeKind.CONFIG]
     details = []
     if config:
@@ -131,7 +160,7 @@ def broker_blockers(broker: int, partitions: tuple[PartitionState, ...]) -> list
         if broker not in p.isr or len(p.replicas) == 1:
             continue  # not serving it, or no other replica could ever take over
         rest = len(p.isr) - 1
-        if rest == 0:
+        if not p.leader_candidates({broker}):
             blockers.append((p, f"{p.name} would go offline: broker {broker} is its only in-sync replica "
                                 f"(replicas {list(p.replicas)})"))
         elif len(p.isr) >= p.min_isr > rest:
@@ -198,6 +227,8 @@ def blocker(node: NodeState, obs: ClusterObservation) -> Blocked | None:
         reason = controller_blocker(node.node_id, obs.quorum)
         if reason:
             return Blocked(node.node_id, "", reason)
+    elif node.roles_pending and obs.quorum is not None and node.node_id in obs.quorum.voter_ids():
+        return Blocked(node.node_id, "", f"{node.pod} leaves the controllers once it is no longer a voter")
     if node.is_broker:
         blockers = broker_blockers(node.node_id, obs.partitions or ())
         if blockers:
@@ -207,10 +238,11 @@ def blocker(node: NodeState, obs: ClusterObservation) -> Blocked | None:
     return None
 
 
-def next_step(obs: ClusterObservation, restore_leaders: bool, threshold_percent: int = 0) -> Step:
+def next_step(obs: ClusterObservation, restore_leaders: bool, threshold_percent: int = 0,
+              parallelism: Parallelism | None = None) -> Step:
     """The one thing to do next in a rolling restart (or, with nothing to restart, in leader balance:
     once every node is back, partitions of brokers above the imbalance threshold go back to their
-    preferred leader)."""
+    preferred leader). `parallelism`: how many brokers may restart together (krafty.decide.restart_groups)."""
     order = restart_order(obs.nodes, obs.quorum)
     if not order:
         return _balance(obs, threshold_percent) if restore_leaders else Done()
@@ -220,14 +252,45 @@ def next_step(obs: ClusterObservation, restore_leaders: bool, threshold_percent:
     if not order[0].running:
         reason, message = restart_reason(order[0])
         return Restart(order[0], reason, message)
-    return _not_yet(obs, order, restore_leaders) or _first_safe(obs, order)
+    step = _forced(obs, order) or _not_yet(obs, order, restore_leaders) or _first_safe(obs, order)
+    if isinstance(step, Restart) and parallelism is not None and parallelism.kind is not ParallelismKind.ONE:
+        return _with_group(obs, order, step, parallelism)
+    return step
+
+
+def _with_group(obs: ClusterObservation, order: list[NodeState], step: Restart, parallelism: Parallelism) -> Restart:
+    """The restart with the brokers that may go together with it (a controller always goes alone)."""
+    if not step.node.is_broker or step.node.is_controller or step.reason is RestartReason.FORCED:
+        return step
+    brokers = [n for n in order if n.is_broker and not n.is_controller and n.running
+               and n.restart_requested is not RestartRequest.FORCED]
+    rest = [n for n in brokers if n.node_id != step.node.node_id]
+    racks = {r.node_id: r.rack for r in obs.registrations}
+    group = next_group([step.node.node_id, *(n.node_id for n in rest)], racks, obs.partitions or (), parallelism)
+    by_id = {n.node_id: n for n in rest}
+    together = tuple(by_id[b] for b in group.brokers[1:])
+    where = f" (zone {group.zone})" if group.zone else ""
+    message = (f"{step.message}; with {', '.join(n.pod for n in together)}{where}" if together else step.message)
+    return replace(step, message=message, together=together, alone=group.alone)
+
+
+def _forced(obs: ClusterObservation, order: list[NodeState]) -> Step | None:
+    """A node annotated for a forced restart, once every other node's pod is back (Kubernetes' word only)."""
+    forced = next((n for n in order if n.restart_requested is RestartRequest.FORCED), None)
+    if forced is None:
+        return None
+    others = [n for n in obs.nodes if n.node_id != forced.node_id and n.exists]
+    if not_back := next((n for n in others if not n.ready), None):
+        return Wait(f"{forced.pod} restarts, forced, once {not_back.pod} is ready again")
+    reason, message = restart_reason(forced)
+    return Restart(forced, reason, message)
 
 
 def _not_yet(obs: ClusterObservation, order: list[NodeState], restore_leaders: bool) -> Step | None:
     """What must happen before any running node may restart, if anything."""
     if obs.partitions is None and any(n.is_broker for n in order):
         return Wait(f"Kafka cannot be asked about partitions ({obs.kafka_error}); no broker restarts until it can")
-    stuck = [n for n in obs.nodes if n.stuck]
+    stuck = [n for n in obs.nodes if n.stuck and not recovering(n, obs)]  # (a recovering broker is waited for)
     if stuck:
         # The roll never continues past a node that is not back: the next one would likely fail the same way.
         why = stuck[0].trouble or f"not ready after {stuck[0].phase.value.lower()}"
