@@ -74,7 +74,11 @@ if [[ ! -f "$log_dir/meta.properties" ]]; then
     # A broker, or a controller joining a formed quorum (it joins by itself: controller.quorum.auto.join.enable).
     mode=(--no-initial-controllers)
   fi
-  log "formatting $log_dir for cluster $cluster_id as node $node_id (${mode[0]})"
+  # The feature levels spec.features gives a new cluster (name=level ...); the others are the release's defaults
+  for feature in $(cat "$config_dir/format-features" 2>/dev/null || true); do
+    mode+=(--feature "$feature")
+  done
+  log "formatting $log_dir for cluster $cluster_id as node $node_id (${mode[*]})"
   # "--cluster-id=": an id may start with "-", which would otherwise read as an option.
   KAFKA_HEAP_OPTS="-Xmx256m" "$kafka_home/bin/kafka-storage.sh" format --cluster-id="$cluster_id" \
     --config "$props" "${mode[@]}"

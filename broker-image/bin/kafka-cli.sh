@@ -29,6 +29,9 @@ kafka-broker-api-versions.sh org.apache.kafka.tools.BrokerApiVersionsCommand
 kafka-acls.sh org.apache.kafka.tools.AclCommand
 kafka-transactions.sh org.apache.kafka.tools.TransactionsCommand
 kafka-groups.sh org.apache.kafka.tools.GroupsCommand
+kafka-share-groups.sh org.apache.kafka.tools.consumer.group.ShareGroupCommand
+kafka-console-share-consumer.sh org.apache.kafka.tools.consumer.ConsoleShareConsumer
+kafka-streams-groups.sh org.apache.kafka.tools.streams.StreamsGroupCommand
 TABLE
 }
 

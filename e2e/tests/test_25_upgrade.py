@@ -1,6 +1,7 @@
 """Kafka version changes on real pods: a cluster made with the older release upgraded under load through the safe
 roll (finished by the standby operator after the leading one is SIGKILLed), metadata.version raised after the
-healthy time, a downgrade before that (full set), and one after it refused without a restart."""
+healthy time, a downgrade before that (full set), and one after it refused without a restart; then each feature
+level the cluster was made without raised one at a time under load, as Kafka's own tool shows it."""
 
 from __future__ import annotations
 
@@ -27,13 +28,16 @@ from krafty_testkit.waiting import wait_for
 
 OLDER, NEWER = KAFKA_VERSIONS[0], KAFKA_VERSIONS[-1]
 LEVELS = {"4.2.2": ("4.2-IV1", 29), "4.3.1": ("4.3-IV0", 30)}
+# The features the cluster is made without (spec.features at its creation), raised one at a time after the upgrade
+OFF = ("eligible.leader.replicas.version", "group.version", "share.version", "streams.version")
 
 
 @pytest.fixture(scope="module")
 def legacy(operator: KubeCluster) -> Iterator[KafkaClusterHandle]:
     """3 controllers + 3 brokers made with the older release; gone after the module."""
     handle = KafkaClusterHandle(operator, "legacy")
-    handle.apply(cluster_spec("dedicated", version=OLDER, upgrade={"finalizeAfterSeconds": 30}))
+    handle.apply(cluster_spec("dedicated", version=OLDER, upgrade={"finalizeAfterSeconds": 30},
+                              features=dict.fromkeys(OFF, 0)))
     handle.wait_ready(900)
     yield handle
     handle.delete()
@@ -164,3 +168,53 @@ def test_an_upgrade_under_load_finalizes_metadata_version_and_a_later_downgrade_
     # And going back to the newer release clears it
     legacy.patch_spec({"version": NEWER})
     legacy.wait_ready(300)
+
+
+def described_features(handle: KafkaClusterHandle) -> dict[str, int]:
+    """Each feature's finalized level as kafka-features.sh describes it (0 when not finalized)."""
+    out = handle.kafka_tool("kafka-features.sh", "describe")
+    found = re.findall(r"Feature: (\S+)\s.*?FinalizedVersionLevel: (\S+)", out)
+    assert found, out
+    return {name: int(level) for name, level in found if name != "metadata.version"}
+
+
+def status_features(handle: KafkaClusterHandle) -> dict[str, int]:
+    return {f["name"]: f["level"] for f in handle.status().get("features") or [] if f["name"] != "metadata.version"}
+
+
+@pytest.mark.local_faults  # (after the upgrade above, on the same cluster)
+def test_each_feature_the_cluster_was_made_without_is_raised_one_at_a_time_under_load(legacy: KafkaClusterHandle,
+                                                                                      client: ClientPod):
+    # Given the upgraded cluster, made with four features off, under an idempotent acks=all producer
+    assert legacy.get()["spec"]["version"] == NEWER
+    before = described_features(legacy)
+    assert {name: before.get(name, 0) for name in OFF} == dict.fromkeys(OFF, 0), before
+    assert status_features(legacy) == before
+    topic = f"features-{int(time.time())}"
+    make_topic(legacy.kube, topic, legacy.name, partitions=6, replicas=3, config={"min.insync.replicas": 2})
+    pods, steps = pod_uids(legacy), []
+    with client.steady_producer(legacy.bootstrap, topic, rate=100) as produced:
+        for name in OFF:
+            # When spec.features raises one (kubectl krafty plan says it can be lowered again)
+            raised = {**dict.fromkeys(OFF, 0), **{n: 1 for n in OFF[:OFF.index(name) + 1]}}
+            preview = plan(legacy, {"features": raised})
+            assert preview["features"] == [f"{name} raised from 0 to 1 (it can be lowered again)"], preview
+            began = time.monotonic()
+            legacy.patch_spec({"features": {name: 1}})
+            # Then Kafka finalizes it, and status shows each level as kafka-features.sh describes it
+            wait_for(lambda n=name: described_features(legacy).get(n), lambda level: level == 1, 120,
+                     f"{name} raised")
+            took = time.monotonic() - began
+            shown = wait_for(lambda: status_features(legacy), lambda s, n=name: s.get(n) == 1, 120,
+                             f"{name} in status")
+            assert shown == described_features(legacy)
+            steps.append([name, f"{took:.1f}"])
+    verified = client.verify(legacy.bootstrap, topic)
+    # And nothing was lost or written twice, no node restarted, and each raise was told
+    assert_written(produced)
+    assert (verified["lost"], verified["duplicated"]) == (0, 0)
+    assert pod_uids(legacy) == pods
+    assert len(legacy.events("FeatureRaised")) >= len(OFF)
+    report_table(f"Feature levels raised one at a time on Kafka {NEWER} under acks=all load (100 records/s): "
+                 f"{produced['acked']} acknowledged, {verified['lost']} lost, {verified['duplicated']} duplicated",
+                 ["feature", "spec patched to Kafka finalized (s)"], steps)

@@ -15,6 +15,8 @@ TOPIC_KIND = "Topic"
 TOPIC_PLURAL = "topics"
 USER_KIND = "KafkaUser"
 USER_PLURAL = "kafkausers"
+PLAN_KIND = "KafkaClusterPlan"
+PLAN_PLURAL = "kafkaclusterplans"
 FIELD_MANAGER = "krafty-operator"
 # The Lease in each watched namespace that names the operator install acting there (krafty.runtime.leadership)
 NAMESPACE_CLAIM = "krafty-operator-claim"
@@ -136,6 +138,13 @@ CONFIG_SECRETS_DIR = "/etc/kafka/secrets"  # <secret>/<key>: the Secrets spec.br
 CLUSTER_ID_KEY = "cluster.id"
 # Whether the nodes speak mutual TLS to each other: chosen when the cluster is created, never changed after.
 INTERNAL_TLS_KEY = "internal-tls"
+# The feature levels a new cluster is formatted with (spec.features: `kafka-storage format --feature`)
+FORMAT_FEATURES_KEY = "format-features"
+# Who a listener or the metrics port naming no peers admitted when the cluster was created (model.UnnamedPeers)
+UNNAMED_PEERS_KEY = "unnamed-peers"
+# Whether the nodes find their quorum from a fixed voter list (static, kraft.version 0) or from the metadata log
+# (dynamic, KIP-853): what kraft.version was last read (model.context.QuorumKind)
+KRAFT_QUORUM_KEY = "kraft-quorum"
 CA_CERT_KEY = "ca.crt"
 CA_KEY_KEY = "ca.key"
 # During a CA renewal, the CA before (it signs until every node trusts the new one)

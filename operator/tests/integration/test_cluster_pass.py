@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import datetime
 import json
+import re
 from collections import Counter
 from typing import Any
 
 import kubernetes
 import pytest
+from confluent_kafka import Consumer
 from prometheus_client import REGISTRY
 
 from krafty import naming
@@ -28,9 +30,11 @@ from krafty.planning.cluster import Pace, PassResult
 from krafty.reconcile.applied import Applied
 from krafty.reconcile.cluster import ClusterReconciler, Endpoints, Outcome, Settings
 from krafty.reconcile.connection import Reached
+from krafty.reconcile.plans import PlanPass
 from krafty.render.secrets import decoded
 from krafty_testkit.apiserver import LocalApiServer
 from krafty_testkit.local_kafka import Layout, LocalKafkaCluster
+from krafty_testkit.waiting import wait_for
 
 from ..conftest import CRDS, TEST_IMAGES, operator_kube
 
@@ -118,6 +122,12 @@ def test_the_first_passes_bring_the_cluster_to_ready(calm: Outcome, kube: Kube, 
                           "Progressing": ("False", "Reconciled"), "Degraded": ("False", "AsExpected")}
     assert status["readyBrokers"] == 3
     assert status["quorum"]["voters"] == [1000, 1001, 1002]
+    # Every feature's finalized level and supported range is in status, as the brokers answer them: the quorum
+    # dynamic (kraft.version 1: formatted with its initial controllers), metadata.version the versions' level
+    features = {f["name"]: f for f in status["features"]}
+    assert features["kraft.version"] == {"name": "kraft.version", "level": 1, "supportedMin": 0, "supportedMax": 1}
+    assert features["metadata.version"]["level"] == status["versions"]["metadataLevel"]
+    assert {"group.version", "share.version", "transaction.version"} <= features.keys()
     # The other passes reach the brokers as the pass did, without reading the cluster's ConfigMap and Secret
     assert reached.locate(NS, CLUSTER).servers == kafka.bootstrap_servers
     # The spec's dynamic broker config went to Kafka without a restart, and Kafka's own tool shows it
@@ -148,9 +158,10 @@ def test_a_calm_pass_reads_each_object_and_each_kafka_fact_once(calm: Outcome, k
     assert ("patch-status", naming.CLUSTER_KIND) not in kube_calls  # nothing changed: nothing written
     # Nor a child sent again: each is as this process last applied it (a resync sends them all every 2 minutes)
     assert not [key for key in kube_calls if key[0] in ("apply", "delete")], kube_calls
-    # (no topic yet: topic_state asks for no topic's configs)
+    # (no topic yet: topic_state asks for no topic's configs; ELR is on, so each partition's eligible leaders are
+    # read too: DescribeTopicPartitions)
     assert kafka_calls == {("DescribeCluster",): 1, ("ApiVersions",): 1, ("ListPartitionReassignments",): 1,
-                           ("topic_state",): 1, ("Metadata",): 1,
+                           ("topic_state",): 1, ("Metadata",): 1, ("DescribeTopicPartitions",): 1,
                            ("dynamic_cluster_defaults",): 1, ("DescribeConfigs",): 1, ("DescribeQuorum",): 1}
 
 
@@ -215,6 +226,145 @@ def test_a_dynamic_config_change_reaches_kafka_in_one_pass_without_a_restart(
     assert kafka.pids() == pids
     events = kube.list("Event", NS)
     assert any(e["reason"] == "DynamicConfigApplied" and "log.retention.ms=3600000" in e["message"] for e in events)
+
+
+def _described_features(kafka: LocalKafkaCluster) -> dict[str, int]:
+    out = kafka.tool("kafka-features.sh", "--bootstrap-server", kafka.bootstrap_servers, "describe").stdout
+    return {name: int(level) for name, level in re.findall(r"Feature: (\S+)\s.*?FinalizedVersionLevel: (\d+)", out)
+            if name != "metadata.version"}
+
+
+def _feature_status(kube: Kube) -> dict[str, dict[str, Any]]:
+    return {f["name"]: f for f in _body(kube)["status"]["features"]}
+
+
+def _features(apiserver: LocalApiServer, levels: dict[str, int | None]) -> None:
+    apiserver.kubectl("patch", "kafkacluster", CLUSTER, "-n", NS, "--type=merge",
+                      "-p", json.dumps({"spec": {"features": levels}}))
+
+
+def test_feature_levels_go_where_the_spec_says_one_at_a_time_and_what_cannot_go_back_is_refused(
+        calm: Outcome, apiserver: LocalApiServer, kube: Kube, reconciler: ClusterReconciler,
+        kafka: LocalKafkaCluster):
+    before = _described_features(kafka)
+    assert before["share.version"] == before["eligible.leader.replicas.version"] == 1
+    try:
+        # Given a spec that turns share groups and eligible leader replicas off
+        _features(apiserver, {"share.version": 0, "eligible.leader.replicas.version": 0})
+        # When passes run, Then Kafka lowers them one a pass, as its own tool shows, and status says so
+        for _ in range(3):
+            reconciler.reconcile(_body(kube))
+        assert {k: v for k, v in _described_features(kafka).items() if k in ("share.version",
+                "eligible.leader.replicas.version")} == {"share.version": 0, "eligible.leader.replicas.version": 0}
+        shown = _feature_status(kube)
+        assert (shown["share.version"]["level"], shown["share.version"]["wanted"]) == (0, 0)
+        lowered = [e["message"] for e in kube.list("Event", NS) if e["reason"] == "FeatureLowered"]
+        assert any("lowering share.version from 1 to 0" in m for m in lowered), lowered
+        # And raised again once the spec asks (the cluster healthy)
+        _features(apiserver, {"share.version": 1, "eligible.leader.replicas.version": 1})
+        for _ in range(3):
+            reconciler.reconcile(_body(kube))
+        assert _described_features(kafka) == before
+        # And while a group of the consumer protocol exists, group.version is not turned off: status names it
+        consumer = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": "next-gen",
+                             "group.protocol": "consumer", "auto.offset.reset": "earliest"})
+        consumer.subscribe(["__krafty-probe"])
+        consumer.poll(5)
+        try:
+            _features(apiserver, {"group.version": 0})
+            reconciler.reconcile(_body(kube))
+            held = _feature_status(kube)["group.version"]
+            assert (held["level"], held["wanted"]) == (1, 0)
+            assert "group.version stays 1 while consumer groups use it (next-gen)" in held["waiting"], held
+        finally:
+            consumer.close()
+        # And a spec lowering kraft.version is refused before anything happens, naming it
+        _features(apiserver, {"group.version": None, "kraft.version": 0})
+        reconciler.reconcile(_body(kube))
+        ready = next(c for c in _body(kube)["status"]["conditions"] if c["type"] == "Ready")
+        assert (ready["reason"], ready["message"]) == ("FeatureRefused", "spec.features.kraft.version 0 is below the "
+                                                       "cluster's kraft.version 1, which Kafka cannot lower. Nothing "
+                                                       "changes")
+        assert _described_features(kafka) == before
+    finally:
+        _features(apiserver, {"share.version": None, "eligible.leader.replicas.version": None,
+                              "group.version": None, "kraft.version": None})
+        reconciler.reconcile(_body(kube))
+
+
+def test_a_partition_waiting_for_an_eligible_leader_replica_is_shown_and_holds_elr_on(
+        calm: Outcome, apiserver: LocalApiServer, kube: Kube, reconciler: ClusterReconciler,
+        kafka: LocalKafkaCluster):
+    # Given ELR on (the release's default for a new cluster), and a partition on brokers 1 and 2 with min ISR 2
+    assert _described_features(kafka)["eligible.leader.replicas.version"] == 1
+    kafka.tool("kafka-topics.sh", "--bootstrap-server", kafka.bootstrap_servers, "--create", "--topic", "waiting",
+               "--replica-assignment", "1:2", "--config", "min.insync.replicas=2")
+    try:
+        # When broker 1 stops (the ISR drops below min ISR: Kafka makes 1 an eligible leader replica) and then
+        # broker 2 (the ISR is empty, the partition offline)
+        kafka.stop_node(1)
+        kafka.stop_node(2)
+        described = wait_for(lambda: kafka.tool("kafka-topics.sh", "--bootstrap-server", kafka.bootstrap_servers,
+                                                "--describe", "--topic", "waiting").stdout,
+                             lambda out: re.search(r"Isr: \s*Elr: (1,2|2,1)\s", out) is not None, 60,
+                             "an empty ISR and eligible leader replicas 1 and 2")
+        reconciler.reconcile(_body(kube))
+        # Then status counts it as Kafka's tool shows it: offline, waiting for an eligible leader replica
+        status = _body(kube)["status"]
+        assert (status["partitions"]["offline"], status["partitions"]["eligibleLeadersOnly"]) == (1, 1), described
+        available = next(c for c in status["conditions"] if c["type"] == "Available")
+        assert available["message"].endswith("1 of them wait for an eligible leader replica (ELR) to come back, "
+                                             "with every committed record"), available
+        # And a spec turning ELR off waits for it, naming the partition (lowering would clear its ELR)
+        _features(apiserver, {"eligible.leader.replicas.version": 0})
+        reconciler.reconcile(_body(kube))
+        held = _feature_status(kube)["eligible.leader.replicas.version"]
+        assert (held["level"], held["wanted"]) == (1, 0)
+        assert "while partitions wait for an eligible leader replica (waiting-0)" in held["waiting"], held
+        assert _described_features(kafka)["eligible.leader.replicas.version"] == 1
+    finally:
+        _features(apiserver, {"eligible.leader.replicas.version": None})
+        for broker in (1, 2):
+            if not kafka.nodes[broker].running:
+                kafka.start_node(broker)
+        kafka.wait_ready(120)
+        kafka.tool("kafka-topics.sh", "--bootstrap-server", kafka.bootstrap_servers, "--delete", "--topic", "waiting")
+        reconciler.reconcile(_body(kube))
+    assert _body(kube)["status"]["partitions"]["eligibleLeadersOnly"] == 0
+
+
+def test_a_kafkaclusterplan_gets_the_plan_of_its_spec_once_and_the_cluster_is_not_changed(
+        calm: Outcome, apiserver: LocalApiServer, kube: Kube, reconciler: ClusterReconciler):
+    # Given a KafkaClusterPlan of a static change (every broker restarts) and a dynamic one, and one of a cluster
+    # that does not exist; the plan pass with the chart's rights only
+    spec = {**_body(kube)["spec"], "brokers": {**SPEC["brokers"], "config": {
+        "log.retention.ms": "7200000", "queued.max.requests": "600"}}}
+    for name, cluster in (("grow", CLUSTER), ("nowhere", "absent")):
+        apiserver.apply({"apiVersion": naming.API_VERSION, "kind": naming.PLAN_KIND,
+                         "metadata": {"name": name, "namespace": NS},
+                         "spec": {"clusterRef": {"name": cluster}, "spec": spec}})
+    plans = PlanPass(operator_kube(apiserver, (NS,)), reconciler.preview)
+    generation = _body(kube)["metadata"]["generation"]
+    # When the pass plans each
+    assert plans.reconcile(NS, "grow") is None
+    assert plans.reconcile(NS, "nowhere") is None
+    # Then the plan is in status: the brokers restart in the roll's order, the dynamic change without one
+    status = kube.get(naming.PLAN_KIND, "grow", NS)["status"]
+    plan = status["plan"]
+    assert (plan["verdict"], status["restarts"]) == ("Changes", 3)
+    assert sorted(r["pod"] for r in plan["restarts"]) == [naming.pod(CLUSTER, Pool.BROKER, i) for i in (0, 1, 2)]
+    assert plan["dynamicConfig"] == ["log.retention.ms=7200000"], plan
+    assert [(c["type"], c["status"], c["reason"]) for c in status["conditions"]] == [("Ready", "True", "Planned")]
+    assert status["observedGeneration"] == 1
+    assert any(e["reason"] == "Planned" and e["involvedObject"]["name"] == "grow" for e in kube.list("Event", NS))
+    # And the other says its cluster is not there
+    [missing] = kube.get(naming.PLAN_KIND, "nowhere", NS)["status"]["conditions"]
+    assert (missing["status"], missing["reason"]) == ("False", "ClusterNotFound")
+    # And the cluster is as it was; a second pass of a planned spec reads the plan and writes nothing
+    assert _body(kube)["metadata"]["generation"] == generation
+    before = kube.get(naming.PLAN_KIND, "grow", NS)["metadata"]["resourceVersion"]
+    assert plans.reconcile(NS, "grow") is None
+    assert kube.get(naming.PLAN_KIND, "grow", NS)["metadata"]["resourceVersion"] == before
 
 
 def test_a_template_kubernetes_refuses_is_reported_and_changes_nothing(calm: Outcome, apiserver: LocalApiServer,

@@ -87,7 +87,7 @@ def test_the_groups_are_those_every_broker_coordinates_and_none_keeps_no_librdka
     coordinators = kraft_transport.call(Connection(cluster.bootstrap_servers), wire.FIND_COORDINATOR, 4,
                               wire.encode_find_coordinators(groups), wire.decode_find_coordinators)
     assert len({c.node_id for c in coordinators.values()}) > 1
-    assert kraft.group_ids(cluster.bootstrap_servers) == set(groups)
+    assert kraft.group_ids(cluster.bootstrap_servers).keys() == set(groups)
     assert sorted(reader.read().selected.groups) == groups
 
 
@@ -193,7 +193,7 @@ def test_only_the_selected_groups_are_read_and_the_others_are_counted(lagged: Lo
     read = reader.read()
     # Then only g1 was read (the first by name), g3 counted as excluded and g2 as over the limit
     assert sorted(read.committed) == ["g1"]
-    assert read.selected == SelectedGroups(("g1",), excluded=1, over_limit=1)
+    assert read.selected == SelectedGroups(("g1",), excluded=1, over_limit=1, types={"g1": "classic"})
 
 
 def _sockets() -> int:
@@ -281,3 +281,47 @@ def test_a_group_behind_only_a_transaction_marker_is_not_behind_in_time(lagged: 
     assert entry.lag == 2
     assert entry.seconds == pytest.approx(60, abs=5)
     producer.abort_transaction(30)
+
+
+def test_consumer_protocol_and_share_groups_are_read_beside_classic_ones_as_kafkas_tools_show_them(
+        lagged: LocalKafkaCluster):
+    # Given beside the classic groups a group of the consumer protocol (KIP-848) that read 100 records, and a share
+    # group (KIP-932) whose console consumer took 50 from the start
+    bootstrap = lagged.bootstrap_servers
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "next-gen", "group.protocol": "consumer",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe(["lagged"])
+    seen = 0
+    while seen < 100:
+        message = consumer.poll(1.0)
+        seen += message is not None and not message.error()
+    consumer.commit(asynchronous=False)
+    consumer.close()
+    lagged.tool("kafka-configs.sh", "--bootstrap-server", bootstrap, "--alter", "--entity-type", "groups",
+                "--entity-name", "pickers", "--add-config", "share.auto.offset.reset=earliest")
+    lagged.tool("kafka-run-class.sh", "org.apache.kafka.tools.consumer.ConsoleShareConsumer", "--bootstrap-server",
+                bootstrap, "--topic", "lagged", "--group", "pickers", "--max-messages", "50", "--timeout-ms", "30000",
+                timeout=120)
+    # When the lag pass reads the groups
+    listed = kraft.group_ids(bootstrap)
+    read = LagReader(Connection(bootstrap)).read()
+    # Then each has its type, and each is where Kafka's own tools put it: the consumer group's committed offsets
+    # as kafka-consumer-groups.sh shows them, the share group's start offsets as kafka-share-groups.sh does
+    assert {group: listed[group] for group in ("g1", "next-gen", "pickers")} == {
+        "g1": "classic", "next-gen": "consumer", "pickers": wire.SHARE_GROUP}
+    assert _as_tool_shows(read, "next-gen") == tool_offsets(lagged, "next-gen")
+    assert sum(offset or 0 for offset in read.committed["next-gen"].values()) == 100
+    out = wait_for(lambda: lagged.tool("kafka-run-class.sh", "org.apache.kafka.tools.consumer.group.ShareGroupCommand",
+                                       "--bootstrap-server", bootstrap, "--describe", "--group", "pickers",
+                                       "--offsets").stdout,
+                   lambda text: "lagged" in text, 30, "the share group's offsets described")
+    shown = {("lagged", int(m[0])): (int(m[1]), int(m[2]))
+             for m in re.findall(r"^pickers\s+lagged\s+(\d+)\s+(\d+)\s+(\d+)", out, re.M)}  # start offset, lag
+    assert shown, out
+    assert read.committed["pickers"] == {tp: start for tp, (start, _) in shown.items()}, out
+    assert 0 < sum(start for start, _ in shown.values()) <= 300
+    # And the share group's lag is the records from there to the end of each partition not yet acknowledged, as
+    # Kafka counts it (DescribeShareGroupOffsets v1) and the tool shows it
+    assert read.counted["pickers"] == {tp: lag for tp, (_, lag) in shown.items()}, out
+    lags = {(p.topic, p.partition): p.lag for p in partition_lag(read) if p.group == "pickers"}
+    assert lags == {tp: lag for tp, (_, lag) in shown.items()}, out

@@ -3,32 +3,40 @@
 from __future__ import annotations
 
 import gc
+import os
 import re
 import signal
+import subprocess
 import threading
 import time
 import weakref
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 from prometheus_client import REGISTRY
 
+from krafty import wire
 from krafty.clients import kraft, kraft_transport
 from krafty.clients.canary import Canary, CanarySettings
 from krafty.clients.connection import Connection
 from krafty.clients.errors import KafkaUnavailable
-from krafty.clients.kafka_admin import IDLE_AFTER, AdminPool, KafkaAdmin
+from krafty.clients.kafka_admin import IDLE_AFTER, AdminPool, KafkaAdmin, admin_config
+from krafty.clients.lag import LagReader
+from krafty.decide.lag import partition_lag
+from krafty.model import versions
 from krafty.naming import CANARY_TOPIC, THROTTLED_REPLICAS_KEYS
 from krafty.wire import KafkaProtocolError
-from krafty_testkit import kafka_admin
+from krafty_testkit import kafka_admin, kafka_dist, streams_app
 from krafty_testkit.kafka_proxy import OVERSTATED, KafkaProxy
 from krafty_testkit.local_kafka import Layout, LocalKafkaCluster
 from krafty_testkit.procfs import librdkafka_threads
 from krafty_testkit.resolver import Resolver
 from krafty_testkit.traffic import client_config
 from krafty_testkit.waiting import wait_for
+
+UNREACHABLE = {"bootstrap.servers": "127.0.0.1:1", "log_level": 0}  # a librdkafka handle that reaches no broker
 
 
 def test_calls_to_a_broker_share_a_kept_connection_and_one_the_broker_closed_is_replaced(
@@ -140,9 +148,10 @@ def test_describe_brokers_sees_fenced_brokers_that_describe_cluster_leaves_out(c
 
 def test_a_stuck_handle_is_replaced_though_reads_through_the_wire_client_succeed_beside_it(
         cluster: LocalKafkaCluster):
-    admin = KafkaAdmin(Connection(cluster.bootstrap_servers), timeout=2.0, recycle_after=1.0)
-    # Given a librdkafka handle that cannot reach any broker
-    admin._handle = AdminClient({"bootstrap.servers": "127.0.0.1:1", "log_level": 0})
+    # Given a client whose first librdkafka handle cannot reach any broker (the next one made as the operator's)
+    handles = iter([UNREACHABLE, None])
+    admin = KafkaAdmin(Connection(cluster.bootstrap_servers), timeout=2.0, recycle_after=1.0,
+                       handle=lambda reach: AdminClient(next(handles) or admin_config(reach, "krafty-operator")))
     # When a call through it has no answer, Then it fails
     with pytest.raises(KafkaUnavailable):
         admin.groups_reading({"stuck"})
@@ -301,8 +310,9 @@ def test_dynamic_cluster_defaults_round_trip(cluster: LocalKafkaCluster):
     assert _cluster_defaults_by_the_cli(cluster) == wanted
     # The read goes over a connection of its own: a librdkafka handle stuck on a broker (seen on kind after a
     # restart: "Failed while waiting for broker" pass after pass) cannot hold it up
-    admin._handle = AdminClient({"bootstrap.servers": "127.0.0.1:1", "log_level": 0})
-    assert admin.dynamic_cluster_defaults() == wanted
+    stuck = KafkaAdmin(Connection(cluster.bootstrap_servers), handle=lambda _reach: AdminClient(UNREACHABLE))
+    assert stuck.client is not None  # (made now: the handle is there, stuck)
+    assert stuck.dynamic_cluster_defaults() == wanted
     admin.alter_dynamic_cluster_defaults({}, ["log.retention.ms", "num.io.threads"])
     wait_for(admin.dynamic_cluster_defaults, lambda found: found == before, 30, "the defaults removed")
 
@@ -450,3 +460,104 @@ def test_a_frozen_broker_behind_one_name_costs_one_timeout_not_every_call(cluste
         frozen.process.send_signal(signal.SIGCONT)
         to_frozen.close()
         to_running.close()
+
+
+def test_every_feature_level_and_supported_range_is_what_kafkas_own_tool_describes(cluster: LocalKafkaCluster):
+    # Given a running cluster, When the wire client reads its features
+    finalized, supported = kraft.features(cluster.bootstrap_servers)
+    # Then each is what kafka-features.sh describes ("Feature: group.version  SupportedMinVersion: 0
+    # SupportedMaxVersion: 1  FinalizedVersionLevel: 1 ..."; metadata.version by the names of its levels)
+    out = cluster.tool("kafka-features.sh", "--bootstrap-server", cluster.bootstrap_servers, "describe").stdout
+    described = {name: (low, high, level) for name, low, high, level in re.findall(
+        r"Feature: (\S+)\s+SupportedMinVersion: (\S+)\s+SupportedMaxVersion: (\S+)\s+FinalizedVersionLevel: (\S+)",
+        out)}
+    ours = {name: (str(low), str(high), str(finalized.get(name, 0))) for name, (low, high) in supported.items()}
+    metadata = described.pop(wire.METADATA_VERSION)
+    assert metadata[2] == versions.metadata_name(ours.pop(wire.METADATA_VERSION) and finalized[wire.METADATA_VERSION])
+    assert len(ours) >= 4, out  # (kraft.version, group.version, share.version, transaction.version, ...)
+    assert ours == described, out
+
+
+def test_a_live_share_consumer_reads_its_topic_until_it_leaves(local_kafka):
+    # Given a topic a share group's console consumer reads (KIP-932: no commits, no classic group), on a cluster
+    # of its own (on the module's, whose nodes earlier tests stopped and started, the share group's member was
+    # never assigned a partition in 180 s)
+    cluster = local_kafka(Layout.combined(1))
+    admin = KafkaAdmin(Connection(cluster.bootstrap_servers))
+    kafka_admin.create_topic(cluster.admin(), "shared", 2, 1)
+    reader = subprocess.Popen([str(kafka_dist.tool_path("kafka-run-class.sh")),
+                               "org.apache.kafka.tools.consumer.ConsoleShareConsumer", "--bootstrap-server",
+                               cluster.bootstrap_servers, "--topic", "shared", "--group", "share-readers",
+                               "--timeout-ms", "300000"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              text=True, env={**os.environ, "KAFKA_HEAP_OPTS": "-Xmx256m"})
+
+    def reading() -> dict[str, list[str]]:
+        if reader.poll() is not None:  # (the consumer died: say why, not "not yet")
+            raise AssertionError(f"the share consumer exited {reader.returncode}: {reader.stderr.read()}")  # type: ignore[union-attr]
+        return admin.groups_reading({"shared", "other"})
+
+    try:
+        # When the topic pass asks which groups read it, Then the share group is one, as a live consumer group
+        # would be (its deletion waits); (a JVM starting beside other runs takes a while to join)
+        found = wait_for(reading, lambda r: r["shared"], 180, "the share group assigned the topic")
+        assert found == {"shared": ["share-readers"], "other": []}
+    finally:
+        reader.terminate()
+        reader.wait(30)
+    # And once its only member has left, it reads nothing
+    wait_for(lambda: admin.groups_reading({"shared"}), lambda r: r == {"shared": []}, 90, "the member gone")
+
+
+def _streams_tool_lag(cluster: LocalKafkaCluster, group: str, topic: str) -> dict[int, int]:
+    """Each partition's lag as kafka-streams-groups.sh --describe --offsets shows it (for a group with members:
+    the tool shows nothing of an empty one)."""
+    out = cluster.tool("kafka-streams-groups.sh", "--bootstrap-server", cluster.bootstrap_servers, "--describe",
+                       "--group", group, "--offsets").stdout
+    return {int(m[0]): int(m[1]) for m in re.findall(rf"^{group}\s+{topic}\s+(\d+)\s+(\d+)\s*$", out, re.M)}
+
+
+def test_a_streams_application_is_a_group_of_its_type_that_reads_its_topic_and_lags_as_kafkas_tool_says(
+        local_kafka):
+    # Given a Kafka Streams application of the Streams protocol (KIP-1071) that copied a topic's 100 records and
+    # holds on the next one, a live member (stuck on a record), when 200 more arrive
+    cluster = local_kafka(Layout.combined(1))
+    bootstrap = cluster.bootstrap_servers
+    admin = KafkaAdmin(Connection(bootstrap))
+    for topic in ("clicks", "clicks-copied"):
+        kafka_admin.create_topic(cluster.admin(), topic, 2, 1)
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+
+    def produce(count: int) -> None:
+        for i in range(count):
+            producer.produce("clicks", key=str(i).encode(), value=b"v")
+        assert producer.flush(30) == 0
+
+    def committed() -> int:
+        return sum(o or 0 for o in LagReader(Connection(bootstrap)).read().committed.get("copier", {}).values())
+
+    produce(100)
+    with streams_app.running("copier", bootstrap, "clicks", "clicks-copied", hold_after=100) as app:
+        def reading() -> dict[str, list[str]]:
+            if app.poll() is not None:  # (the application died: say why, not "not yet")
+                raise AssertionError(f"the Streams application exited {app.returncode}")
+            return admin.groups_reading({"clicks", "clicks-copied"})
+
+        wait_for(committed, lambda count: count == 100, 180, "the first 100 records copied and committed")
+        produce(200)
+        # When the topic pass asks which groups read its topics, Then the application's group reads its source
+        # (not its sink), as a live consumer group would (the topic's deletion waits)
+        assert reading() == {"clicks": ["copier"], "clicks-copied": []}
+        # And ListGroups gives it the streams type
+        assert kraft.group_ids(bootstrap)["copier"] == wire.STREAMS_GROUP
+
+        # And the lag pass reads its lag (the 200 records) partition by partition as kafka-streams-groups.sh does
+        def lags() -> tuple[dict[int, int | None], dict[int, int]]:
+            read = LagReader(Connection(bootstrap)).read()
+            ours = {p.partition: p.lag for p in partition_lag(read) if p.group == "copier" and p.topic == "clicks"}
+            return ours, _streams_tool_lag(cluster, "copier", "clicks")
+
+        ours, _ = wait_for(lags, lambda seen: sum(v or 0 for v in seen[0].values()) == 200 and seen[0] == seen[1],
+                           120, "the held group's lag as kafka-streams-groups.sh shows it")
+        assert len(ours) == 2, ours
+    # And once it has stopped, it reads nothing
+    wait_for(lambda: admin.groups_reading({"clicks"}), lambda r: r == {"clicks": []}, 90, "the member gone")

@@ -1,14 +1,20 @@
-"""The operator's API client against a real kube-apiserver: the connections it keeps."""
+"""The operator's API client against a real kube-apiserver: the connections it keeps, and what it raises for a kind
+the API server does not serve."""
 
 from __future__ import annotations
 
 import threading
 
 import kubernetes
+import pytest
 
-from krafty.clients.kube import CONNECTIONS, Kube, load_config
-from krafty.reconcile.status import WRITERS
+from krafty import naming
+from krafty.clients.kube import CONNECTIONS, KindNotServed, Kube, load_config
+from krafty.reconcile.writer import WRITERS
 from krafty.runtime.handlers import WORKERS
+from krafty_testkit.apiserver import running_apiserver
+
+from ..conftest import CRDS
 
 
 def opened(kube: Kube) -> int:
@@ -83,3 +89,18 @@ def test_each_kind_of_write_gives_its_connection_back(apiserver):
     assert kube.remove_finalizer("ConfigMap", found, "example.com/kept")
     assert kube.get("ConfigMap", "written", "writes") is None
     assert opened(kube) == 1
+
+
+def test_a_kind_the_api_server_does_not_serve_is_named_and_asked_for_again(tmp_path):
+    # Given an API server without krafty's CRDs
+    with running_apiserver(tmp_path) as bare:
+        kube = Kube(kubernetes.config.new_client_from_config(config_file=str(bare.kubeconfig)))
+        # When a KafkaCluster is read, Then the error names the kind and its CRD (it was the client's
+        # ResourceNotFoundError, which no caller expects), and again (nothing of it remembered)
+        for _ in range(2):
+            with pytest.raises(KindNotServed, match=r"serves no KafkaCluster of kafka\.krafty\.io/v1alpha1"):
+                kube.get(naming.CLUSTER_KIND, "prod", "default")
+        # And once the CRDs are installed, the same client reads it
+        bare.kubectl("apply", "--server-side", "-f", str(CRDS))
+        bare.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+        assert kube.get(naming.CLUSTER_KIND, "prod", "default") is None

@@ -1,7 +1,8 @@
 """A TCP proxy in front of one Kafka listener, for what a real broker cannot be made to do on cue: close a
 client's connections from its side (as a restart or its idle timeout does), hang up on a request, take a kind
 of request and never answer it (a controller stuck behind a broker that forwards to it), or send answers whose
-length prefix claims more than any real answer (a broken or hostile server)."""
+length prefix claims more than any real answer (a broken or hostile server). It also counts the requests that
+pass, by kind: what a client asked a real broker, call by call."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ import contextlib
 import socket
 import struct
 import threading
+from collections import Counter
 
 OVERSTATED = 2**31 - 1  # the largest length a frame's prefix can claim
 
 class KafkaProxy:
-    """Counts the connections it accepts; requests and answers pass whole, a frame at a time."""
+    """Counts the connections it accepts and the requests it passes on; requests and answers pass whole, a frame at
+    a time."""
 
     def __init__(self, port: int, host: str = "127.0.0.1", listen: tuple[str, int] = ("127.0.0.1", 0)) -> None:
         self.server = socket.create_server(listen)
@@ -26,6 +29,7 @@ class KafkaProxy:
         self._overstated = threading.Event()
         self._lock = threading.Lock()
         self._unanswered: dict[int, int] = {}  # api key -> how many more such requests to swallow
+        self._passed: Counter[int] = Counter()  # api key -> requests passed on
         threading.Thread(target=self._serve, daemon=True).start()
 
     def _serve(self) -> None:
@@ -48,7 +52,10 @@ class KafkaProxy:
                 if self._hang_up.is_set():
                     self._hang_up.clear()
                     break
-                if not self._swallowed(struct.unpack(">h", frame[4:6])[0]):
+                api_key = struct.unpack(">h", frame[4:6])[0]
+                if not self._swallowed(api_key):
+                    with self._lock:
+                        self._passed[api_key] += 1
                     broker.sendall(frame)
         _shut(client, broker)
 
@@ -66,6 +73,11 @@ class KafkaProxy:
             if left:
                 self._unanswered[api_key] = left - 1
             return bool(left)
+
+    def requests(self) -> Counter[int]:
+        """The requests passed on so far, by api key."""
+        with self._lock:
+            return Counter(self._passed)
 
     def close_connections(self) -> None:
         """Closes every connection from the broker's side."""

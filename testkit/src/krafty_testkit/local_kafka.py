@@ -181,9 +181,15 @@ class LocalKafkaCluster:
 
     def __init__(self, layout: Layout, workdir: Path, *, base_port: int | None = None,
                  config: Mapping[str, str] | None = None, heap: str = "384m", jmx_exporter: bool | Path = False,
-                 tls: bool = False, version: str | None = None) -> None:
+                 tls: bool = False, version: str | None = None, features: Mapping[str, int] | None = None,
+                 static_quorum: bool = False) -> None:
         """jmx_exporter: each node serves the Prometheus JMX exporter, as in a pod: True with the broker image's
-        rules, a path with the rules in that file."""
+        rules, a path with the rules in that file. features: levels to format the cluster with (kafka-storage
+        format --feature), instead of its release's defaults. static_quorum: every node names the voters
+        (controller.quorum.voters) and the storage is formatted without a voter set: kraft.version 0, a cluster
+        as Kafka before 3.9 made them."""
+        self.features = dict(features or {})
+        self.static_quorum = static_quorum
         self.layout = layout
         self.exporter_rules = jmx_exporter if isinstance(jmx_exporter, Path) else None
         self.workdir = workdir
@@ -269,7 +275,9 @@ class LocalKafkaCluster:
         props = {
             "node.id": str(node.node_id),
             "process.roles": ",".join(sorted(node.roles)),
-            "controller.quorum.bootstrap.servers": self.controller_bootstrap_servers,
+            **({"controller.quorum.voters": ",".join(f"{c.node_id}@{self.host}:{c.controller_port}"
+                                                     for c in self.controllers)} if self.static_quorum else
+               {"controller.quorum.bootstrap.servers": self.controller_bootstrap_servers}),
             "controller.listener.names": "CONTROLLER",
             "listeners": ",".join(listeners),
             "advertised.listeners": ",".join(advertised),
@@ -305,15 +313,19 @@ class LocalKafkaCluster:
 
     def _format(self, node: Node) -> None:
         args = ["format", "--cluster-id", self.cluster_id, "--config", str(node.config_path)]
-        if node.is_controller:
+        if self.static_quorum:
+            pass  # (the voters are the configuration's)
+        elif node.is_controller:
             voters = ",".join(f"{c.node_id}@{self.host}:{c.controller_port}:{c.directory_id}"
                               for c in self.controllers)
             args += ["--initial-controllers", voters]
         else:
             args += ["--no-initial-controllers"]
+        for name, level in sorted(self.features.items()):
+            args += ["--feature", f"{name}={level}"]
         kafka_dist.run_tool("kafka-storage.sh", *args, version=node.version)
         meta = node.directory / "data" / "meta.properties"
-        if node.is_controller and node.directory_id not in meta.read_text():
+        if node.is_controller and not self.static_quorum and node.directory_id not in meta.read_text():
             raise ClusterStartError(f"node {node.node_id}: {meta} does not hold directory id {node.directory_id}")
 
     # -- processes ---------------------------------------------------------

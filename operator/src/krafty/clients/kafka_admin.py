@@ -109,8 +109,11 @@ class KafkaAdmin:
     for IDLE_AFTER: every other call goes through the wire client."""
 
     def __init__(self, connection: Connection, clock: Callable[[], float] = time.monotonic, *,
-                 timeout: float = TIMEOUT, recycle_after: float = RECYCLE_AFTER) -> None:
+                 timeout: float = TIMEOUT, recycle_after: float = RECYCLE_AFTER,
+                 handle: Callable[[Connection], AdminClient] | None = None) -> None:
+        """`handle`: makes the librdkafka handle for the connection (by default from admin_config)."""
         self.connection = connection
+        self._make_handle = handle or (lambda reach: AdminClient(admin_config(reach, "krafty-operator")))
         self.timeout = timeout  # each request's, in seconds
         self.bootstrap_servers = connection.servers
         self._handle: AdminClient | None = None
@@ -136,7 +139,7 @@ class KafkaAdmin:
             if self.closed:
                 raise KafkaUnavailable(f"the client for {self.bootstrap_servers} is closed")
             if self._handle is None:
-                self._handle = AdminClient(admin_config(self.connection, "krafty-operator"))
+                self._handle = self._make_handle(self.connection)
             self._used_at = self._clock()
             return self._handle
 
@@ -152,10 +155,12 @@ class KafkaAdmin:
         return {broker.node_id for broker in kraft.describe_brokers(self.connection, self.timeout) if not broker.fenced}
 
     @_wire_call
-    def topic_state(self) -> tuple[tuple[PartitionState, ...], frozenset[str] | None]:
-        """Every partition with its leader, replicas, ISR and its topic's min.insync.replicas; and the topics
-        with replication throttles set (None when topic configs could not be read)."""
+    def topic_state(self, eligible: bool = False) -> tuple[tuple[PartitionState, ...], frozenset[str] | None]:
+        """Every partition with its leader, replicas, ISR and its topic's min.insync.replicas (and, `eligible`:
+        where the cluster runs ELR, its eligible leader replicas); and the topics with replication throttles set
+        (None when topic configs could not be read)."""
         metadata = kraft.topic_metadata(self.connection)
+        elr = kraft.eligible_leaders(self.connection) if eligible else {}
         throttled: frozenset[str] | None = None
         try:
             # (only the keys read here: every topic's whole config is most of the pass's CPU at many topics)
@@ -170,7 +175,7 @@ class KafkaAdmin:
             throttled = frozenset(name for name, config in configs.items()
                                   if any(config.overrides.get(k) for k in naming.THROTTLED_REPLICAS_KEYS))
         return tuple(PartitionState(name, p.partition, p.leader, p.replicas, p.isr,
-                                    self._min_isr.get(name, len(p.replicas)))
+                                    self._min_isr.get(name, len(p.replicas)), elr.get((name, p.partition), ()))
                      for name, topic in sorted(metadata.items()) for p in topic.partitions), throttled
 
     @_wire_call
@@ -249,8 +254,11 @@ class KafkaAdmin:
 
     @_kafka_call
     def groups_reading(self, topics: set[str]) -> dict[str, list[str]]:
-        """For each of the topics, the consumer groups with a live member assigned one of its partitions."""
+        """For each of the topics, the groups with a live member assigned one of its partitions: consumer groups
+        (librdkafka describes them, of either protocol), share and Streams groups (the wire client)."""
         reading: dict[str, list[str]] = {topic: [] for topic in topics}
+        if topics:
+            self._wire_groups_reading(reading)
         listed = self.client.list_consumer_groups(request_timeout=self.timeout).result(timeout=self.timeout + 5)
         if listed.errors:  # a broker that did not list its groups may coordinate one reading a topic: not "none"
             error = listed.errors[0]
@@ -270,6 +278,17 @@ class KafkaAdmin:
             for topic in assigned & topics:
                 reading[topic].append(group_id)
         return reading
+
+
+    def _wire_groups_reading(self, reading: dict[str, list[str]]) -> None:
+        listed = kraft.group_ids(self.connection, self.timeout)
+        for kind in (wire.SHARE_GROUP, wire.STREAMS_GROUP):
+            groups = sorted(g for g, found in listed.items() if found == kind)
+            for group, readers in kraft.group_readers(self.connection, kind, groups, self.timeout).items():
+                if readers.error is not None:  # its members are not known: not "none"
+                    raise KafkaUnavailable(f"{kind} group {group}: {readers.error}")
+                for topic in readers.topics & reading.keys():
+                    reading[topic].append(group)
 
 
 A = TypeVar("A", bound=KafkaAdmin)

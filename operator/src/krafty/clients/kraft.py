@@ -24,6 +24,13 @@ def describe_brokers(servers: Target, timeout: float = 10.0) -> tuple[wire.Broke
                 timeout)
 
 
+def controller_nodes(controllers: Target, timeout: float = 10.0) -> frozenset[int]:
+    """The nodes that run as controllers, voters or not (sent to controllers: each registers with the active one)."""
+    return frozenset(c.node_id for c in call(controllers, wire.DESCRIBE_CLUSTER, 2,
+                                              wire.encode_describe_cluster(wire.CONTROLLER_ENDPOINTS),
+                                              wire.decode_describe_cluster, timeout))
+
+
 def log_dirs(broker: Target, timeout: float = 10.0) -> tuple[wire.LogDir, ...]:
     """The log directories of the broker asked (each broker answers for its own), with their volumes' sizes."""
     return call(broker, wire.DESCRIBE_LOG_DIRS, 4, wire.encode_describe_log_dirs(), wire.decode_describe_log_dirs,
@@ -35,6 +42,19 @@ def topic_metadata(brokers: Target, timeout: float = 30.0, names: Sequence[str] 
     """Each topic's id and partitions (leader, replicas, ISR), as the broker asked knows them: every topic, or only
     those of `names` that exist."""
     return call(brokers, wire.METADATA, 12, wire.encode_metadata(names), wire.decode_metadata, timeout)
+
+
+def eligible_leaders(brokers: Target, timeout: float = 30.0) -> dict[tuple[str, int], tuple[int, ...]]:
+    """Each partition's eligible leader replicas (KIP-966), for those that have any, a page at a time."""
+    out: dict[tuple[str, int], tuple[int, ...]] = {}
+    cursor: tuple[str, int] | None = None
+    while True:
+        page = call(brokers, wire.DESCRIBE_TOPIC_PARTITIONS, 0, wire.encode_describe_topic_partitions(cursor),
+                    wire.decode_describe_topic_partitions, timeout)
+        out.update(page.eligible)
+        if page.next_cursor is None or page.next_cursor == cursor:
+            return out
+        cursor = page.next_cursor
 
 
 def topic_configs(brokers: Target, topics: Sequence[str], timeout: float = 30.0,
@@ -202,27 +222,33 @@ def alter_user_quotas(servers: Target, changes: Mapping[str, Mapping[str, float 
                 wire.decode_alter_user_quotas, timeout)
 
 
-def finalized_features(servers: Target, timeout: float = 10.0) -> dict[str, int]:
-    """The cluster's finalized feature levels (metadata.version among them), as a broker knows them."""
-    return call(servers, wire.API_VERSIONS, 3, wire.encode_api_versions("krafty", "1"),
-                wire.decode_finalized_features, timeout)
+def features(servers: Target, timeout: float = 10.0) -> tuple[dict[str, int], dict[str, tuple[int, int]]]:
+    """The cluster's finalized feature levels (metadata.version among them) as a broker knows them, and the
+    (min, max) level of each feature that broker's release supports."""
+    # (v4: a v3 request is told only of the features whose lowest supported level is above 0, KIP-1022)
+    return call(servers, wire.API_VERSIONS, 4, wire.encode_api_versions("krafty", "1"), wire.decode_features,
+                timeout)
 
 
-def upgrade_feature(servers: Target, feature: str, level: int, timeout: float = 30.0) -> None:
-    """Raises a feature's finalized level (metadata.version after every node runs the new release)."""
-    call(servers, wire.UPDATE_FEATURES, 1, wire.encode_upgrade_feature(feature, level, int(timeout * 1000)),
+def upgrade_feature(servers: Target, feature: str, level: int, timeout: float = 30.0, *, downgrade: bool = False,
+                    validate_only: bool = False) -> None:
+    """Raises a feature's finalized level (metadata.version after every node runs the new release), or lowers it
+    (`downgrade`: a safe downgrade, where Kafka allows it); raises KafkaProtocolError when the controller refuses."""
+    call(servers, wire.UPDATE_FEATURES, 1, wire.encode_upgrade_feature(feature, level, int(timeout * 1000),
+                                                                       validate_only, downgrade),
          wire.decode_update_features, timeout + 5)
 
 
-def group_ids(servers: Target, timeout: float = 10.0) -> set[str]:
-    """The consumer groups of the cluster: each broker asked for those it coordinates. A broker that does not
-    answer leaves its groups out (they come back with it); none answering raises KafkaUnavailable."""
+def group_ids(servers: Target, timeout: float = 10.0) -> dict[str, str]:
+    """The groups of the cluster, each with its type (classic, consumer, share, streams): each broker asked for
+    those it coordinates. A broker that does not answer leaves its groups out (they come back with it); none
+    answering raises KafkaUnavailable."""
     connection = Connection(servers) if isinstance(servers, str) else servers
-    found: set[str] = set()
+    found: dict[str, str] = {}
     answered, errors = 0, []
     for broker in (b for b in describe_brokers(connection, timeout) if not b.fenced):
         try:
-            found.update(call(connection.to(f"{broker.host}:{broker.port}"), wire.LIST_GROUPS, 4,
+            found.update(call(connection.to(f"{broker.host}:{broker.port}"), wire.LIST_GROUPS, 5,
                               wire.encode_list_groups(), wire.decode_list_groups, timeout))
             answered += 1
         except (KafkaUnavailable, wire.KafkaProtocolError) as error:
@@ -234,31 +260,72 @@ def group_ids(servers: Target, timeout: float = 10.0) -> set[str]:
     return found
 
 
-def committed_offsets(target: Target, groups: Sequence[str], timeout: float = 10.0) -> dict[str, wire.GroupOffsets]:
-    """Each group's committed offsets (the partitions it committed, nothing else), or why they could not be read:
-    one FindCoordinator for every group, then each coordinator asked once for all of its groups."""
-    if not groups:
-        return {}
-    connection = Connection(target) if isinstance(target, str) else target
+def _by_coordinator(connection: Connection, groups: Sequence[str], timeout: float
+                    ) -> tuple[dict[str, list[str]], dict[str, str]]:
+    """The groups by their coordinator's address (one FindCoordinator for all of them), and why the others have
+    none now."""
     try:
         coordinators = call(connection, wire.FIND_COORDINATOR, 4, wire.encode_find_coordinators(groups),
                             wire.decode_find_coordinators, timeout)
     except (KafkaUnavailable, wire.KafkaProtocolError) as error:
-        return {group: wire.GroupOffsets({}, f"no coordinator: {error}") for group in groups}
-    found = {group: wire.GroupOffsets({}, "no coordinator in the answer") for group in groups}
+        return {}, {group: f"no coordinator: {error}" for group in groups}
     by_address: dict[str, list[str]] = {}
+    failed: dict[str, str] = {}
     for group, coordinator in ((g, coordinators.get(g)) for g in groups):
-        if coordinator is not None and coordinator.error is not None:
-            found[group] = wire.GroupOffsets({}, f"coordinator: {coordinator.error}")
-        elif coordinator is not None:
+        if coordinator is None:
+            failed[group] = "no coordinator in the answer"
+        elif coordinator.error is not None:
+            failed[group] = f"coordinator: {coordinator.error}"
+        else:
             by_address.setdefault(f"{coordinator.host}:{coordinator.port}", []).append(group)
+    return by_address, failed
+
+
+def committed_offsets(target: Target, groups: Sequence[str], timeout: float = 10.0, *,
+                      share: bool = False) -> dict[str, wire.GroupOffsets]:
+    """Each group's committed offsets (the partitions it committed, nothing else), or why they could not be read:
+    one FindCoordinator for every group, then each coordinator asked once for all of its groups. `share`: the
+    groups are share groups, and their positions are their share-partitions' start offsets."""
+    if not groups:
+        return {}
+    connection = Connection(target) if isinstance(target, str) else target
+    by_address, failed = _by_coordinator(connection, groups, timeout)
+    found = {group: wire.GroupOffsets({}, why) for group, why in failed.items()}
     for address, members in sorted(by_address.items()):
         try:
-            answers = call(connection.to(address), wire.OFFSET_FETCH, 8, wire.encode_offset_fetch(members),
-                           wire.decode_offset_fetch, timeout)
+            answers = (call(connection.to(address), wire.DESCRIBE_SHARE_GROUP_OFFSETS, 1,
+                            wire.encode_describe_share_group_offsets(members),
+                            wire.decode_describe_share_group_offsets, timeout) if share else
+                       call(connection.to(address), wire.OFFSET_FETCH, 8, wire.encode_offset_fetch(members),
+                            wire.decode_offset_fetch, timeout))
         except (KafkaUnavailable, wire.KafkaProtocolError) as error:
             answers = {group: wire.GroupOffsets({}, f"coordinator {address}: {error}") for group in members}
-        found.update({group: answers[group] for group in members if group in answers})
+        found.update({group: answers.get(group, wire.GroupOffsets({}, "not in the answer")) for group in members})
+    return found
+
+
+_DESCRIBE = {wire.SHARE_GROUP: (wire.SHARE_GROUP_DESCRIBE, 1, wire.decode_share_group_describe),
+             wire.STREAMS_GROUP: (wire.STREAMS_GROUP_DESCRIBE, 0, wire.decode_streams_group_describe)}
+
+
+def group_readers(target: Target, kind: str, groups: Sequence[str], timeout: float = 10.0
+                  ) -> dict[str, wire.GroupReaders]:
+    """The topics each share or Streams group's (`kind`) live members read, or why they are not known: one
+    FindCoordinator for every group, then each coordinator asked once (ShareGroupDescribe, StreamsGroupDescribe)
+    for all of its groups."""
+    if not groups:
+        return {}
+    api, version, decode = _DESCRIBE[kind]
+    connection = Connection(target) if isinstance(target, str) else target
+    by_address, failed = _by_coordinator(connection, groups, timeout)
+    found = {group: wire.GroupReaders(frozenset(), why) for group, why in failed.items()}
+    for address, members in sorted(by_address.items()):
+        try:
+            answers = call(connection.to(address), api, version, wire.encode_group_describe(members), decode, timeout)
+        except (KafkaUnavailable, wire.KafkaProtocolError) as error:
+            answers = {group: wire.GroupReaders(frozenset(), f"coordinator {address}: {error}") for group in members}
+        found.update({group: answers.get(group, wire.GroupReaders(frozenset(), "not in the answer"))
+                      for group in members})
     return found
 
 

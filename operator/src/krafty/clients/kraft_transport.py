@@ -242,6 +242,9 @@ _NAMES = {wire.DESCRIBE_QUORUM: "DescribeQuorum", wire.DESCRIBE_CLUSTER: "Descri
           wire.INCREMENTAL_ALTER_CONFIGS: "IncrementalAlterConfigs", wire.ELECT_LEADERS: "ElectLeaders",
           wire.DESCRIBE_CLIENT_QUOTAS: "DescribeClientQuotas", wire.ALTER_CLIENT_QUOTAS: "AlterClientQuotas",
           wire.FIND_COORDINATOR: "FindCoordinator", wire.OFFSET_FETCH: "OffsetFetch", wire.LIST_GROUPS: "ListGroups",
+          wire.DESCRIBE_SHARE_GROUP_OFFSETS: "DescribeShareGroupOffsets",
+          wire.SHARE_GROUP_DESCRIBE: "ShareGroupDescribe", wire.STREAMS_GROUP_DESCRIBE: "StreamsGroupDescribe",
+          wire.DESCRIBE_TOPIC_PARTITIONS: "DescribeTopicPartitions",
           wire.API_VERSIONS: "ApiVersions", wire.UPDATE_FEATURES: "UpdateFeatures",
           wire.DESCRIBE_LOG_DIRS: "DescribeLogDirs", wire.METADATA: "Metadata",
           wire.DESCRIBE_CONFIGS: "DescribeConfigs", wire.CREATE_TOPICS: "CreateTopics",
@@ -249,3 +252,16 @@ _NAMES = {wire.DESCRIBE_QUORUM: "DescribeQuorum", wire.DESCRIBE_CLUSTER: "Descri
           wire.DESCRIBE_ACLS: "DescribeAcls", wire.CREATE_ACLS: "CreateAcls", wire.DELETE_ACLS: "DeleteAcls",
           wire.DESCRIBE_USER_SCRAM_CREDENTIALS: "DescribeUserScramCredentials",
           wire.ALTER_USER_SCRAM_CREDENTIALS: "AlterUserScramCredentials", wire.LIST_OFFSETS: "ListOffsets"}
+
+
+def listening(address: str, timeout: float = 2.0) -> bool | None:
+    """Whether a server listens at host:port: True when a connection opens, False when it is refused (nothing
+    listens there), None when that cannot be told (the name does not resolve, no answer in time)."""
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout):
+            return True
+    except ConnectionRefusedError:
+        return False
+    except OSError:
+        return None

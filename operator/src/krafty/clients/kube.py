@@ -19,6 +19,7 @@ import kubernetes
 import urllib3
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
+from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
 from krafty import naming
 from krafty.telemetry import metrics
@@ -30,7 +31,7 @@ _API_VERSIONS = {
     "ClusterRoleBinding": "rbac.authorization.k8s.io/v1", "NetworkPolicy": "networking.k8s.io/v1",
     "Lease": "coordination.k8s.io/v1", "StorageClass": "storage.k8s.io/v1",
     naming.CLUSTER_KIND: naming.API_VERSION, naming.TOPIC_KIND: naming.API_VERSION,
-    naming.USER_KIND: naming.API_VERSION,
+    naming.USER_KIND: naming.API_VERSION, naming.PLAN_KIND: naming.API_VERSION,
 }
 REQUEST_TIMEOUT = (5.0, 30.0)  # seconds to connect, seconds to wait for the answer
 # Connections kept open to the API server: one for each thread that may call at once (the scheduler's workers, the
@@ -38,8 +39,14 @@ REQUEST_TIMEOUT = (5.0, 30.0)  # seconds to connect, seconds to wait for the ans
 # answered, and the next call opens a new TLS connection.
 CONNECTIONS = 24
 EVENTS_LOG = logging.getLogger("krafty.events")
-# What a call raises when the API server refuses, fails or does not answer in time
-API_ERRORS = (ApiException, urllib3.exceptions.HTTPError, OSError)
+
+
+class KindNotServed(Exception):
+    """The API server serves no such kind: its CRD is not installed (or not served yet)."""
+
+
+# What a call raises when the API server refuses, fails, does not answer in time or serves no such kind
+API_ERRORS = (ApiException, urllib3.exceptions.HTTPError, OSError, KindNotServed)
 
 
 # What the API server answers when it refuses an object as the spec made it: invalid (400, 422), or forbidden by
@@ -92,7 +99,11 @@ class Kube:
             if self._dynamic is None:
                 self._dynamic = DynamicClient(self.api_client)
             if kind not in self._resources:
-                self._resources[kind] = self._dynamic.resources.get(api_version=_API_VERSIONS[kind], kind=kind)
+                try:
+                    self._resources[kind] = self._dynamic.resources.get(api_version=_API_VERSIONS[kind], kind=kind)
+                except ResourceNotFoundError as error:  # (not remembered: asked again once the CRD is there)
+                    raise KindNotServed(f"the API server serves no {kind} of {_API_VERSIONS[kind]}: is its CRD "
+                                        "installed?") from error
             return self._resources[kind]
 
     def apply(self, body: dict[str, Any], dry_run: bool = False) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
+from krafty import wire
 from krafty.clients import kraft
 from krafty.clients.connection import Connection
 from krafty.clients.errors import KafkaUnavailable, describe_error
@@ -44,8 +45,9 @@ CLIENT_ID = "krafty-operator-lag"
 
 
 class LagReader:
-    """The clients of one cluster's lag pass: the wire client (the groups, listed by each broker; their committed
-    offsets in a batched OffsetFetch: one request per group coordinator, every selected group in it; the log ranges
+    """The clients of one cluster's lag pass: the wire client (the groups of every type, listed by each broker;
+    their committed offsets in a batched OffsetFetch, a share group's start offsets in a batched
+    DescribeShareGroupOffsets: one request per group coordinator, every selected group in it; the log ranges
     of their partitions, from each leader; their topics' retention), and a consumer that joins no group (the
     timestamps of first unread records: fetched once, kept while wanted)."""
 
@@ -69,11 +71,19 @@ class LagReader:
                 raise KafkaUnavailable(f"consumer groups: {error}") from error
             selected = select_groups(listed, self.selection)
             committed: dict[str, dict[TopicPartitionKey, int | None]] = {}
+            counted: dict[str, dict[TopicPartitionKey, int]] = {}
             unknown_groups = set()
-            for group, answer in kraft.committed_offsets(self.connection, selected.groups, TIMEOUT).items():
+            # (a share group commits nothing: its position is each share-partition's start offset)
+            shared = [g for g in selected.groups if listed[g] == wire.SHARE_GROUP]
+            answers = {**kraft.committed_offsets(self.connection, [g for g in selected.groups if g not in shared],
+                                                 TIMEOUT),
+                       **kraft.committed_offsets(self.connection, shared, TIMEOUT, share=True)}
+            for group, answer in answers.items():
                 if answer.error is None:
                     committed[group] = {tp: offset for tp, offset in answer.offsets.items()
                                         if not tp[0].startswith("__")}
+                    if answer.lags:
+                        counted[group] = dict(answer.lags)
                 else:
                     log.info("committed offsets of group %s unreadable: %s", group, answer.error)
                     unknown_groups.add(group)
@@ -82,7 +92,7 @@ class LagReader:
             at = time.time()
             return LagRead(committed, frozenset(unknown_groups), logs, selected, at,
                            self._stamps.read(unread_records(committed, logs)),
-                           self.retention({topic for topic, _ in wanted}))
+                           self.retention({topic for topic, _ in wanted}), counted)
 
     def retention(self, topics: set[str]) -> dict[str, Retention]:
         """Each topic's retention, read again once it is RETENTION_REFRESH old; absent where unreadable."""

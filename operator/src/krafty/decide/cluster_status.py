@@ -1,12 +1,16 @@
-"""The KafkaCluster status: per-node state, partition health, quorum, roll and conditions."""
+"""The KafkaCluster status: per-node state, partition health, quorum, roll, conditions and the passes failing."""
 
 from __future__ import annotations
 
+import datetime
 from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from krafty.decide import external, roll
 from krafty.decide.health import summarize
+from krafty.decide.restart_phases import RestartPhase
 from krafty.decide.scaling import ScalePlan
 from krafty.decide.status import AVAILABLE, DEGRADED, PROGRESSING, READY, Condition
 from krafty.decide.upgrade import VersionPhase, VersionPlan
@@ -47,7 +51,10 @@ def _node_message(node: NodeState) -> str:
     return ""
 
 
-def node_entries(obs: ClusterObservation) -> list[dict[str, Any]]:
+def node_entries(obs: ClusterObservation, phases: Mapping[str, tuple[RestartPhase, datetime.datetime]]
+                 ) -> list[dict[str, Any]]:
+    """Each node's state; one coming back from a restart with its phase and since when (krafty.decide.
+    restart_phases)."""
     leaders = Counter(p.leader for p in obs.partitions or ())
     voters = obs.quorum.voter_ids() if obs.quorum else set()
     entries = []
@@ -61,6 +68,9 @@ def node_entries(obs: ClusterObservation) -> list[dict[str, Any]]:
         if in_sync is not None:
             entry["inSync"] = in_sync
             entry["leaderCount"] = leaders.get(node.node_id, 0)
+        if node.pod in phases:
+            phase, since = phases[node.pod]
+            entry["restartPhase"], entry["restartPhaseSince"] = phase.value, since.isoformat()
         message = _node_message(node)
         if message:
             entry["message"] = message
@@ -73,7 +83,8 @@ def partition_summary(obs: ClusterObservation) -> dict[str, int] | None:
         return None
     health = summarize(obs.partitions)
     return {"total": health.total, "underReplicated": health.under_replicated, "underMinIsr": health.under_min_isr,
-            "offline": health.offline, "notPreferredLeader": health.not_preferred_leader}
+            "offline": health.offline, "notPreferredLeader": health.not_preferred_leader,
+            "eligibleLeadersOnly": health.eligible_leaders_only}
 
 
 def quorum_summary(obs: ClusterObservation) -> dict[str, Any] | None:
@@ -93,8 +104,10 @@ def _available(obs: ClusterObservation) -> Condition:
                                                                                  "leader")
     health = summarize(obs.partitions)
     if health.offline:
+        waiting = (f"; {health.eligible_leaders_only} of them wait for an eligible leader replica (ELR) to come "
+                   "back, with every committed record" if health.eligible_leaders_only else "")
         return Condition(AVAILABLE, False, "PartitionsOffline", f"{health.offline} partitions have no leader: "
-                                                                 "nobody can read or write them")
+                                                                 f"nobody can read or write them{waiting}")
     if health.under_min_isr:
         return Condition(AVAILABLE, False, "UnderMinIsr", f"{health.under_min_isr} partitions are below "
                                                           "min.insync.replicas: acks=all writes to them fail")
@@ -112,7 +125,7 @@ def _progressing(obs: ClusterObservation, step: roll.Step, scale: ScalePlan) -> 
         total = sum(n.exists for n in obs.nodes)
         rest = f"next {order[0].pod}, then {len(order) - 1} more" if len(order) > 1 else f"last {order[0].pod}"
         done = f"{current} of {total} nodes run the current configuration"
-        if isinstance(step, roll.Held):
+        if isinstance(step, roll.Gated):
             return Condition(PROGRESSING, True, step.reason, f"{done}; {step.message}")
         return Condition(PROGRESSING, True, "RollingRestart", f"{done}; {rest}")
     if isinstance(step, roll.ElectLeaders):
@@ -192,7 +205,11 @@ def roll_summary(obs: ClusterObservation, step: roll.Step) -> dict[str, Any] | N
     out: dict[str, Any] = {"pending": [n.pod for n in order], "reason": roll.restart_reason(order[0])[1]}
     if isinstance(step, roll.Restart):
         out["current"] = step.node.pod
-    if isinstance(step, roll.Blocked | roll.Wait | roll.Held):
+        if step.together:
+            out["group"] = [n.pod for n in step.nodes]
+        if step.alone:
+            out["alone"] = step.alone
+    if isinstance(step, roll.Blocked | roll.Wait | roll.Gated):
         out["blockedBy"] = step.message
     return out
 
@@ -225,7 +242,8 @@ def _bootstrap(ctx: ClusterContext, obs: ClusterObservation, listener: Listener)
 
 
 def fields(ctx: ClusterContext, obs: ClusterObservation, step: roll.Step, scale: ScalePlan,
-           balanced_for: tuple[int, ...] | None, leaders_pending: bool) -> dict[str, Any]:
+           balanced_for: tuple[int, ...] | None, leaders_pending: bool,
+           phases: Mapping[str, tuple[RestartPhase, datetime.datetime]]) -> dict[str, Any]:
     """Everything status holds besides the conditions."""
     status: dict[str, Any] = {
         "clusterId": ctx.cluster_id,
@@ -234,7 +252,7 @@ def fields(ctx: ClusterContext, obs: ClusterObservation, step: roll.Step, scale:
                        "authentication": listener.authentication.value, "securityProtocol": listener.protocol.value,
                        "bootstrapServers": _bootstrap(ctx, obs, listener)} for listener in ctx.published_listeners],
         "readyBrokers": sum(1 for n in obs.nodes if n.is_broker and n.serving),
-        "nodes": node_entries(obs),
+        "nodes": node_entries(obs, phases),
         "roll": roll_summary(obs, step),
         "plannedActions": planned_actions(obs) + ([scale.message] if scale.busy else []),
         "scaling": scaling_fields(scale, obs, balanced_for, leaders_pending),
@@ -248,6 +266,20 @@ def fields(ctx: ClusterContext, obs: ClusterObservation, step: roll.Step, scale:
     return status
 
 
+def feature_entries(obs: ClusterObservation, wanted: Mapping[str, int],
+                    waiting: Mapping[str, str]) -> list[dict[str, Any]] | None:
+    """status.features: each feature's finalized level, the range the brokers' release supports, and the level
+    spec.features asks with why it is not there yet; None when Kafka could not be read this pass (the last ones
+    stay)."""
+    if not obs.features:
+        return None
+    return [{"name": f.name, "level": f.finalized,
+             **({"supportedMin": f.supported[0], "supportedMax": f.supported[1]} if f.supported else {}),
+             **({"wanted": wanted[f.name]} if f.name in wanted else {}),
+             **({"waiting": waiting[f.name]} if f.name in waiting else {})}
+            for f in obs.features]
+
+
 def version_fields(target: str, obs: ClusterObservation, version: VersionPlan) -> dict[str, Any]:
     """Where a version change stands: the target, each node's release, the cluster's metadata.version."""
     level = obs.metadata_level
@@ -256,3 +288,26 @@ def version_fields(target: str, obs: ClusterObservation, version: VersionPlan) -
             "metadataVersion": versions.metadata_name(level) if level is not None else None,
             "metadataLevel": level,
             "healthySince": version.healthy_since.isoformat() if version.healthy_since else None}
+
+
+@dataclass(frozen=True)
+class PassFailure:
+    """A pass that raised (not Kafka not answering, which each pass reports itself): how many times in a row, the
+    error, and when the next one comes."""
+
+    failures: int
+    error: str
+    next_at: datetime.datetime
+
+    def message(self, kind: str) -> str:
+        return (f"the {kind} pass failed {self.failures} time{'s' * (self.failures != 1)} in a row ({self.error}); "
+                f"the next at {self.next_at.strftime('%H:%M:%SZ')}")
+
+
+def failing_passes(failing: Mapping[str, PassFailure]) -> list[dict[str, Any]] | None:
+    """status.failingPasses: each of the cluster's passes that keeps failing, by kind; None (removed) once none."""
+    if not failing:
+        return None
+    return [{"pass": kind, "failures": failure.failures, "error": failure.error,
+             "nextAttemptAt": failure.next_at.strftime("%Y-%m-%dT%H:%M:%SZ")}
+            for kind, failure in sorted(failing.items())]

@@ -15,6 +15,7 @@ class PartitionHealth:
     under_min_isr: int  # has a leader but fewer in-sync replicas than min.insync.replicas: acks=all fails
     offline: int  # no leader
     not_preferred_leader: int  # led by another replica than the first one
+    eligible_leaders_only: int = 0  # no in-sync replica, eligible leader replicas waiting to lead (ELR, KIP-966)
 
     @property
     def imbalance(self) -> float:
@@ -29,7 +30,8 @@ def summarize(partitions: Iterable[PartitionState]) -> PartitionHealth:
         under_replicated=sum(p.under_replicated for p in items),
         under_min_isr=sum(p.under_min_isr and not p.offline for p in items),
         offline=sum(p.offline for p in items),
-        not_preferred_leader=sum(p.leader != p.preferred_leader for p in items))
+        not_preferred_leader=sum(p.leader != p.preferred_leader for p in items),
+        eligible_leaders_only=sum(p.eligible_leaders_only for p in items))
 
 
 def unhealthy(partitions: Iterable[PartitionState]) -> list[PartitionState]:

@@ -16,7 +16,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from krafty import naming
-from krafty.model.context import Voter
+from krafty.model.context import QuorumKind, Voter
+from krafty.model.network import UnnamedPeers
 
 
 class IdentityConflict(ValueError):
@@ -82,3 +83,35 @@ def internal_tls(config_data: Mapping[str, str] | None, wanted: bool | None) -> 
     if config_data is not None:
         return False
     return wanted is not False
+
+
+def unnamed_peers(config_data: Mapping[str, str] | None) -> UnnamedPeers:
+    """Who a listener or the metrics port naming no peers admits unless the spec says: chosen when the cluster was
+    created and kept in its ConfigMap, like internal_tls; every pod for a cluster made before the operator had
+    the choice (a ConfigMap without the key), so that its clients in other namespaces keep their way in; its own
+    namespace for a new cluster."""
+    if config_data is not None and naming.UNNAMED_PEERS_KEY in config_data:
+        return UnnamedPeers(config_data[naming.UNNAMED_PEERS_KEY])
+    return UnnamedPeers.EVERYONE if config_data is not None else UnnamedPeers.NAMESPACE
+
+
+def stored_quorum(config_data: Mapping[str, str] | None) -> QuorumKind:
+    """How the nodes find their quorum, as the ConfigMap last said: dynamic for a new cluster, or one made before the
+    key (krafty formats every cluster with --initial-controllers). A cluster adopted with a static quorum says so
+    in the ConfigMap restored with its cluster id (kraft-quorum: static)."""
+    value = (config_data or {}).get(naming.KRAFT_QUORUM_KEY)
+    if value is None:
+        return QuorumKind.DYNAMIC
+    if value not in QuorumKind.__members__.values():
+        raise IdentityConflict(f"ConfigMap key {naming.KRAFT_QUORUM_KEY} is {value!r}, neither "
+                               f"{QuorumKind.STATIC.value} nor {QuorumKind.DYNAMIC.value}: fix it; nothing changes "
+                               "until then")
+    return QuorumKind(value)
+
+
+def quorum_kind(stored: QuorumKind, kraft_version: int | None) -> QuorumKind:
+    """How the nodes find their quorum: what kraft.version says when Kafka was read (0: static, a cluster formatted
+    before KIP-853, until spec.features raises it), else what was stored."""
+    if kraft_version is None:
+        return stored
+    return QuorumKind.STATIC if kraft_version == 0 else QuorumKind.DYNAMIC

@@ -50,14 +50,18 @@ class SelectedGroups:
     groups: tuple[str, ...]
     excluded: int  # left out by the patterns
     over_limit: int  # allowed by the patterns, left out by the limit
+    types: Mapping[str, str] = field(default_factory=dict)  # each read group's type: classic, consumer, share, ...
 
 
-def select_groups(groups: Iterable[str], selection: GroupSelection) -> SelectedGroups:
+def select_groups(groups: Mapping[str, str], selection: GroupSelection) -> SelectedGroups:
+    """The groups (each with its type, as ListGroups gives it) whose lag is read: those the patterns allow, up to
+    the limit, in name order."""
     every = set(groups)
     allowed = sorted(g for g in every if (not selection.include or any(re.fullmatch(p, g) for p in selection.include))
                      and not any(re.fullmatch(p, g) for p in selection.exclude))
-    return SelectedGroups(tuple(allowed[:selection.limit]), len(every) - len(allowed),
-                          max(0, len(allowed) - selection.limit))
+    read = tuple(allowed[:selection.limit])
+    return SelectedGroups(read, len(every) - len(allowed), max(0, len(allowed) - selection.limit),
+                          {group: groups[group] for group in read})
 
 
 @dataclass(frozen=True)
@@ -100,6 +104,9 @@ class LagRead:
     # transaction markers); None or absent: unreadable
     timestamps: Mapping[RecordKey, int | None] = field(default_factory=dict)
     retention: Mapping[str, Retention] = field(default_factory=dict)  # per topic; absent: unreadable
+    # The lag Kafka counts itself, per group, where it does (a share group's share-partitions, KIP-1226: records
+    # above the start offset already acknowledged are not lag); absent: the log end minus the offset
+    counted: Mapping[str, Mapping[TopicPartitionKey, int]] = field(default_factory=dict)
 
 
 def unread_records(committed: Mapping[str, Mapping[TopicPartitionKey, int | None]],
@@ -176,9 +183,10 @@ def _entry(group: str, tp: TopicPartitionKey, offset: int | None, read: LagRead,
         return PartitionLag(group, tp[0], tp[1], None, None)
     retained = log_range.end - log_range.start
     headroom = 1.0 if retained <= 0 else max(0.0, min(1.0, (offset - log_range.start) / retained))
-    lag = max(0, log_range.end - offset)
+    counted = read.counted.get(group, {}).get(tp)
+    lag = max(0, log_range.end - offset) if counted is None else counted
     history = before.history if before is not None else ()
-    first = first_unread(offset, log_range)
+    first = None if lag == 0 else first_unread(offset, log_range)
     stamp = None if first is None else read.timestamps.get((*tp, first))
     if stamp == NO_RECORD:
         first = stamp = None

@@ -8,6 +8,13 @@ Brokers
         exceeds the remaining brokers; otherwise every replica leaves the
         brokers that go away first, then the StatefulSet shrinks, then the
         removed brokers are unregistered from the KRaft metadata.
+Combined voters (the first spec.controllers.replicas brokers), one at a time,
+each step only while every voter is caught up:
+  up    the new voters' brokers restart with the controller role (the roll,
+        krafty.decide.roll: RolesChanged), then each, caught up as an
+        observer, is made a voter;
+  down  the highest voter is removed from the voters while it runs; once it
+        is no longer one, the roll restarts it as a broker only.
 Dedicated controllers (KIP-853 dynamic quorum), one voter at a time, each
 step only while every voter is caught up:
   up    one more controller starts as an observer; once it has caught up the
@@ -28,7 +35,7 @@ from enum import StrEnum
 from krafty import naming
 from krafty.decide import placement
 from krafty.decide.roll import MAX_VOTER_LAG
-from krafty.facts.observed import ClusterObservation, PartitionState, VoterState
+from krafty.facts.observed import ClusterObservation, PartitionState, QuorumState, VoterState
 from krafty.naming import Pool
 
 TopicPartition = tuple[str, int]
@@ -60,6 +67,8 @@ class ScaleInput:
     balanced_for: tuple[int, ...] | None  # brokers the placement was last balanced for
     roll_pending: bool = False  # a rolling restart goes first: no new moves or quorum changes meanwhile
     racks: Mapping[int, str] = field(default_factory=dict)
+    voters: int = 0  # combined mode: the brokers that vote (spec.controllers.replicas)
+    static_quorum: bool = False  # kraft.version 0: the voters cannot change until it is raised
 
 
 @dataclass(frozen=True)
@@ -102,13 +111,13 @@ class QuorumStep:
     after_roll: bool = False  # waits for the pending rolling restart
 
 
-def _membership(obs: ClusterObservation, current: int, staying: int) -> QuorumStep | None:
-    """Voters the running controllers do not match: a controller back on a new disk (its old voter entry goes
-    first), or a running controller that stays and is only an observer (it becomes a voter once caught up)."""
+def _membership(obs: ClusterObservation, current: int, running: set[int]) -> QuorumStep | None:
+    """Voters the running controllers (`running`: those that stay) do not match: a controller back on a new disk
+    (its old voter entry goes first), or a running controller that stays and is only an observer (it becomes a
+    voter once caught up). `current`: the controller replicas to keep running."""
     quorum = obs.quorum
     if quorum is None or quorum.leader_id < 0:
         return None
-    running = {naming.node_id(Pool.CONTROLLER, i) for i in range(min(current, staying))}
     observers = {o.node_id: o for o in quorum.observers if o.node_id in running}
     for voter in quorum.voters:
         found = observers.get(voter.node_id)
@@ -129,10 +138,58 @@ def _membership(obs: ClusterObservation, current: int, staying: int) -> QuorumSt
     return None
 
 
-def _controllers(inp: ScaleInput, obs: ClusterObservation) -> QuorumStep:
-    current, desired = inp.running_controllers, inp.desired_controllers
-    if not inp.dedicated:
+def _combined_voters(inp: ScaleInput, obs: ClusterObservation) -> QuorumStep:
+    """Combined mode: the voters made the first `inp.voters` brokers, one at a time."""
+    staying = {naming.node_id(Pool.BROKER, i) for i in range(inp.voters)}
+    quorum = obs.quorum
+    if quorum is None or quorum.leader_id < 0:
         return QuorumStep(0)
+    leaving = sorted((v for v in quorum.voters if v.node_id not in staying), key=lambda v: -v.node_id)
+    if leaving:
+        problem = _quorum_problem(obs, frozenset({leaving[0].node_id}))
+        if problem:
+            return QuorumStep(0, ScalePhase.REMOVING_VOTER, f"waiting to remove broker {leaving[0].node_id} from "
+                                                            f"the voters: {problem}")
+        return QuorumStep(0, ScalePhase.REMOVING_VOTER, f"removing broker {leaving[0].node_id} from the voters "
+                          f"(controllers.replicas {inp.voters}); the roll then restarts it as a broker only",
+                          remove=leaving[0])
+    # A broker that is to vote runs as a controller once the roll restarted it into that role
+    controllers = {n.node_id for n in obs.nodes if n.node_id in staying and n.running
+                   and (n.controller_running or (n.controller_running is None and n.node_id in quorum.voter_ids()))}
+    repair = _membership(obs, 0, controllers)
+    if repair is not None:
+        return repair
+    joining = sorted(staying - quorum.voter_ids())
+    if joining:  # (the roll restarts it into the controller role: it goes first)
+        return QuorumStep(0, ScalePhase.SCALING_CONTROLLERS, f"waiting for broker {joining[0]} to restart as a "
+                                                             "controller before it votes", after_roll=True)
+    return QuorumStep(0)
+
+
+STATIC_QUORUM = ("the quorum is static (kraft.version 0): its voters change once spec.features raises kraft.version "
+                 "to 1")
+
+
+def static_refusal(static: bool, wanted_voters: int, quorum: QuorumState | None, raising: bool) -> str | None:
+    """Why a spec that changes a static quorum's voters cannot be carried out (unless it also raises kraft.version,
+    after which the voters change), or None."""
+    if not static or raising or quorum is None or len(quorum.voters) == wanted_voters:
+        return None
+    return (f"spec.controllers.replicas {wanted_voters}: the quorum is static (kraft.version 0) and its "
+            f"{len(quorum.voters)} voters cannot change; set spec.features kraft.version: 1 first (a point of no "
+            "return). Nothing changes")
+
+
+def _controllers(inp: ScaleInput, obs: ClusterObservation) -> QuorumStep:
+    wanted = inp.desired_controllers if inp.dedicated else inp.voters
+    if inp.static_quorum and obs.quorum is not None and len(obs.quorum.voters) != wanted:
+        # (Blocked, not busy: the cluster stays healthy, and so kraft.version can be raised)
+        return QuorumStep(inp.running_controllers, ScalePhase.BLOCKED, STATIC_QUORUM)
+    return _dedicated_controllers(inp, obs) if inp.dedicated else _combined_voters(inp, obs)
+
+
+def _dedicated_controllers(inp: ScaleInput, obs: ClusterObservation) -> QuorumStep:
+    current, desired = inp.running_controllers, inp.desired_controllers
     first_gone = naming.node_id(Pool.CONTROLLER, current)
     stale = [v for v in (obs.quorum.voters if obs.quorum else ()) if v.node_id >= first_gone]
     if stale:
@@ -143,7 +200,7 @@ def _controllers(inp: ScaleInput, obs: ClusterObservation) -> QuorumStep:
                               f"waiting to remove controller {stale[0].node_id}: {problem}")
         return QuorumStep(current, ScalePhase.REMOVING_VOTER,
                           f"removing stopped controller {stale[0].node_id} from the voters", remove=stale[0])
-    repair = _membership(obs, current, desired)
+    repair = _membership(obs, current, {naming.node_id(Pool.CONTROLLER, i) for i in range(min(current, desired))})
     if repair is not None:
         return repair
     if current == desired:

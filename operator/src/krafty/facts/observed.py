@@ -8,7 +8,7 @@ nothing else, so each can be tested with a table of situations.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -43,10 +43,23 @@ class PartitionState:
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
     min_isr: int
+    elr: tuple[int, ...] = ()  # eligible leader replicas (KIP-966): out of the ISR, every committed record held
 
     @property
     def name(self) -> str:
         return f"{self.topic}-{self.partition}"
+
+    def leader_candidates(self, stopping: Collection[int] = ()) -> tuple[int, ...]:
+        """Who Kafka may make leader if `stopping` stop: the in-sync replicas left, else (ELR) the eligible
+        ones left. (The roll asks only while every broker runs, so none of them is fenced.)"""
+        in_sync = tuple(b for b in self.isr if b not in stopping)
+        return in_sync or tuple(b for b in self.elr if b not in stopping)
+
+    @property
+    def eligible_leaders_only(self) -> bool:
+        """Its ISR is empty and eligible replicas wait to lead (ELR): back without an unclean election as soon
+        as one of them is."""
+        return not self.isr and bool(self.elr)
 
     @property
     def preferred_leader(self) -> int:
@@ -155,6 +168,15 @@ class ServedListener:
     authentication: ClientAuthentication
 
 
+class RestartRequest(StrEnum):
+    """What a pod's manual-restart annotation asks (kubectl krafty restart)."""
+
+    NONE = "none"
+    SAFE = "safe"  # when the roll allows it: every other node back, no partition or quorum put at risk
+    FORCED = "forced"  # once every other node's pod is ready, whatever Kafka would say (a cluster that refuses the
+    # operator: its Kafka checks cannot be asked)
+
+
 @dataclass(frozen=True)
 class NodeState:
     """One Kafka node as Kubernetes and Kafka see it."""
@@ -165,7 +187,7 @@ class NodeState:
     roles: tuple[str, ...]
     phase: PodPhase
     revision_current: bool  # the pod runs the StatefulSet's current template
-    restart_requested: bool = False  # the pod carries the manual-restart annotation
+    restart_requested: RestartRequest = RestartRequest.NONE  # the pod's manual-restart annotation
     resize_waiting: str | None = None  # its volume grew and its file system grows only at a restart: why
     registered: bool = False  # brokers: registered and unfenced
     pending: tuple[PendingChange, ...] = ()  # how the pod differs from the current template
@@ -176,6 +198,9 @@ class NodeState:
     host: str | None = None  # the Kubernetes node its pod was scheduled on
     host_down: str | None = None  # why that Kubernetes node cannot run it (not Ready, gone); None: it can
     host_address: str | None = None  # that Kubernetes node's address (the pod's hostIP)
+    # Combined mode, where its roles may be in flux (the voters change): whether its controller listener answers,
+    # that is whether it runs as a controller now; None: not asked (it runs the roles its configuration gives)
+    controller_running: bool | None = None
 
     @property
     def template_pending(self) -> bool:
@@ -212,20 +237,27 @@ class NodeState:
         return self.ready and (self.registered or not self.is_broker)
 
     @property
+    def roles_pending(self) -> bool:
+        """It runs as a controller and should not, or the other way round: it restarts into its roles."""
+        return self.controller_running is not None and self.controller_running != self.is_controller
+
+    @property
     def stuck(self) -> bool:
         """Runs the current template but is not back, and will not come back by waiting."""
         return self.revision_current and self.phase in (PodPhase.DOWN, PodPhase.NOT_READY)
 
     @property
     def needs_restart(self) -> bool:
-        return self.exists and not self.terminating and (not self.revision_current or self.restart_requested
-                                                          or self.resize_waiting is not None)
+        return self.exists and not self.terminating and (
+            not self.revision_current or self.restart_requested is not RestartRequest.NONE
+            or self.resize_waiting is not None or self.roles_pending)
 
 
 @dataclass(frozen=True)
 class BrokerRegistration:
     node_id: int
     fenced: bool
+    rack: str | None = None  # broker.rack, as the broker registered it (its zone on a rack-aware cluster)
 
 
 class PreflightOutcome(StrEnum):
@@ -297,6 +329,16 @@ class CanaryReading:
 
 
 @dataclass(frozen=True)
+class FeatureLevel:
+    """One KRaft feature (metadata.version, kraft.version, group.version, ...): the level the cluster finalized (0:
+    not finalized, off) and the (min, max) the brokers' release supports (None: it does not know the feature)."""
+
+    name: str
+    finalized: int
+    supported: tuple[int, int] | None
+
+
+@dataclass(frozen=True)
 class ClusterObservation:
     """Everything one pass knows, read once at its start."""
 
@@ -319,6 +361,9 @@ class ClusterObservation:
     preflights: tuple[Preflight, ...] = ()
     external_services: Mapping[str, ExternalServiceState] = field(default_factory=dict)  # by name
     metadata_level: int | None = None  # the finalized metadata.version; None: unread
+    features: tuple[FeatureLevel, ...] = ()  # every feature finalized or supported, by name; (): unread
+    # The groups of each type a feature the spec turns off is used by (share, consumer, streams); read only then
+    groups: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     canary: CanaryReading | None = None  # None: the canary does not run
     observed_at: datetime.datetime | None = None
 

@@ -20,6 +20,7 @@ from krafty.facts.observed import (
     PodPhase,
     Preflight,
     PreflightOutcome,
+    RestartRequest,
     ServedListener,
 )
 from krafty.model.cluster import ClientAuthentication, SecurityProtocol
@@ -27,6 +28,7 @@ from krafty.model.context import ClusterContext
 from krafty.naming import Pool
 
 RESTART_ANNOTATION = f"{naming.GROUP}/restart"
+FORCED_RESTART = "force"  # the annotation's value that asks for a restart without Kafka's checks
 REVISION_LABEL = "controller-revision-hash"
 # Pod template fields a user changes through the spec, named in restart reasons when they differ.
 POD_FIELDS = ("terminationGracePeriodSeconds", "affinity", "tolerations", "nodeSelector", "priorityClassName",
@@ -39,6 +41,14 @@ FAILING = ("CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "InvalidImage
 
 Pod = Mapping[str, Any]
 
+
+
+def restart_request(annotation: str | None) -> RestartRequest:
+    """What the manual-restart annotation asks: any value a restart when the roll allows it (kubectl krafty writes
+    the time), "force" one without Kafka's checks."""
+    if not annotation:
+        return RestartRequest.NONE
+    return RestartRequest.FORCED if annotation == FORCED_RESTART else RestartRequest.SAFE
 
 def ordinal(pod: Pod) -> int | None:
     suffix = str(pod["metadata"]["name"]).rsplit("-", 1)[-1]
@@ -190,9 +200,11 @@ def host_down(node: Mapping[str, Any] | None, name: str) -> str | None:
 
 def node_states(ctx: ClusterContext, statefulsets: Mapping[Pool, Mapping[str, Any] | None],
                 pods: Sequence[Pod], registered: set[int], now: datetime.datetime,
-                hosts_down: Mapping[str, str] | None = None) -> tuple[NodeState, ...]:
+                hosts_down: Mapping[str, str] | None = None,
+                controller_running: Mapping[int, bool] | None = None) -> tuple[NodeState, ...]:
     """Every node of the pools ctx runs, plus any pod left beyond them (being removed). hosts_down: the
-    Kubernetes nodes that cannot run pods, and why."""
+    Kubernetes nodes that cannot run pods, and why; controller_running: for the nodes asked, whether they run as
+    controllers now (combined mode)."""
     timeout = ctx.spec.restarts.node_ready_timeout_seconds
     nodes = []
     for pool in ctx.pools():
@@ -209,13 +221,14 @@ def node_states(ctx: ClusterContext, statefulsets: Mapping[Pool, Mapping[str, An
             annotations = (pod["metadata"].get("annotations") or {}) if pod else {}
             nodes.append(NodeState(
                 node_id=node_id, pool=pool, pod=naming.pod(ctx.name, pool, index), roles=ctx.roles(pool, index),
-                phase=phase(pod, now, timeout), revision_current=current,
-                restart_requested=bool(annotations.get(RESTART_ANNOTATION)), registered=node_id in registered,
+                phase=phase(pod, now, timeout), revision_current=current, registered=node_id in registered,
+                restart_requested=restart_request(annotations.get(RESTART_ANNOTATION)),
                 trouble=trouble(pod), requests=_requests(pod), listeners=served_listeners(pod) if pod else frozenset(),
                 version=ctx.version_of(_image(pod)) if pod else None,
                 host=host(pod) if pod else None, host_down=(hosts_down or {}).get(host(pod) or "") if pod else None,
                 host_address=((pod.get("status") or {}).get("hostIP") or None) if pod else None,
-                pending=pending_changes(pod, template) if pod and template and not current else ()))
+                pending=pending_changes(pod, template) if pod and template and not current else (),
+                controller_running=(controller_running or {}).get(node_id)))
     return tuple(nodes)
 
 

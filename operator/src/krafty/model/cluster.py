@@ -254,6 +254,15 @@ class Restarts(Spec):
     grace_period_seconds: int = Field(default=300, ge=30, le=86400)
     node_ready_timeout_seconds: int = Field(default=900, ge=60, le=86400)
     canary_gate: CanaryGate | None = None
+    # Brokers restarted at once: 1, "zone" (every broker of one zone, on a rack-aware cluster) or a number
+    # (krafty.decide.restart_groups); controllers always go one at a time
+    parallelism: int | Literal["zone"] = Field(default=1)
+
+    @model_validator(mode="after")
+    def _parallelism(self) -> Restarts:
+        if isinstance(self.parallelism, int) and not 1 <= self.parallelism <= 100:
+            raise ValueError("restarts.parallelism is a number of brokers from 1 to 100, or zone")
+        return self
 
 
 class Canary(Spec):
@@ -306,6 +315,9 @@ class KafkaClusterSpec(Spec):
     restarts: Restarts = Field(default_factory=Restarts)
     canary: Canary = Field(default_factory=Canary)
     upgrade: Upgrade = Field(default_factory=Upgrade)
+    # KRaft feature levels by name (share.version: 1, ...): unset, a new cluster gets its release's default and a
+    # running one keeps what it has (krafty.decide.features); metadata.version is spec.upgrade's
+    features: dict[str, int] = Field(default_factory=dict, max_length=16)
     leader_balance: LeaderBalance = Field(default_factory=LeaderBalance)
     metrics: Metrics = Field(default_factory=Metrics)
     network_policies: NetworkPolicies = Field(default_factory=NetworkPolicies)

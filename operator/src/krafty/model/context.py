@@ -5,10 +5,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from krafty import naming
 from krafty.model.cluster import ControllerMode, KafkaClusterSpec, Listener, NodePool, Storage
+from krafty.model.network import NetworkPolicyPeer, UnnamedPeers
 from krafty.naming import Pool
+
+
+class QuorumKind(StrEnum):
+    """How the nodes find the controller quorum."""
+
+    DYNAMIC = "dynamic"  # kraft.version 1 (KIP-853): the voters live in the metadata log; nodes bootstrap from any
+    STATIC = "static"  # kraft.version 0: every node names the voters (controller.quorum.voters), fixed
 
 
 @dataclass(frozen=True)
@@ -78,6 +87,11 @@ class ClusterContext:
     operator: OperatorPeer | None = None  # None: the operator runs outside the cluster
     sizes: Sizes | None = None  # to run this pass; None: what the spec asks for
     internal_tls: bool = True  # mutual TLS between the nodes: fixed when the cluster was created
+    # Who a listener or the metrics port naming no peers admits unless the spec says: fixed when the cluster was
+    # created (krafty.decide.identity.unnamed_peers)
+    created_unnamed_peers: UnnamedPeers = UnnamedPeers.NAMESPACE
+    quorum: QuorumKind = QuorumKind.DYNAMIC  # static for a cluster formatted before KIP-853 until it moves
+    monitoring_peers: tuple[NetworkPolicyPeer, ...] = ()  # the install's Prometheus (the chart's metricsFrom)
     certificates: str = ""  # what the pods run with (krafty.decide.certificates.running_marker)
     config_secrets: str = ""  # a digest of the Secrets spec.brokers.configFromSecrets names, as read this pass
     clients_ca: str = ""  # a digest of the clients CA bundle (brokers with authentication tls listeners trust it)
@@ -96,6 +110,11 @@ class ClusterContext:
         if image is not None and image == self.spec.image:
             return self.spec.version
         return next((version for version, known in self.broker_images.items() if known == image), None)
+
+    @property
+    def unnamed_peers(self) -> UnnamedPeers:
+        """Who a listener or the metrics port naming no peers admits: the spec's choice, else the cluster's own."""
+        return self.spec.network_policies.unnamed_peers or self.created_unnamed_peers
 
     @property
     def running_sizes(self) -> Sizes:
@@ -157,6 +176,11 @@ class ClusterContext:
         pool = self.voter_pool
         number = self.spec.controllers.replicas if count is None else count
         return ",".join(f"{self.host(pool, i)}:{naming.CONTROLLER_PORT}" for i in range(number))
+
+    def static_voters(self) -> str:
+        """controller.quorum.voters of a static quorum (id@host:port,...): the voters the spec names."""
+        return ",".join(f"{node}@{self.host(*naming.pool_and_ordinal(node))}:{naming.CONTROLLER_PORT}"
+                        for node in self.voter_ids())
 
     def initial_controllers_arg(self) -> str:
         """The --initial-controllers value for `kafka-storage format` (id@host:port:directory-id,...)."""

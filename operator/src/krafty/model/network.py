@@ -82,8 +82,17 @@ class NetworkPolicyPeer(Spec):
         return self.model_dump(by_alias=True, exclude_defaults=True, mode="json")
 
 
+class UnnamedPeers(StrEnum):
+    """Who may reach an internal listener, or the metrics port, that names no networkPolicyPeers."""
+
+    NAMESPACE = "Namespace"  # the cluster's own namespace (and, for metrics, the install's monitoring peers)
+    EVERYONE = "Everyone"  # every pod of every namespace
+
+
 class NetworkPolicies(Spec):
     # One NetworkPolicy per cluster: the controller port only from the cluster's own pods and the operator,
     # the replication port only from its brokers and the operator, each client listener and the metrics
-    # port from the peers named there.
+    # port from the peers named there, or else as unnamed_peers says.
     enabled: bool = True
+    # None: what the cluster was created with (Namespace since this release; Everyone for clusters made before)
+    unnamed_peers: UnnamedPeers | None = None

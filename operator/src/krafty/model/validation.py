@@ -10,6 +10,7 @@ The operator turns each Problem into a status condition and an Event.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -295,6 +296,27 @@ def _heap_problems(field: str, pool: NodePool) -> list[Problem]:
     return []
 
 
+def _features(spec: KafkaClusterSpec) -> list[Problem]:
+    """Each feature a level is given for must be one spec.version knows, at a level it runs."""
+    release = versions.release(spec.version)
+    known = release.features if release is not None else {}
+    problems = []
+    for name, level in sorted(spec.features.items()):
+        where = f"spec.features.{name}"
+        if name == versions.METADATA_VERSION:
+            problems.append(Problem(where, "metadata.version follows spec.version; pin it with "
+                                           "spec.upgrade.metadataVersion"))
+        elif name not in known:
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.85)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            problems.append(Problem(where, f"Kafka {spec.version} knows no feature {name!r}{hint}; it knows "
+                                           f"{', '.join(sorted(known))}"))
+        elif not known[name].lowest <= level <= known[name].highest:
+            problems.append(Problem(where, f"{level} is outside what Kafka {spec.version} runs of {name} "
+                                           f"({known[name].lowest} to {known[name].highest})"))
+    return problems
+
+
 def _metadata_version(spec: KafkaClusterSpec) -> list[Problem]:
     """A pinned metadata.version must be one a release here finalizes, and one spec.version can run."""
     name = spec.upgrade.metadata_version
@@ -324,6 +346,7 @@ def validate_cluster(spec: KafkaClusterSpec) -> list[Problem]:
     problems += _secret_config(spec.brokers.config_from_secrets, config, "spec.brokers.configFromSecrets",
                                spec.version)
     problems += _metadata_version(spec)
+    problems += _features(spec)
     problems += _internal_topics(config, spec.brokers.replicas, "spec.brokers.config")
     defaults = spec.topic_defaults
     min_isr = _min_isr_problem("spec.topicDefaults.minInsyncReplicas", defaults.min_insync_replicas,

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from krafty.decide import canary, roll
+from krafty.decide import canary, features, roll
 from krafty.decide.configs import ConfigDiff
 from krafty.facts.observed import NodeState, VoterState
 from krafty.render.cluster import Child
@@ -107,6 +107,13 @@ class FinalizeMetadata:
 
 
 @dataclass(frozen=True)
+class UpdateFeature:
+    """Raise or lower one KRaft feature as spec.features asks (krafty.decide.features)."""
+
+    change: features.FeatureChange
+
+
+@dataclass(frozen=True)
 class ChangeCanaryTopic:
     topic: canary.CanaryTopic
 
@@ -114,6 +121,7 @@ class ChangeCanaryTopic:
 # Actions on Kubernetes objects (and Announce, which only tells), and actions on Kafka
 KubernetesAction = (ApplyChildren | Announce | DeleteVolumes | ExpandVolumes | StartPreflight | DeletePreflights
                     | RestartNode)
+FeatureAction = FinalizeMetadata | UpdateFeature  # feature levels: metadata.version, and spec.features
 KafkaAction = (SetClusterDefaults | MoveReplicas | RemoveThrottles | RemoveVoter | AddVoter | Unregister | ElectLeaders
-               | FinalizeMetadata | ChangeCanaryTopic)
+               | FeatureAction | ChangeCanaryTopic)
 Action = KubernetesAction | KafkaAction

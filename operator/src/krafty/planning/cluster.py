@@ -17,20 +17,36 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
 from pydantic import ValidationError
 
 from krafty import naming
-from krafty.decide import canary, cluster_status, external, listeners, preflight, roll, scaling, upgrade, volumes
+from krafty.decide import (
+    canary,
+    cluster_status,
+    external,
+    features,
+    identity,
+    listeners,
+    preflight,
+    restart_phases,
+    roll,
+    scaling,
+    upgrade,
+    volumes,
+)
 from krafty.decide.configs import ConfigDiff, diff
+from krafty.decide.restart_groups import Parallelism
+from krafty.decide.restart_phases import RestartPhase
 from krafty.decide.status import DEGRADED, PROGRESSING, READY, Condition
 from krafty.facts.observed import ClusterObservation
 from krafty.model import KafkaClusterSpec, LeaderBalanceMode
-from krafty.model.context import ClusterContext, Sizes
+from krafty.model.context import ClusterContext, QuorumKind, Sizes
 from krafty.model.validation import validate_cluster
+from krafty.model.versions import KRAFT_VERSION
 from krafty.naming import Pool
 from krafty.planning.actions import (
     Action,
@@ -50,6 +66,7 @@ from krafty.planning.actions import (
     SetClusterDefaults,
     StartPreflight,
     Unregister,
+    UpdateFeature,
 )
 from krafty.render.cluster import Child, children
 from krafty.render.kafka_config import dynamic_broker_config
@@ -64,6 +81,8 @@ class Facts:
     leaders_pending: bool = False  # replicas moved: every preferred leader goes back, whatever the threshold
     healthy_since: datetime.datetime | None = None  # every node on the target release and healthy since (status)
     calm_since: datetime.datetime | None = None  # the canary's p99s within spec.restarts.canaryGate since (status)
+    # each node's restart phase and since when, by pod (status.nodes[].restartPhase, restartPhaseSince)
+    restart_phases: Mapping[str, tuple[str, str]] = field(default_factory=dict)
 
     @classmethod
     def from_status(cls, status: Mapping[str, Any] | None) -> Facts:
@@ -71,9 +90,11 @@ class Facts:
         balanced = scaling_status.get("balancedBrokers")
         since = ((status or {}).get("versions") or {}).get("healthySince")
         calm = ((status or {}).get("canary") or {}).get("calmSince")
+        phases = {n["pod"]: (n["restartPhase"], n["restartPhaseSince"]) for n in (status or {}).get("nodes") or ()
+                  if n.get("restartPhase") and n.get("restartPhaseSince")}
         return cls(tuple(balanced) if balanced is not None else None, bool(scaling_status.get("leadersPending")),
                    datetime.datetime.fromisoformat(since) if since else None,
-                   datetime.datetime.fromisoformat(calm) if calm else None)
+                   datetime.datetime.fromisoformat(calm) if calm else None, phases)
 
 
 class PassResult(StrEnum):
@@ -117,10 +138,11 @@ class ClusterPlan:
     result: PassResult
     pace: Pace
     wake_at: datetime.datetime | None = None  # check again by then: metadata.version's raise is due
+    phases_ended: tuple[tuple[RestartPhase, float], ...] = ()  # nodes' restart phases that ended, and their seconds
 
 
 @dataclass(frozen=True)
-class Held:
+class NotAdmitted:
     """A pass that stops before observing: the cluster is paused, or its spec cannot work."""
 
     result: PassResult
@@ -128,10 +150,10 @@ class Held:
     event: Announce | None = None
 
 
-def admit(body: Mapping[str, Any]) -> KafkaClusterSpec | Held:
+def admit(body: Mapping[str, Any]) -> KafkaClusterSpec | NotAdmitted:
     """The spec to work with, or why this pass changes nothing."""
     if naming.paused(body):
-        return Held(PassResult.PAUSED, (Condition(PROGRESSING, False, "Paused",
+        return NotAdmitted(PassResult.PAUSED, (Condition(PROGRESSING, False, "Paused",
                                                   f"changes are paused by the annotation {naming.PAUSED_ANNOTATION}"),))
     try:
         spec = KafkaClusterSpec.model_validate(body.get("spec") or {})
@@ -142,7 +164,7 @@ def admit(body: Mapping[str, Any]) -> KafkaClusterSpec | Held:
         if not problems:
             return spec
     message = "the spec cannot work and nothing was changed: " + "; ".join(problems)
-    return Held(PassResult.INVALID, (Condition(READY, False, "InvalidSpec", message),
+    return NotAdmitted(PassResult.INVALID, (Condition(READY, False, "InvalidSpec", message),
                                      Condition(DEGRADED, True, "InvalidSpec", message)),
                 Announce("InvalidSpec", message, warning=True))
 
@@ -155,7 +177,15 @@ def _scale(ctx: ClusterContext, obs: ClusterObservation, facts: Facts) -> scalin
     return scaling.plan(scaling.ScaleInput(
         desired_brokers=wanted.brokers, running_brokers=now.brokers, desired_controllers=wanted.controllers,
         running_controllers=now.controllers, dedicated=ctx.dedicated, ongoing=obs.reassignments or {},
-        balanced_for=facts.balanced_for, roll_pending=any(n.needs_restart for n in obs.nodes)), obs)
+        balanced_for=facts.balanced_for, roll_pending=any(n.needs_restart for n in obs.nodes),
+        voters=0 if ctx.dedicated else ctx.spec.controllers.replicas,
+        static_quorum=_quorum(ctx, obs) is QuorumKind.STATIC), obs)
+
+
+def _quorum(ctx: ClusterContext, obs: ClusterObservation) -> QuorumKind:
+    """How the nodes find the quorum: static while kraft.version is 0, as read this pass (else as stored)."""
+    return identity.quorum_kind(ctx.quorum, next((f.finalized for f in obs.features if f.name == KRAFT_VERSION),
+                                                 None))
 
 
 def _quorum_formed(ctx: ClusterContext, obs: ClusterObservation) -> bool:
@@ -190,7 +220,8 @@ def _roll_step(ctx: ClusterContext, obs: ClusterObservation, scale: scaling.Scal
     # the threshold: scaling promises new brokers their full share of leaders.
     threshold = 0 if leaders_pending else balance.imbalance_threshold_percent
     return _canary_gate(gate, roll.next_step(obs, restore_leaders=balance.mode is LeaderBalanceMode.OPERATOR,
-                                             threshold_percent=threshold))
+                                             threshold_percent=threshold,
+                                             parallelism=Parallelism.parse(ctx.spec.restarts.parallelism)))
 
 
 def _preflight(ctx: ClusterContext, obs: ClusterObservation, step: roll.Step) -> tuple[roll.Step, list[Action]]:
@@ -210,17 +241,17 @@ def _canary_gate(gate: canary.Gate, step: roll.Step) -> roll.Step:
     its preflight pod too, so that a held roll starts nothing."""
     if not (isinstance(step, roll.Restart) and step.node.running) or gate.position is not canary.GatePosition.HOLDING:
         return step
-    return roll.Held(step.node, f"{step.node.pod} waits: {gate.message}")
+    return roll.Gated(step.node, f"{step.node.pod} waits: {gate.message}")
 
 
 def _step_actions(step: roll.Step) -> tuple[Action, ...]:
-    if isinstance(step, roll.Restart):
-        return (RestartNode(step.node, step.reason, step.message),)
+    if isinstance(step, roll.Restart):  # (with the brokers going together with it, one Event each)
+        return tuple(RestartNode(node, step.reason, step.message) for node in step.nodes)
     if isinstance(step, roll.ElectLeaders):
         return (ElectLeaders(step.partitions, step.message),)
     if isinstance(step, roll.Blocked):
         return (Announce(step.reason, step.message, warning=True),)
-    if isinstance(step, roll.Held):  # told once per node (the figures change every pass; status has them)
+    if isinstance(step, roll.Gated):  # told once per node (the figures change every pass; status has them)
         return (Announce(step.reason, f"{step.node.pod} waits until the canary's p99 is within "
                                       "spec.restarts.canaryGate", warning=True),)
     return ()
@@ -235,14 +266,19 @@ def plan(ctx: ClusterContext, obs: ClusterObservation, facts: Facts) -> ClusterP
     """Everything this pass does, and the status it writes."""
     version_facts = _version_facts(ctx, obs)
     decided = _plan(ctx, obs, facts, version_facts)
-    refused = upgrade.refusal(version_facts)
+    reason, refused = "VersionRefused", upgrade.refusal(version_facts)
+    if refused is None:
+        reason, refused = "FeatureRefused", features.refusal(feature_facts(ctx, obs))
+    if refused is None:
+        reason, refused = "QuorumRefused", scaling.static_refusal(
+            _quorum(ctx, obs) is QuorumKind.STATIC, ctx.spec.controllers.replicas, obs.quorum,
+            ctx.spec.features.get(KRAFT_VERSION, 0) >= 1)
     if refused is None:
         return decided
     # Like an invalid spec: nothing is applied, nothing restarts, and the status says why
     return replace(decided, sizes=Sizes.running(ctx.spec, obs.statefulset_replicas),
-                   actions=(Announce("VersionRefused", refused, warning=True),), step=roll.Wait(refused), facts=facts,
-                   conditions=(Condition(READY, False, "VersionRefused", refused),
-                               Condition(DEGRADED, True, "VersionRefused", refused)),
+                   actions=(Announce(reason, refused, warning=True),), step=roll.Wait(refused), facts=facts,
+                   conditions=(Condition(READY, False, reason, refused), Condition(DEGRADED, True, reason, refused)),
                    result=PassResult.INVALID, pace=Pace.CALM)
 
 
@@ -286,6 +322,7 @@ def _plan(ctx: ClusterContext, obs: ClusterObservation, facts: Facts,
     outside = external.endpoints(ctx.name, ctx.spec.listeners, scale.brokers, obs.external_services)
     sized = replace(ctx, sizes=Sizes(scale.brokers, scale.controllers), announced_listeners=published,
                     claim_sizes=obs.claim_templates, external_endpoints=outside,
+                    quorum=_quorum(ctx, obs),
                     # once formed, a node formatting an empty disk joins the existing quorum instead
                     initial_voters=() if formed else ctx.initial_voters)
     # A voter leaving is removed before anything else: the StatefulSet stops it only once that went through.
@@ -327,23 +364,26 @@ def _plan(ctx: ClusterContext, obs: ClusterObservation, facts: Facts,
         leaders_pending = leaders_pending and restore and not roll.leaders_settled(obs)
     actions += _step_actions(step)
     healthy = isinstance(step, roll.Done) and all(n.serving for n in obs.nodes)
-    version = upgrade.plan(version_facts, healthy, obs.observed_at, facts.healthy_since)
-    if version.finalize_to is not None:
-        actions.append(FinalizeMetadata(version.finalize_to, version.message))
+    version, featured, level_actions = _levels(ctx, obs, facts, version_facts, healthy)
+    actions += level_actions
     next_facts = Facts(scale.balanced_for if scale.balanced_for is not None else facts.balanced_for, leaders_pending,
                        version.healthy_since, gate.calm_since)
     addressing = held or external.waiting(ctx.name, ctx.spec.listeners, scale.brokers, outside)
     conditions = _conditions(cluster_status.conditions(obs, step, set(range(ctx.spec.brokers.replicas)), scale,
                                                        version, growth), addressing)
-    status = {**cluster_status.fields(sized, obs, step, scale, next_facts.balanced_for, next_facts.leaders_pending),
+    phases = restart_phases.track(facts.restart_phases, obs, obs.observed_at) if obs.observed_at else None
+    status = {**cluster_status.fields(sized, obs, step, scale, next_facts.balanced_for, next_facts.leaders_pending,
+                                      phases.now if phases else {}),
               "versions": cluster_status.version_fields(ctx.spec.version, obs, version),
               "volumes": cluster_status.volume_entries(obs),
+              "features": cluster_status.feature_entries(obs, ctx.spec.features, featured.waiting or {}),
               "canary": canary.status(obs.canary, gate)}
     # (a raised metadata.version is observed, and the cluster Ready again, by the next pass)
     busy = (bool(ctx.initial_voters) or scale.busy or not isinstance(step, roll.Done) or growth.growing is not None
-            or addressing is not None or version.finalize_to is not None)
+            or addressing is not None or version.finalize_to is not None or featured.change is not None)
     return ClusterPlan(Sizes(scale.brokers, scale.controllers), tuple(actions), step, scale, next_facts, status,
-                       tuple(conditions), _result(step), pace(step, busy), version.due)
+                       tuple(conditions), _result(step), pace(step, busy), version.due,
+                       phases.ended if phases else ())
 
 
 def settle(conditions: tuple[Condition, ...], refused: Sequence[str], conflicts: Sequence[str],
@@ -391,6 +431,26 @@ def _with_stale_services(rendered: list[Child], obs: ClusterObservation) -> tupl
     """The children, and the deletion of each external Service no listener or broker needs any more."""
     names = {child.name for child in rendered if child.kind == "Service"}
     return (*rendered, *(Child("Service", name, None) for name in sorted(obs.external_services) if name not in names))
+
+
+def _levels(ctx: ClusterContext, obs: ClusterObservation, facts: Facts, version_facts: upgrade.VersionFacts,
+            healthy: bool) -> tuple[upgrade.VersionPlan, features.FeaturePlan, list[Action]]:
+    """Where metadata.version and the other feature levels stand, and this pass's change of one of them (a
+    feature waits while metadata.version is raised)."""
+    version = upgrade.plan(version_facts, healthy, obs.observed_at, facts.healthy_since)
+    featured = features.plan(feature_facts(ctx, obs), healthy and version.finalize_to is None)
+    actions: list[Action] = []
+    if version.finalize_to is not None:
+        actions.append(FinalizeMetadata(version.finalize_to, version.message))
+    if featured.change is not None:
+        actions.append(UpdateFeature(featured.change))
+    return version, featured, actions
+
+
+def feature_facts(ctx: ClusterContext, obs: ClusterObservation) -> features.FeatureFacts:
+    finalized = {f.name: f.finalized for f in obs.features} if obs.features else None
+    return features.FeatureFacts(ctx.spec.features, finalized, tuple(n.version for n in obs.nodes if n.exists),
+                                 obs.groups, tuple(p.name for p in obs.partitions or () if p.eligible_leaders_only))
 
 
 def _version_facts(ctx: ClusterContext, obs: ClusterObservation) -> upgrade.VersionFacts:

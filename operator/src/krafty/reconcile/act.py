@@ -29,6 +29,7 @@ from krafty.planning.actions import (
     DeleteVolumes,
     ElectLeaders,
     ExpandVolumes,
+    FeatureAction,
     FinalizeMetadata,
     KafkaAction,
     MoveReplicas,
@@ -38,6 +39,7 @@ from krafty.planning.actions import (
     SetClusterDefaults,
     StartPreflight,
     Unregister,
+    UpdateFeature,
 )
 from krafty.reconcile.applied import Applied, cluster_key
 from krafty.render.cluster import Child, runs_nodes
@@ -111,10 +113,19 @@ class Actor:
                 self._unregister(action)
             case ElectLeaders():
                 self._elect(action)
-            case FinalizeMetadata():
-                self._finalize(action)
+            case FinalizeMetadata() | UpdateFeature():
+                self._on_features(action)
             case ChangeCanaryTopic():
                 self._canary_topic(action)
+            case _:
+                assert_never(action)
+
+    def _on_features(self, action: FeatureAction) -> None:
+        match action:
+            case FinalizeMetadata():
+                self._finalize(action)
+            case UpdateFeature():
+                self._feature(action)
             case _:
                 assert_never(action)
 
@@ -266,6 +277,11 @@ class Actor:
             self.say("CanaryTopicFailed", f"{topic.message}: not done: {error}", warning=True)
         else:
             self.say("CanaryTopicChanged", topic.message)
+
+    def _feature(self, action: UpdateFeature) -> None:
+        change = action.change
+        kraft.upgrade_feature(self.admin.connection, change.name, change.level, downgrade=change.lowering)
+        self.say("FeatureLowered" if change.lowering else "FeatureRaised", change.message)
 
     def _finalize(self, action: FinalizeMetadata) -> None:
         kraft.upgrade_feature(self.admin.connection, METADATA_VERSION, action.level)

@@ -24,22 +24,21 @@ from krafty.clients.kube import Kube, Refused, api_message
 from krafty.clients.pki_process import Issuer
 from krafty.decide import external, identity, listeners
 from krafty.decide.status import DEGRADED, READY, Condition
-from krafty.facts.observed import CanaryReading, ExternalServiceState
+from krafty.facts.observed import CanaryReading, ClusterObservation, ExternalServiceState, VolumeState
 from krafty.facts.pods import node_pods
 from krafty.model import KafkaClusterSpec
 from krafty.model.context import ClusterContext, OperatorPeer
+from krafty.model.network import NetworkPolicyPeer
 from krafty.naming import Pool
 from krafty.planning import preview as previewing
 from krafty.planning.actions import Announce, ApplyChildren
-from krafty.planning.cluster import ClusterPlan, Facts, Held, Pace, PassResult, admit, plan, settle
+from krafty.planning.cluster import ClusterPlan, Facts, NotAdmitted, Pace, PassResult, admit, plan, settle
 from krafty.reconcile import observe as observing
-from krafty.reconcile import rack
-from krafty.reconcile import status as writer
+from krafty.reconcile import rack, writer
 from krafty.reconcile.act import Actor
 from krafty.reconcile.applied import Applied
 from krafty.reconcile.connection import Reached
-from krafty.reconcile.pki import CaUnusable, ClusterPki, PkiPass
-from krafty.reconcile.pki import held as pki_held
+from krafty.reconcile.pki import CaUnusable, ClusterPki, PkiPass, existing_pki
 from krafty.reconcile.teardown import teardown_pass
 from krafty.telemetry import metrics
 from krafty.wire import random_kafka_uuid
@@ -61,6 +60,7 @@ class Settings:
     cluster_domain: str = "cluster.local"
     rack_binding: str | None = None  # the chart's ClusterRoleBinding for rack awareness; None: not installed
     operator: OperatorPeer | None = None  # the operator's pods, let in to the internal ports
+    monitoring_peers: tuple[NetworkPolicyPeer, ...] = ()  # the install's Prometheus, let in to the metrics port
     # Outside Kubernetes (development, tests) pod DNS names do not resolve: the operator's clients use these.
     endpoints: Endpoints | None = None
 
@@ -124,7 +124,7 @@ class ClusterReconciler:
             log.info("KafkaCluster %s/%s: holding %s, so that a deletion stops the brokers before the controllers",
                      body["metadata"]["namespace"], body["metadata"]["name"], naming.CLUSTER_FINALIZER)
         spec = admit(body)
-        if isinstance(spec, Held):
+        if isinstance(spec, NotAdmitted):
             if spec.event is not None:
                 self.kube.event(body, naming.CLUSTER_KIND, spec.event.reason, spec.event.message, warning=True)
             self._write(body, {}, spec.conditions, moment)
@@ -149,16 +149,17 @@ class ClusterReconciler:
         except CaUnusable as unusable:
             return self._hold(body, "CaUnusable", str(unusable), moment)
         ctx = replace(ctx, certificates=issued.marker, config_secrets=secrets_digest, clients_ca=issued.clients_digest)
-        admin, controllers = self._kafka(self.admins, ctx, issued)
+        admin, obs = self._observe(self.admins, ctx, issued, claims, listed, services, moment)
         if self.reached is not None:
             self.reached.reached(ctx.namespace, ctx.name, admin.connection)
-        obs = observing.observe(self.kube, admin, controllers, ctx, claims, listed, services, moment)
         obs = replace(obs, canary=self._canary(ctx, admin.connection))
         decided = plan(ctx, obs, Facts.from_status(body.get("status")))
         actor = Actor(self.kube, admin, obs.controller_servers, replace(ctx, sizes=decided.sizes), body, self.applied)
         done = actor.run(decided.actions)
         conditions = settle(decided.conditions, actor.refused, actor.conflicts, actor.withheld)
         self._write(body, decided.status, conditions, moment)
+        for phase, seconds in decided.phases_ended:
+            metrics.RESTART_PHASE_SECONDS.labels(ctx.namespace, ctx.name, phase.value).observe(seconds)
         metrics.COLLECTOR.set_cluster(ctx.namespace, ctx.name, metrics.ClusterFacts(
             brokers_desired=spec.brokers.replicas, brokers_ready=decided.status["readyBrokers"],
             ready=conditions[0].status is True, available=conditions[1].status,
@@ -166,6 +167,15 @@ class ClusterReconciler:
             partitions_to_move=decided.scale.partitions_to_move, observation=obs))
         wake_in = None if decided.wake_at is None else (decided.wake_at - writer.now()).total_seconds()
         return Outcome(decided.result if done else PassResult.ERROR, _pace(decided.pace, done, actor), wake_in)
+
+    def _observe(self, admins: AdminPool[KafkaAdmin], ctx: ClusterContext, issued: ClusterPki,
+                 claims: tuple[VolumeState, ...], listed: list[dict[str, Any]],
+                 services: Mapping[str, ExternalServiceState],
+                 moment: datetime.datetime) -> tuple[KafkaAdmin, ClusterObservation]:
+        """The one observation of a pass and of a plan preview (each with its own clients), read once: the
+        cluster's Kafka client and what it and the API server say."""
+        admin, controllers = self._kafka(admins, ctx, issued)
+        return admin, observing.observe(self.kube, admin, controllers, ctx, claims, listed, services, moment)
 
     def _outside_names(self, ctx: ClusterContext, services: Mapping[str, ExternalServiceState]
                        ) -> Callable[[int], tuple[str, ...]]:
@@ -197,8 +207,8 @@ class ClusterReconciler:
         or refuse)."""
         proposed = {**body, "spec": dict(proposed_spec)}
         spec = admit(proposed)
-        if isinstance(spec, Held):
-            return previewing.held(spec)
+        if isinstance(spec, NotAdmitted):
+            return previewing.not_admitted(spec)
         meta = body["metadata"]
         claims = observing.volumes(self.kube, meta["name"], meta["namespace"])
         try:
@@ -207,16 +217,15 @@ class ClusterReconciler:
             return previewing.refused(str(error))
         secrets_digest, missing = self._config_secrets(ctx)
         refusals = [why for why in (authorization_problem(ctx), self._rack_problem(ctx), missing) if why]
-        issued = pki_held(self.kube, ctx)
+        issued = existing_pki(self.kube, ctx)
         if issued is None:
             refusals.append("the cluster has no certificates yet: its first pass has not run")
         if refusals or issued is None:
             return previewing.refused(*refusals)
         ctx = replace(ctx, certificates=issued.marker, config_secrets=secrets_digest, clients_ca=issued.clients_digest)
         listed = observing.cluster_pods(self.kube, ctx)
-        admin, controllers = self._kafka(self.preview_admins, ctx, issued)
-        obs = observing.observe(self.kube, admin, controllers, ctx, claims, listed,
-                                observing.external_services(self.kube, ctx), writer.now())
+        _, obs = self._observe(self.preview_admins, ctx, issued, claims, listed,
+                               observing.external_services(self.kube, ctx), writer.now())
         obs = replace(obs, canary=self.canaries.reading(ctx.namespace, ctx.name))
         facts = Facts.from_status(body.get("status"))
         templates, rejected = self._dry_run(ctx, plan(ctx, obs, facts))
@@ -263,7 +272,8 @@ class ClusterReconciler:
         config = self.kube.get("ConfigMap", naming.config_map(meta["name"]), meta["namespace"])
         draft = ClusterContext(meta["name"], meta["namespace"], meta["uid"], spec, "", (),
                                spec.image or self.settings.broker_images[spec.version], self.settings.cluster_domain,
-                               self.settings.operator, broker_images=self.settings.broker_images)
+                               self.settings.operator, broker_images=self.settings.broker_images,
+                               monitoring_peers=self.settings.monitoring_peers)
         found = identity.resolve((body.get("status") or {}).get("clusterId"),
                                  (config or {}).get("data") if config else None, draft.voter_ids(),
                                  random_kafka_uuid, naming.data_claims(meta["name"], claims),
@@ -280,6 +290,8 @@ class ClusterReconciler:
                                     warning=True))
         return replace(draft, cluster_id=found.cluster_id, initial_voters=found.initial_voters,
                        internal_tls=internal_tls,
+                       created_unnamed_peers=identity.unnamed_peers((config or {}).get("data") if config else None),
+                       quorum=identity.stored_quorum((config or {}).get("data") if config else None),
                        announced_listeners=listeners.from_status((body.get("status") or {}).get("listeners") or ())
                        ), notices
 

@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from krafty import naming
-from krafty.clients import kraft
+from krafty.clients import kraft, kraft_transport
 from krafty.clients.errors import KafkaUnavailable
 from krafty.clients.kafka_admin import KafkaAdmin
 from krafty.clients.kraft_transport import Target
@@ -26,6 +26,7 @@ from krafty.facts.observed import (
     BrokerRegistration,
     ClusterObservation,
     ExternalServiceState,
+    FeatureLevel,
     PartitionState,
     PodPhase,
     QuorumState,
@@ -33,6 +34,7 @@ from krafty.facts.observed import (
     VolumeState,
     VoterState,
 )
+from krafty.model import versions
 from krafty.model.context import ClusterContext, Sizes
 from krafty.naming import Pool
 from krafty.wire import METADATA_VERSION, KafkaProtocolError
@@ -61,16 +63,28 @@ class _KafkaFacts:
         self.throttled: frozenset[str] | None = None
         self.defaults: dict[str, str] | None = None
         self.metadata_level: int | None = None
+        self.features: tuple[FeatureLevel, ...] = ()
+        self.groups: dict[str, tuple[str, ...]] = {}
         self.error: str | None = None
 
-    def read(self, admin: KafkaAdmin) -> None:
+    def read(self, admin: KafkaAdmin, wanted: Mapping[str, int]) -> None:
         brokers = kraft.describe_brokers(admin.connection)
-        self.metadata_level = kraft.finalized_features(admin.connection).get(METADATA_VERSION)
-        self.registrations = tuple(BrokerRegistration(b.node_id, b.fenced) for b in brokers)
+        finalized, supported = kraft.features(admin.connection)
+        self.metadata_level = finalized.get(METADATA_VERSION)
+        self.features = tuple(FeatureLevel(name, finalized.get(name, 0), supported.get(name))
+                              for name in sorted(finalized.keys() | supported.keys()))
+        # The groups a feature the spec turns off is used by (read only then: krafty.decide.features)
+        needed = {known.used_by for name, level in wanted.items() if level < finalized.get(name, 0)
+                  and (known := versions.feature(name)) is not None and known.used_by}
+        if needed:
+            listed = kraft.group_ids(admin.connection)
+            self.groups = {kind: tuple(sorted(g for g, t in listed.items() if t == kind)) for kind in needed}
+        self.registrations = tuple(BrokerRegistration(b.node_id, b.fenced, b.rack) for b in brokers)
         # Moves first, then the replica lists: with no move in flight, the lists read after it cannot
         # show a move that has just finished (target and old replicas together).
         self.reassignments = dict(kraft.list_reassignments(admin.connection))
-        self.partitions, self.throttled = admin.topic_state()
+        self.partitions, self.throttled = admin.topic_state(
+            eligible=finalized.get(versions.ELIGIBLE_LEADERS, 0) >= 1)
         if any(not r.fenced for r in self.registrations):
             try:
                 self.defaults = admin.dynamic_cluster_defaults()
@@ -78,7 +92,7 @@ class _KafkaFacts:
                 log.info("dynamic cluster config unreadable: %s", error)
 
 
-def _kafka(admin: KafkaAdmin, any_broker_ready: bool) -> _KafkaFacts:
+def _kafka(admin: KafkaAdmin, any_broker_ready: bool, wanted: Mapping[str, int]) -> _KafkaFacts:
     facts = _KafkaFacts()
     if not any_broker_ready:
         # The bootstrap Service has no endpoint to answer: asking would only wait out the client's
@@ -86,7 +100,7 @@ def _kafka(admin: KafkaAdmin, any_broker_ready: bool) -> _KafkaFacts:
         facts.error = "no broker pod is ready"
         return facts
     try:
-        facts.read(admin)
+        facts.read(admin, wanted)
     except (KafkaUnavailable, KafkaProtocolError) as error:
         facts.error = str(error)
         facts.partitions = None
@@ -140,6 +154,30 @@ def cluster_pods(kube: Kube, ctx: ClusterContext) -> list[dict[str, Any]]:
     return kube.list("Pod", ctx.namespace, {naming.CLUSTER_LABEL: ctx.name})
 
 
+def _combined_controllers(admin: KafkaAdmin, servers: str, ctx: ClusterContext, quorum: QuorumState,
+                          found: list[dict[str, Any]], now: datetime.datetime) -> dict[int, bool]:
+    """Combined mode: for each ready broker whose roles may be in flux (one that is to vote and does not yet, one
+    that votes or ever ran as a controller and is not to), whether it runs as a controller now: its controller
+    listener takes connections. The others run the roles their configuration gives."""
+    try:
+        ever = kraft.controller_nodes(admin.connection.to(servers))
+    except (KafkaUnavailable, KafkaProtocolError) as error:
+        log.info("the controllers' registrations are unreadable: %s", error)
+        return {}
+    voting, wanted = quorum.voter_ids(), set(ctx.voter_ids())
+    asked = (wanted - voting) | ((voting | ever) - wanted)
+    ready = {pods.ordinal(p) for p in found if pods.phase(p, now, ctx.spec.restarts.node_ready_timeout_seconds)
+             is PodPhase.READY and (p["metadata"].get("labels") or {}).get(naming.ROLE_LABEL) == Pool.BROKER.value}
+    out = {}
+    for node in sorted(asked):
+        pool, ordinal = naming.pool_and_ordinal(node)
+        if pool is Pool.BROKER and ordinal in ready:
+            answer = kraft_transport.listening(f"{ctx.host(pool, ordinal)}:{naming.CONTROLLER_PORT}")
+            if answer is not None:
+                out[node] = answer
+    return out
+
+
 def observe(kube: Kube, admin: KafkaAdmin, controllers: Callable[[int], str], ctx: ClusterContext,
             claims: tuple[VolumeState, ...], listed: list[dict[str, Any]],
             services: Mapping[str, ExternalServiceState], now: datetime.datetime) -> ClusterObservation:
@@ -153,7 +191,7 @@ def observe(kube: Kube, admin: KafkaAdmin, controllers: Callable[[int], str], ct
     preflights = tuple(found_preflight for p in listed if (found_preflight := pods.preflight(p)) is not None)
     ready = any(pods.phase(p, now, ctx.spec.restarts.node_ready_timeout_seconds) is PodPhase.READY for p in found
                 if (p["metadata"].get("labels") or {}).get(naming.ROLE_LABEL) == Pool.BROKER.value)
-    kafka = _kafka(admin, ready)
+    kafka = _kafka(admin, ready, ctx.spec.features)
     servers = controllers(max(ctx.spec.controllers.replicas, replicas.get(Pool.CONTROLLER, 0)))
     quorum, quorum_error = None, None
     try:
@@ -162,8 +200,11 @@ def observe(kube: Kube, admin: KafkaAdmin, controllers: Callable[[int], str], ct
         quorum_error = str(error)
     registered = {r.node_id for r in kafka.registrations if not r.fenced}
     timeout = ctx.spec.restarts.node_ready_timeout_seconds
-    nodes = pods.node_states(replace(ctx, sizes=Sizes.running(ctx.spec, replicas)), statefulsets, found,
-                             registered, now, hosts_down(kube, found, now, timeout))
+    sized = replace(ctx, sizes=Sizes.running(ctx.spec, replicas))
+    controllers_running = (_combined_controllers(admin, servers, ctx, quorum, found, now)
+                           if not ctx.dedicated and quorum is not None else None)
+    nodes = pods.node_states(sized, statefulsets, found, registered, now, hosts_down(kube, found, now, timeout),
+                             controllers_running)
     return ClusterObservation(nodes, kafka.partitions, quorum, kafka_error=kafka.error, quorum_error=quorum_error,
                               statefulset_replicas=replicas, reassignments=kafka.reassignments,
                               registrations=kafka.registrations, cluster_defaults=kafka.defaults,
@@ -175,4 +216,5 @@ def observe(kube: Kube, admin: KafkaAdmin, controllers: Callable[[int], str], ct
                                          if sts and (sts.get("status") or {}).get("updateRevision")},
                               templates={pool: sts["spec"]["template"] for pool, sts in statefulsets.items() if sts},
                               preflights=preflights, external_services=dict(services),
-                              metadata_level=kafka.metadata_level, observed_at=now)
+                              metadata_level=kafka.metadata_level, features=kafka.features,
+                              groups=kafka.groups, observed_at=now)

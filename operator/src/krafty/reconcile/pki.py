@@ -292,7 +292,7 @@ class PkiPass:
                           clients_trusted)
 
 
-def held(kube: Kube, ctx: ClusterContext) -> ClusterPki | None:
+def existing_pki(kube: Kube, ctx: ClusterContext) -> ClusterPki | None:
     """What the last pass issued, read and changed in nothing (a plan preview); None before the first pass
     issued anything."""
     ns = ctx.namespace

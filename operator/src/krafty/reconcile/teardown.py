@@ -12,7 +12,7 @@ from krafty.decide import teardown
 from krafty.decide.status import PROGRESSING, READY, Condition
 from krafty.decide.teardown import TeardownStep
 from krafty.naming import Pool
-from krafty.reconcile import status as writer
+from krafty.reconcile import writer
 
 log = logging.getLogger(__name__)
 

@@ -11,10 +11,14 @@ from krafty.render.kafka_config import node_properties, render_properties
 
 
 def node_config_map(ctx: ClusterContext) -> dict[str, Any]:
-    """server.properties of every node, the cluster id, whether the nodes speak TLS to each other and, until
-    the quorum has formed, the initial voters that `kafka-storage format` needs (empty after)."""
+    """server.properties of every node, the cluster id, what was chosen at its creation (whether the nodes speak
+    TLS to each other, who a listener naming no peers admits) and, until the quorum has formed, the initial voters
+    that `kafka-storage format` needs (empty after)."""
     data = {naming.CLUSTER_ID_KEY: ctx.cluster_id, naming.INITIAL_CONTROLLERS_KEY: ctx.initial_controllers_arg(),
-            naming.INTERNAL_TLS_KEY: "true" if ctx.internal_tls else "false"}
+            naming.INTERNAL_TLS_KEY: "true" if ctx.internal_tls else "false",
+            naming.UNNAMED_PEERS_KEY: ctx.created_unnamed_peers.value, naming.KRAFT_QUORUM_KEY: ctx.quorum.value,
+            # (read only when a node formats its storage: a running cluster's levels are changed by UpdateFeatures)
+            naming.FORMAT_FEATURES_KEY: " ".join(f"{n}={v}" for n, v in sorted(ctx.spec.features.items()))}
     for pool in ctx.pools():
         for ordinal in range(ctx.replicas(pool)):
             data[naming.node_config_key(pool, ordinal)] = render_properties(node_properties(ctx, pool, ordinal))

@@ -7,7 +7,7 @@ import hashlib
 from krafty import naming
 from krafty.model import LeaderBalanceMode
 from krafty.model.cluster import SCRAM_MECHANISM, ClientAuthentication, SecurityProtocol
-from krafty.model.context import ClusterContext
+from krafty.model.context import ClusterContext, QuorumKind
 from krafty.model.kafka_configs import catalog
 from krafty.naming import Pool
 
@@ -143,7 +143,8 @@ def node_properties(ctx: ClusterContext, pool: Pool, ordinal: int) -> dict[str, 
     props = {
         "node.id": str(naming.node_id(pool, ordinal)),
         "process.roles": ",".join(roles),
-        "controller.quorum.bootstrap.servers": ctx.controller_bootstrap_servers(),
+        **({"controller.quorum.voters": ctx.static_voters()} if ctx.quorum is QuorumKind.STATIC else
+           {"controller.quorum.bootstrap.servers": ctx.controller_bootstrap_servers()}),
         **_listeners(ctx, pool, ordinal),
         **_tls(ctx, pool, ordinal),
         **_authorization(ctx),

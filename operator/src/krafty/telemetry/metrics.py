@@ -31,6 +31,11 @@ RECONCILE_CPU = Counter("krafty_reconcile_cpu_seconds", "CPU time of reconcile p
                         ["kind"])
 RESTARTS = Counter("krafty_restarts_total", "Kafka node restarts by the operator, by reason",
                    ["namespace", "cluster", "reason"])
+RESTART_PHASE_SECONDS = Histogram(
+    "krafty_node_restart_phase_seconds", "How long a node's restart spent in each phase: Stopping (controlled "
+    "shutdown), Starting (its new pod not running yet), Recovering (running, not back: its logs recovered), "
+    "CatchingUp (serving, rejoining its ISRs)", ["namespace", "cluster", "phase"],
+    buckets=(1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600))
 KAFKA_REQUESTS = Counter("krafty_kafka_requests_total", "Calls the operator made to Kafka, by call", ["call"])
 LEADER = Gauge("krafty_operator_leader", "1 on the operator replica that leads (runs the passes), 0 on a standby")
 KUBE_REQUESTS = Counter("krafty_kube_requests_total", "Kubernetes API requests the operator made, by verb and kind",
@@ -157,6 +162,8 @@ def _cluster_metrics(snap: Snapshot) -> Iterator[Metric]:
                                                                     "replicas", labels),
         "min_isr": _gauge("krafty_cluster_under_min_isr_partitions", "Partitions below min.insync.replicas", labels),
         "offline": _gauge("krafty_cluster_offline_partitions", "Partitions without a leader", labels),
+        "eligible": _gauge("krafty_cluster_eligible_leaders_only_partitions", "Partitions without an in-sync "
+                           "replica whose eligible leader replicas (ELR) wait to lead", labels),
         "imbalance": _gauge("krafty_cluster_leader_imbalance_ratio", "Share of partitions not led by their "
                                                                      "preferred replica", labels),
         "move": _gauge("krafty_cluster_partitions_to_move", "Partitions whose replicas still move (scaling)", labels),
@@ -180,6 +187,7 @@ def _cluster_metrics(snap: Snapshot) -> Iterator[Metric]:
             g["urp"].add_metric(key, health.under_replicated)
             g["min_isr"].add_metric(key, health.under_min_isr)
             g["offline"].add_metric(key, health.offline)
+            g["eligible"].add_metric(key, health.eligible_leaders_only)
             g["imbalance"].add_metric(key, health.imbalance)
         if obs.quorum is not None:
             g["leader"].add_metric(key, obs.quorum.leader_id)
@@ -243,11 +251,17 @@ def _lag_metrics(snap: Snapshot) -> Iterator[Metric]:
     groups = _gauge("krafty_consumergroup_lag_groups", "Consumer groups whose lag is read (state read), left out by "
                     "the include/exclude patterns (excluded) or by the maximum (over_limit)",
                     ["namespace", "cluster", "state"])
+    info = _gauge("krafty_consumergroup_info", "1 for each group whose lag is read, with its type: classic, "
+                  "consumer (KIP-848), share (KIP-932) or streams (KIP-1071); join on group for the lag of a type",
+                  ["namespace", "cluster", "group", "type"])
     for (namespace, cluster), selected in sorted(snap.lag_groups.items()):
         for state, count in (("read", len(selected.groups)), ("excluded", selected.excluded),
                              ("over_limit", selected.over_limit)):
             groups.add_metric([namespace, cluster, state], count)
+        for group, kind in sorted(selected.types.items()):
+            info.add_metric([namespace, cluster, group, kind or "unknown"], 1)
     yield groups
+    yield info
 
 
 def _topic_lag_metrics(snap: Snapshot) -> Iterator[Metric]:

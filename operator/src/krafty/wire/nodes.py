@@ -135,6 +135,7 @@ def decode_simple(api: str) -> Callable[[Reader], None]:
 # -- DescribeCluster v2 (KIP-1073: fenced brokers too) ------------------------------
 
 BROKER_ENDPOINTS = 1
+CONTROLLER_ENDPOINTS = 2
 
 
 @dataclass(frozen=True)
@@ -146,9 +147,10 @@ class Broker:
     fenced: bool
 
 
-def encode_describe_cluster() -> Writer:
-    """Without authorized operations, broker endpoints, fenced brokers included."""
-    return Writer().int8(0).int8(BROKER_ENDPOINTS).int8(1).tags()
+def encode_describe_cluster(endpoints: int = BROKER_ENDPOINTS) -> Writer:
+    """Without authorized operations, fenced brokers included; the brokers' endpoints, or (CONTROLLER_ENDPOINTS,
+    asked of a controller) those of every node that runs as a controller, voter or not (KIP-919)."""
+    return Writer().int8(0).int8(endpoints).int8(1).tags()
 
 
 def decode_describe_cluster(r: Reader) -> tuple[Broker, ...]:
