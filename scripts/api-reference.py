@@ -1,5 +1,5 @@
-"""Writes docs/api.md, the API reference, from the CRDs in crds/: every field of every kind, with its type, default,
-limits and description, and the rules the API server checks.
+"""Writes docs/reference/api.md, the API reference, from the CRDs in crds/: every field of every kind, with its type,
+default, limits and description, and the rules the API server checks.
 
 `python scripts/api-reference.py` rewrites it; `--check` fails when it is out of date (the unit tier runs that).
 """
@@ -17,7 +17,7 @@ from generated import write_or_check
 
 REPO = Path(__file__).resolve().parents[1]
 CRDS = REPO / "crds"
-OUT = REPO / "docs" / "api.md"
+OUT = REPO / "docs" / "reference" / "api.md"
 HEAD = """# API reference
 
 Generated from the CRDs in `crds/` by `python scripts/api-reference.py` (a unit test fails when this page differs

@@ -24,6 +24,20 @@ kubectl apply --server-side -f charts/krafty-operator/crds
 helm install krafty charts/krafty-operator --namespace krafty-system --create-namespace
 ```
 
+## Who can do what
+
+- **The operator**, with `watchNamespaces` empty (all namespaces): one ClusterRole with exactly the verbs it uses,
+  among them creating pods, StatefulSets, Services and Secrets and reading Secrets in every namespace. Whoever can
+  run code in its pods (edit its Deployment, or exec into them) holds those rights. With `watchNamespaces`: a Role
+  in each of those namespaces, and cluster-wide reads only (CRDs, namespaces, StorageClasses, nodes).
+- **A namespace's users** (`tenantRoles.aggregate`): Kubernetes' `edit` and `admin` make and change KafkaClusters,
+  Topics, KafkaUsers and KafkaClusterPlans there, `view` reads them; a plan only of a cluster they may update.
+- **What the operator guarantees between namespaces**: a tenant's input (its specs and the Secrets they name)
+  cannot stall it, read or change another namespace's objects, take over an object it did not make, or make a
+  cluster's nodes trust its certificates; what cannot work is held with a condition naming it. New clusters admit
+  only their own namespace's pods on their listeners. `clusterPolicy` makes the API server refuse clusters without
+  TLS, authentication or authorization. The whole threat model: docs/guides/security.md.
+
 This page is generated from `values.yaml` (`python scripts/chart-readme.py`); `values.schema.json` refuses
 values it does not know.
 """
