@@ -71,6 +71,7 @@ def _files_in_node(node: str) -> list[str]:
                           timeout=30, check=True).stdout.split()
 
 
+@pytest.mark.full  # about 90 s: CI grows the broker volumes through the same driver under load in test_27_volumes.py
 def test_a_claim_binds_on_its_pods_node_grows_from_1gi_to_2gi_while_the_pod_runs_and_leaves_nothing_when_deleted(
         kube_cluster: KubeCluster, namespace: str, cluster_timings: list[tuple[str, float]]) -> None:
     # Given a pod using a 1Gi claim of the class `expandable`, with data on it

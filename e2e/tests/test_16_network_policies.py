@@ -93,6 +93,7 @@ def elsewhere(small: KafkaClusterHandle) -> Iterator[ClientPod]:
     small.kube.kubectl("delete", "pod", pod.name, "-n", pod.namespace, "--wait=false")
 
 
+@pytest.mark.full  # a cluster of its own, about 90 s: CI keeps a listener naming its peers and policies off and on
 @pytest.mark.usefixtures("small_tls")
 def test_a_pod_of_another_namespace_reaches_a_new_cluster_only_once_it_admits_everyone(
         small: KafkaClusterHandle, elsewhere: ClientPod):

@@ -130,6 +130,7 @@ def test_a_statefulset_shrunk_while_the_operator_is_stopped_loses_no_volume(prod
     assert claim_uids(prod, "broker") == before
 
 
+@pytest.mark.full  # about 3 minutes: the unit tier refuses it (decide/test_scaling.py); CI scales under load above
 def test_an_impossible_scale_down_is_refused_and_the_cluster_keeps_serving(prod: KafkaClusterHandle,
                                                                              client: ClientPod):
     # Given a topic with RF 3 ("scaling"), and `kubectl krafty plan` saying brokers.replicas 2 would be refused
