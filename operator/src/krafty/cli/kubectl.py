@@ -211,16 +211,23 @@ def spec_of(document: Any) -> dict[str, Any]:
     return spec
 
 
-def _document(path: str) -> dict[str, Any]:
-    """The KafkaCluster (or its spec) in a YAML or JSON file; - for standard input."""
+def document(path: str, name: str) -> dict[str, Any]:
+    """The KafkaCluster (or its spec) in a YAML or JSON file; - for standard input. A file of several documents
+    (a cluster beside its topics and users, as one applies them) gives the KafkaCluster named `name`."""
     try:
         text = sys.stdin.read() if path == "-" else pathlib.Path(path).read_text(encoding="utf-8")
-        found = yaml.safe_load(text)
+        found = [d for d in yaml.safe_load_all(text) if d is not None]
     except (OSError, yaml.YAMLError) as error:
         raise PluginError(f"cannot read {path}: {error}") from error
-    if not isinstance(found, dict):
-        raise PluginError(f"{path} holds no KafkaCluster")
-    return found
+    if len(found) == 1 and isinstance(found[0], dict):
+        return found[0]
+    clusters = [d for d in found if isinstance(d, dict) and d.get("kind") == naming.CLUSTER_KIND]
+    named = [d for d in clusters if (d.get("metadata") or {}).get("name") == name]
+    if len(named) == 1:
+        return named[0]
+    held = ", ".join(str((d.get("metadata") or {}).get("name")) for d in clusters) or "none"
+    raise PluginError(f"{path} holds no single {naming.CLUSTER_KIND} named {name} (its {naming.CLUSTER_KIND}s: "
+                      f"{held})")
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -264,7 +271,7 @@ def run(args: argparse.Namespace, plugin: Plugin, namespace: str) -> str:
         case "status":
             return plugin.status(namespace, args.cluster, args.output == "json")
         case "plan":
-            return plugin.plan(namespace, args.cluster, _document(args.filename), args.output == "json")
+            return plugin.plan(namespace, args.cluster, document(args.filename, args.cluster), args.output == "json")
         case "restart":
             return plugin.restart(namespace, args.pod, args.force)
         case _:

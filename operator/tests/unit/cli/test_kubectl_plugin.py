@@ -3,8 +3,11 @@ metrics; the operator's ports found where `kubectl port-forward` put them."""
 
 from __future__ import annotations
 
+import pathlib
+
 import pytest
 
+from krafty.cli import kubectl
 from krafty.cli.forward import ForwardError, forwarded, forwarding
 from krafty.cli.kubectl import OPERATOR_NAMESPACE, OPERATOR_SELECTOR, group_lag, leads, parse_args
 
@@ -70,3 +73,22 @@ def test_without_kubectl_on_path_the_plugin_says_so(monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("PATH", "")
     with pytest.raises(ForwardError, match="kubectl is not on PATH"), forwarded("krafty", "krafty-operator-0", [8082]):
         pass
+
+
+def test_a_file_of_several_documents_gives_the_cluster_named_and_says_which_it_holds(tmp_path: pathlib.Path):
+    # Given a file as one applies it: a cluster beside its topic, and a file of two clusters
+    one = tmp_path / "quick.yaml"
+    one.write_text("kind: KafkaCluster\nmetadata: {name: quick}\nspec: {brokers: {replicas: 3}}\n---\n"
+                   "kind: Topic\nmetadata: {name: views}\nspec: {partitions: 3}\n")
+    two = tmp_path / "two.yaml"
+    two.write_text("kind: KafkaCluster\nmetadata: {name: a}\nspec: {}\n---\nkind: KafkaCluster\n"
+                   "metadata: {name: b}\nspec: {}\n")
+    # Then the cluster named is planned, and a name the file does not hold is refused naming those it holds
+    assert kubectl.spec_of(kubectl.document(str(one), "quick")) == {"brokers": {"replicas": 3}}
+    assert kubectl.document(str(two), "b")["metadata"] == {"name": "b"}
+    with pytest.raises(kubectl.PluginError, match=r"no single KafkaCluster named quick .*: a, b"):
+        kubectl.document(str(two), "quick")
+    # And a file of one document is that document, a bare spec included
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("brokers: {replicas: 5}\n")
+    assert kubectl.spec_of(kubectl.document(str(spec), "quick")) == {"brokers": {"replicas": 5}}
