@@ -183,9 +183,10 @@ def by_operator(handle: KafkaClusterHandle, pods: list[str], change: dict[str, A
         handle.patch_spec(change)
 
         def finished(status: dict[str, Any]) -> bool:
-            blocked = (status.get("roll") or {}).get("blockedBy")
-            if blocked and blocked not in run.said:
-                run.said.append(blocked)
+            said = (status.get("roll") or {})
+            for message in (said.get("blockedBy"), said.get("alone")):
+                if message and message not in run.said:
+                    run.said.append(message)
             if status.get("roll") is not None:
                 return False
             now = uids(handle)
