@@ -114,12 +114,14 @@ def test_a_hostile_tenant_reads_nothing_of_others_and_holds_only_its_own(
             "spec": {"clusterRef": {"name": prod.name}, "spec": prod.get()["spec"]}}
     assert 'cannot create resource "kafkaclusterplans"' in refused_to_b(kube, "create", "-f", "-", stdin=json.dumps(
         {**plan, "metadata": {"name": "peek", "namespace": NAMESPACE}}))
+    kube.kubectl("delete", "kafkaclusterplan", "peek", "-n", TENANT_NAMESPACE, "--ignore-not-found")  # (a run before)
     as_b(kube, "create", "-f", "-", stdin=json.dumps({**plan, "metadata": {"name": "peek",
                                                                           "namespace": TENANT_NAMESPACE}}))
     told = wait_for(lambda: (as_b(kube, "get", "kafkaclusterplan", "peek", "-n", TENANT_NAMESPACE, "-o",
                                   "jsonpath={.status.conditions[0].reason}/{.status.plan}")), lambda said: "/" in said
                     and said.split("/")[0], 120, "B's plan answered")
     assert told == "ClusterNotFound/", told
+    kube.kubectl("delete", "kafkaclusterplan", "peek", "-n", TENANT_NAMESPACE)
 
     # Given A's dynamic changes timed before B writes anything
     config = prod.get()["spec"].get("brokers", {}).get("config", {})
